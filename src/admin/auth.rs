@@ -1,0 +1,88 @@
+//! Admin authentication (spec 5.1 and 7): `Authorization: Bearer <admin_apikey>` on every route but `GET /health`,
+//! compared in constant time with the admin key of the snapshot serving now (so an edited or restored key takes effect
+//! with the reload, and old credentials stop working).
+
+use std::sync::Arc;
+
+use axum::extract::{Request, State};
+use axum::http::{StatusCode, header};
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
+
+use super::response::ApiError;
+use crate::app::AppState;
+use crate::secrets;
+
+const CODE: &str = "AUTH_INVALID_CREDENTIALS";
+
+/// Why an admin request was refused.
+#[derive(Debug, PartialEq, Eq)]
+pub enum AdminAuthError {
+    Missing,
+    Malformed,
+    NotConfigured,
+    WrongKey,
+}
+
+impl From<AdminAuthError> for ApiError {
+    fn from(err: AdminAuthError) -> ApiError {
+        let unauthorized = |detail: &str| ApiError::new(StatusCode::UNAUTHORIZED, CODE, detail);
+        match err {
+            AdminAuthError::Missing => unauthorized("header required"),
+            AdminAuthError::Malformed => unauthorized("invalid authorization format"),
+            AdminAuthError::WrongKey => {
+                unauthorized("invalid admin key; administrative operations require admin_apikey")
+            }
+            AdminAuthError::NotConfigured => ApiError::new(
+                StatusCode::INTERNAL_SERVER_ERROR,
+                CODE,
+                "admin key not configured; regenerate configuration",
+            ),
+        }
+    }
+}
+
+/// Checks an `Authorization` header value against the admin key.
+pub fn check(header: Option<&[u8]>, admin_key: Option<&str>) -> Result<(), AdminAuthError> {
+    let header = header.ok_or(AdminAuthError::Missing)?;
+    let value = std::str::from_utf8(header).map_err(|_| AdminAuthError::Malformed)?;
+    let key = value.strip_prefix("Bearer ").ok_or(AdminAuthError::Malformed)?.trim();
+    if key.is_empty() {
+        return Err(AdminAuthError::Malformed);
+    }
+    let admin_key = admin_key.ok_or(AdminAuthError::NotConfigured)?;
+    if secrets::ct_eq(key, admin_key) { Ok(()) } else { Err(AdminAuthError::WrongKey) }
+}
+
+/// The middleware: lets `GET /health` through, checks everything else.
+pub async fn require_admin(State(state): State<Arc<AppState>>, req: Request, next: Next) -> Response {
+    if req.uri().path() == "/health" {
+        return next.run(req).await;
+    }
+    let snapshot = state.store.snapshot();
+    let header = req.headers().get(header::AUTHORIZATION).map(|v| v.as_bytes());
+    match check(header, snapshot.file.admin_apikey.as_deref()) {
+        Ok(()) => next.run(req).await,
+        Err(e) => {
+            tracing::info!(path = %req.uri().path(), reason = ?e, "admin request refused");
+            ApiError::from(e).into_response()
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_case_of_spec_5_1() {
+        let admin = Some("the-admin-key");
+        assert_eq!(check(None, admin), Err(AdminAuthError::Missing));
+        assert_eq!(check(Some(b"the-admin-key"), admin), Err(AdminAuthError::Malformed));
+        assert_eq!(check(Some(b"Basic abc"), admin), Err(AdminAuthError::Malformed));
+        assert_eq!(check(Some(b"Bearer "), admin), Err(AdminAuthError::Malformed));
+        assert_eq!(check(Some(b"Bearer wrong"), admin), Err(AdminAuthError::WrongKey));
+        assert_eq!(check(Some(b"Bearer the-admin-key"), None), Err(AdminAuthError::NotConfigured));
+        assert_eq!(check(Some(b"Bearer the-admin-key"), admin), Ok(()));
+    }
+}

@@ -1,0 +1,73 @@
+//! Routes `/api/v1/configs/*`: MCP configurations and their servers.
+
+use std::sync::Arc;
+
+use axum::Router;
+use axum::extract::{Path, State};
+use axum::response::Response;
+use axum::routing::{get, post};
+
+use super::body::JsonBody;
+use super::{answer, answer_created, write};
+use crate::app::AppState;
+use crate::manage::configs;
+
+type St = State<Arc<AppState>>;
+
+pub fn routes() -> Router<Arc<AppState>> {
+    Router::new()
+        .route("/api/v1/configs", get(list).post(create))
+        .route("/api/v1/configs/{config}", get(get_one).put(rename).delete(delete))
+        .route("/api/v1/configs/{config}/copy", post(copy))
+        .route("/api/v1/configs/{config}/servers", get(list_servers).post(add_server))
+        .route("/api/v1/configs/{config}/servers/{server}", get(get_server).put(replace_server).delete(delete_server))
+}
+
+async fn list(State(st): St) -> Response {
+    answer(Ok(configs::list(&st.store.snapshot())), "configurations")
+}
+
+async fn create(State(st): St, JsonBody(body): JsonBody) -> Response {
+    answer_created(write(&st, move |file, _| configs::create(file, body)).await, "configuration created")
+}
+
+async fn get_one(State(st): St, Path(config): Path<String>) -> Response {
+    answer(configs::get(&st.store.snapshot(), &config).map_err(Into::into), "configuration")
+}
+
+async fn rename(State(st): St, Path(config): Path<String>, JsonBody(body): JsonBody) -> Response {
+    answer(write(&st, move |file, snap| configs::rename(file, snap, &config, body)).await, "configuration renamed")
+}
+
+async fn delete(State(st): St, Path(config): Path<String>) -> Response {
+    answer(write(&st, move |file, snap| configs::delete(file, snap, &config)).await, "configuration deleted")
+}
+
+async fn copy(State(st): St, Path(config): Path<String>, JsonBody(body): JsonBody) -> Response {
+    answer_created(write(&st, move |file, snap| configs::copy(file, snap, &config, body)).await, "configuration copied")
+}
+
+async fn list_servers(State(st): St, Path(config): Path<String>) -> Response {
+    answer(configs::list_servers(&st.store.snapshot(), &config).map_err(Into::into), "servers")
+}
+
+async fn add_server(State(st): St, Path(config): Path<String>, JsonBody(body): JsonBody) -> Response {
+    answer_created(write(&st, move |file, snap| configs::add_server(file, snap, &config, body)).await, "server added")
+}
+
+async fn get_server(State(st): St, Path((config, server)): Path<(String, String)>) -> Response {
+    answer(configs::get_server(&st.store.snapshot(), &config, &server).map_err(Into::into), "server")
+}
+
+async fn replace_server(
+    State(st): St,
+    Path((config, server)): Path<(String, String)>,
+    JsonBody(body): JsonBody,
+) -> Response {
+    let result = write(&st, move |file, snap| configs::replace_server(file, snap, &config, &server, body)).await;
+    answer(result, "server updated")
+}
+
+async fn delete_server(State(st): St, Path((config, server)): Path<(String, String)>) -> Response {
+    answer(write(&st, move |file, snap| configs::delete_server(file, snap, &config, &server)).await, "server removed")
+}

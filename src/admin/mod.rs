@@ -1,0 +1,109 @@
+//! The admin REST API (port 8001): configurations, projects, users, API keys and system operations.
+//!
+//! The request path, outermost first:
+//! 1. `count_requests`: counts every answer by status class (so refused requests are counted too);
+//! 2. `auth::require_admin`: every route except `GET /health` needs the admin key of the current snapshot;
+//! 3. routing to a handler in one of the resource files, or the 404/405 fallbacks in the API's error shape;
+//! 4. the handler decodes the body ([`body::JsonBody`]), then calls a `manage` operation: reads use the current
+//!    snapshot, writes run on a blocking thread inside [`ConfigStore::update`](crate::config::ConfigStore::update),
+//!    which serialises, validates and writes atomically before the handler answers.
+
+pub mod auth;
+pub mod body;
+pub mod response;
+
+mod api_keys;
+mod configs;
+mod projects;
+mod system;
+mod users;
+
+use std::sync::Arc;
+
+use axum::Router;
+use axum::extract::{Request, State};
+use axum::http::StatusCode;
+use axum::middleware::{self, Next};
+use axum::response::{IntoResponse, Response};
+use serde_json::Value;
+
+use crate::app::AppState;
+use crate::config::{ConfigFile, Snapshot};
+use crate::manage::{ManageError, ManageResult};
+use response::ApiError;
+
+/// The admin API router.
+pub fn router(state: Arc<AppState>) -> Router {
+    Router::new()
+        .merge(system::routes())
+        .merge(configs::routes())
+        .merge(projects::routes())
+        .merge(users::routes())
+        .merge(api_keys::routes())
+        .fallback(not_found)
+        .method_not_allowed_fallback(method_not_allowed)
+        .layer(middleware::from_fn_with_state(state.clone(), auth::require_admin))
+        .layer(middleware::from_fn_with_state(state.clone(), count_requests))
+        .with_state(state)
+}
+
+async fn not_found(req: Request) -> ApiError {
+    ApiError::new(StatusCode::NOT_FOUND, "NOT_FOUND", format!("no route for {} {}", req.method(), req.uri().path()))
+}
+
+async fn method_not_allowed(req: Request) -> ApiError {
+    ApiError::new(
+        StatusCode::METHOD_NOT_ALLOWED,
+        "METHOD_NOT_ALLOWED",
+        format!("{} is not allowed on {}", req.method(), req.uri().path()),
+    )
+}
+
+async fn count_requests(State(state): State<Arc<AppState>>, req: Request, next: Next) -> Response {
+    let method = req.method().clone();
+    let path = req.uri().path().to_string();
+    let response = next.run(req).await;
+    let status = response.status();
+    let class = match status.as_u16() {
+        200..=299 => "2xx",
+        400..=499 => "4xx",
+        500..=599 => "5xx",
+        _ => "other",
+    };
+    state.metrics.admin_requests.with_label_values(&[class]).inc();
+    tracing::debug!(method = %method, path = %path, status = status.as_u16(), "admin request");
+    response
+}
+
+/// Runs a write operation on a blocking thread inside the store's serialised update.
+async fn write<F>(state: &AppState, change: F) -> Result<Value, ApiError>
+where
+    F: FnOnce(&mut ConfigFile, &Snapshot) -> ManageResult + Send + 'static,
+{
+    let store = Arc::clone(&state.store);
+    blocking(move || store.update(change)).await
+}
+
+/// Runs a blocking management call (file I/O, fsync) off the async workers.
+async fn blocking<T: Send + 'static>(f: impl FnOnce() -> ManageResult<T> + Send + 'static) -> Result<T, ApiError> {
+    match tokio::task::spawn_blocking(f).await {
+        Ok(result) => result.map_err(ApiError::from),
+        Err(e) => Err(ApiError::from(ManageError::Internal(format!("operation aborted: {e}")))),
+    }
+}
+
+/// Answers a read or write result with the given success message.
+fn answer(result: Result<Value, ApiError>, message: &str) -> Response {
+    match result {
+        Ok(data) => response::ok(message, data),
+        Err(e) => e.into_response(),
+    }
+}
+
+/// Answers a create result with 201.
+fn answer_created(result: Result<Value, ApiError>, message: &str) -> Response {
+    match result {
+        Ok(data) => response::created(message, data),
+        Err(e) => e.into_response(),
+    }
+}

@@ -1,0 +1,163 @@
+//! The running service: loads the configuration, starts the watcher and the listeners, and drains on SIGTERM.
+//!
+//! Start-up order matters: the config is loaded and validated first (an invalid file stops the start with every
+//! problem listed), then every listener is bound (a busy port stops the start before anything serves), and only then
+//! does `/readyz` turn true. Shutdown runs the other way: readiness turns false, the listeners stop accepting, requests
+//! in flight finish within the grace period, and the process exits 0.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use axum::Router;
+use tokio::net::TcpListener;
+use tokio::sync::watch;
+use tokio::task::JoinSet;
+
+use crate::config::defaults::{InitError, init_file};
+use crate::config::{ConfigStore, LoadError, watch as config_watch};
+use crate::telemetry::logging::{self, LogHandle};
+use crate::telemetry::metrics::Metrics;
+use crate::{admin, signal, telemetry};
+
+/// Shared by every listener.
+pub struct AppState {
+    pub store: Arc<ConfigStore>,
+    pub metrics: Arc<Metrics>,
+    pub started: Instant,
+    /// True once every listener is up; false again while draining.
+    pub ready: AtomicBool,
+}
+
+/// How MCP clients reach the gateway.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Transport {
+    #[value(alias = "streamable-http", alias = "streamable_http")]
+    Http,
+    Stdio,
+}
+
+/// What `serve` was asked to do.
+#[derive(Debug, Clone)]
+pub struct ServeOptions {
+    pub config_path: PathBuf,
+    pub transport: Transport,
+    pub gateway_addr: Option<SocketAddr>,
+    pub admin_addr: Option<SocketAddr>,
+    pub metrics_addr: Option<SocketAddr>,
+    pub shutdown_grace: Duration,
+}
+
+/// Why the service could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum ServeError {
+    #[error(transparent)]
+    Config(#[from] LoadError),
+    #[error("cannot create the default config: {0}")]
+    Init(#[from] InitError),
+    #[error("cannot listen on {addr} ({listener}): {source}")]
+    Bind { listener: &'static str, addr: SocketAddr, source: std::io::Error },
+    #[error("cannot watch the config file for changes: {0}")]
+    Watch(#[from] notify::Error),
+    #[error("{0}")]
+    Unsupported(String),
+}
+
+/// Default listener addresses (contract section 1).
+pub const DEFAULT_ADMIN_ADDR: &str = "0.0.0.0:8001";
+pub const DEFAULT_METRICS_ADDR: &str = "0.0.0.0:9464";
+
+fn default_addr(text: &str) -> Option<SocketAddr> {
+    text.parse().ok()
+}
+
+/// Runs the service until SIGTERM or SIGINT.
+pub async fn serve(opts: ServeOptions) -> Result<(), ServeError> {
+    let path = &opts.config_path;
+    if !path.exists() && std::fs::symlink_metadata(path).is_err() {
+        let keys = init_file(path, false)?;
+        eprintln!("No config file at {}; created one with new keys (shown once):", path.display());
+        eprintln!("Admin API key: {}", keys.admin_key);
+        eprintln!("Gateway API key: {}", keys.gateway_key);
+    }
+    let metrics = Arc::new(Metrics::new());
+    let store = Arc::new(ConfigStore::open(path.clone(), Arc::clone(&metrics))?);
+    let log = logging::init(store.snapshot().settings.log_level);
+    follow_log_level(&store, log);
+
+    if opts.transport == Transport::Stdio {
+        return Err(ServeError::Unsupported(
+            "the stdio transport is not available in this version; use --transport http".into(),
+        ));
+    }
+    let admin_addr = opts.admin_addr.or_else(|| default_addr(DEFAULT_ADMIN_ADDR));
+    let metrics_addr = opts.metrics_addr.or_else(|| default_addr(DEFAULT_METRICS_ADDR));
+    let state = Arc::new(AppState {
+        store: Arc::clone(&store),
+        metrics,
+        started: Instant::now(),
+        ready: AtomicBool::new(false),
+    });
+
+    let mut listeners: Vec<(&'static str, TcpListener, Router)> = Vec::new();
+    if let Some(addr) = admin_addr {
+        listeners.push(("admin", bind("admin", addr).await?, admin::router(Arc::clone(&state))));
+    }
+    if let Some(addr) = metrics_addr {
+        listeners.push(("metrics", bind("metrics", addr).await?, telemetry::probes::router(Arc::clone(&state))));
+    }
+    let _watcher = config_watch::watch(Arc::clone(&store))?;
+    signal::reload_on_hangup(Arc::clone(&store));
+
+    let (stop_tx, stop_rx) = watch::channel(false);
+    let mut servers = JoinSet::new();
+    for (name, listener, router) in listeners {
+        let addr = listener.local_addr().map(|a| a.to_string()).unwrap_or_default();
+        tracing::info!(listener = name, addr = %addr, "listening");
+        let mut stop = stop_rx.clone();
+        servers.spawn(async move {
+            let shutdown = async move {
+                let _ = stop.wait_for(|stopped| *stopped).await;
+            };
+            if let Err(e) = axum::serve(listener, router).with_graceful_shutdown(shutdown).await {
+                tracing::error!(listener = name, error = %e, "listener failed");
+            }
+        });
+    }
+    state.ready.store(true, Ordering::SeqCst);
+    tracing::info!(
+        config_path = %store.path().display(),
+        version = crate::VERSION,
+        "mcpgw ready"
+    );
+
+    let which = signal::terminated().await;
+    tracing::info!(signal = which, grace_seconds = opts.shutdown_grace.as_secs(), "draining");
+    state.ready.store(false, Ordering::SeqCst);
+    let _ = stop_tx.send(true);
+    let drained =
+        tokio::time::timeout(opts.shutdown_grace, async { while servers.join_next().await.is_some() {} }).await;
+    if drained.is_err() {
+        tracing::warn!("grace period over; closing the remaining connections");
+        servers.abort_all();
+    }
+    tracing::info!("stopped");
+    Ok(())
+}
+
+async fn bind(listener: &'static str, addr: SocketAddr) -> Result<TcpListener, ServeError> {
+    TcpListener::bind(addr).await.map_err(|source| ServeError::Bind { listener, addr, source })
+}
+
+/// Applies `gw_log_level` again after every reload.
+fn follow_log_level(store: &ConfigStore, log: LogHandle) {
+    let mut changes = store.subscribe();
+    tokio::spawn(async move {
+        while changes.changed().await.is_ok() {
+            let level = changes.borrow_and_update().settings.log_level;
+            log.set_level(level);
+        }
+    });
+}

@@ -1,0 +1,134 @@
+//! The configuration `init` writes (and `reset` returns to): a new admin key, an MCP config `default_config` with no
+//! servers, a project `default_project` using it, a user `default@example.com` in that project, one API key for that
+//! user and project, and every gateway setting written out with its default so operators see what they can change.
+
+use std::io;
+use std::path::Path;
+
+use indexmap::IndexMap;
+use serde_json::json;
+
+use super::fsutil;
+use super::model::{ApiKeyRecord, ConfigFile, McpConfig, Project, User};
+use crate::ids::{new_id, timestamp};
+use crate::secrets::{self, RandomError};
+
+/// The keys a fresh configuration holds, to show the operator once.
+#[derive(Debug, Clone)]
+pub struct FreshKeys {
+    pub admin_key: String,
+    pub gateway_key: String,
+}
+
+/// Why `init` did not write a file.
+#[derive(Debug, thiserror::Error)]
+pub enum InitError {
+    #[error("{0} already exists; pass --force to overwrite it")]
+    Exists(String),
+    #[error("cannot write {path}: {source}")]
+    Io { path: String, source: io::Error },
+    #[error(transparent)]
+    Random(#[from] RandomError),
+}
+
+/// A fresh configuration; keeps `admin_key` when given (reset), else generates one.
+pub fn fresh_config(admin_key: Option<String>) -> Result<(ConfigFile, FreshKeys), RandomError> {
+    let admin_key = match admin_key {
+        Some(key) => key,
+        None => secrets::new_admin_key()?,
+    };
+    let gateway_key = secrets::new_gateway_key()?;
+    let now = timestamp();
+    let (config_id, project_id, user_id) = (new_id(), new_id(), new_id());
+    let value = json!({
+        "admin_apikey": admin_key,
+        "common_mcp_gateway_config": {
+            "gw_log_level": "INFO",
+            "gw_mcp_use_external_cache": false,
+            "gw_cache_host": "localhost", "gw_cache_port": 6379, "gw_cache_db": 0, "gw_cache_password": null,
+            "gw_tool_cache_expiration": 4,
+            "gw_gateway_cache_expiration": 24,
+            "timeout_settings": {"default_timeout": 30, "guardrail_timeout": 15, "auth_timeout": 10,
+                                 "tool_execution_timeout": 60, "discovery_timeout": 20, "cache_timeout": 5,
+                                 "connectivity_timeout": 2},
+            "relevancy_threshold": 0.75, "adherence_threshold": 0.75,
+            "rate_limits": {"per_key_requests_per_second": 0, "burst": 0},
+            "upstream_pool": {"max_processes_per_server": 4, "idle_timeout_seconds": 300},
+            "gw_allowed_hosts": ["localhost", "127.0.0.1", "::1"],
+            "gw_allowed_origins": []
+        },
+        "plugins": {
+            "auth": {"provider": "local_apikey", "config": {}},
+            "guardrails": {"provider": "custom_keyword", "config": {"blocked_keywords": []}},
+            "telemetry": {"provider": "stdout", "config": {"enabled": false}}
+        }
+    });
+    // The settings above are plain literals that always decode; the records are added as typed values.
+    let mut file = ConfigFile::from_value(value).unwrap_or_default();
+    file.admin_apikey = Some(admin_key.clone());
+    file.mcp_configs = IndexMap::from([(
+        config_id.clone(),
+        McpConfig { mcp_config_name: "default_config".into(), created_at: Some(now.clone()), ..Default::default() },
+    )]);
+    file.projects = IndexMap::from([(
+        project_id.clone(),
+        Project {
+            project_name: "default_project".into(),
+            mcp_config_id: Some(config_id),
+            users: vec![user_id.clone()],
+            created_at: Some(now.clone()),
+            ..Default::default()
+        },
+    )]);
+    file.users = IndexMap::from([(
+        user_id.clone(),
+        User { email: "default@example.com".into(), created_at: Some(now.clone()), ..Default::default() },
+    )]);
+    file.apikeys = IndexMap::from([(
+        gateway_key.clone(),
+        ApiKeyRecord { project_id, user_id, created_at: Some(now), disabled: Some(false), ..Default::default() },
+    )]);
+    Ok((file, FreshKeys { admin_key, gateway_key }))
+}
+
+/// Writes a fresh configuration to `path` (directory 0700, file 0600). Refuses to overwrite unless `force`.
+pub fn init_file(path: &Path, force: bool) -> Result<FreshKeys, InitError> {
+    if path.exists() && !force {
+        return Err(InitError::Exists(path.display().to_string()));
+    }
+    let io_err = |source| InitError::Io { path: path.display().to_string(), source };
+    fsutil::create_private_dir(fsutil::parent_dir(path)).map_err(io_err)?;
+    let (file, keys) = fresh_config(None)?;
+    fsutil::write_atomic(&fsutil::write_target(path), &file.to_bytes()).map_err(io_err)?;
+    Ok(keys)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::Snapshot;
+
+    #[test]
+    fn a_fresh_config_is_valid_and_its_key_opens_the_default_project() {
+        let (file, keys) = fresh_config(None).unwrap();
+        let snap = Snapshot::build(file, [0; 32]).unwrap();
+        let entry = snap.lookup_key(&keys.gateway_key).unwrap();
+        assert_eq!(snap.file.projects[&entry.project_id].project_name, "default_project");
+        assert_eq!(snap.file.users[&entry.user_id].email, "default@example.com");
+        assert!(entry.mcp_config_id.is_some());
+        assert!(keys.admin_key.len() >= 43);
+    }
+
+    #[test]
+    fn init_refuses_to_overwrite_without_force() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("sub").join("gw.json");
+        init_file(&path, false).unwrap();
+        assert!(matches!(init_file(&path, false), Err(InitError::Exists(_))));
+        init_file(&path, true).unwrap();
+        use std::os::unix::fs::PermissionsExt;
+        let mode = |p: &Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode(&path), 0o600);
+        assert_eq!(mode(path.parent().unwrap()), 0o700);
+    }
+}

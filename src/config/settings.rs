@@ -1,0 +1,311 @@
+//! Resolved settings: `common_mcp_gateway_config` and `plugins` with every default applied and every value checked.
+//!
+//! The model keeps what the file says; this is what the gateway runs with. Building it is part of validation, so a
+//! non-positive timeout, an unknown log level or an unknown provider is a problem that keeps the file from loading.
+
+use std::time::Duration;
+
+use serde_json::{Map, Number, Value};
+
+use super::decode::Problems;
+use super::model::{CommonConfig, ConfigFile, PluginChoice, Plugins};
+
+/// Log levels of the spec, in increasing severity.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum LogLevel {
+    Debug,
+    Info,
+    Warning,
+    Error,
+    Critical,
+}
+
+impl LogLevel {
+    /// Parses a spec level name (`DEBUG` … `CRITICAL`), case-insensitively.
+    pub fn parse(name: &str) -> Option<LogLevel> {
+        match name.to_ascii_uppercase().as_str() {
+            "DEBUG" => Some(LogLevel::Debug),
+            "INFO" => Some(LogLevel::Info),
+            "WARNING" | "WARN" => Some(LogLevel::Warning),
+            "ERROR" => Some(LogLevel::Error),
+            "CRITICAL" => Some(LogLevel::Critical),
+            _ => None,
+        }
+    }
+}
+
+/// The timeouts of spec section 8.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Timeouts {
+    pub default: Duration,
+    pub guardrail: Duration,
+    pub auth: Duration,
+    pub tool_execution: Duration,
+    pub discovery: Duration,
+    pub cache: Duration,
+    pub connectivity: Duration,
+}
+
+/// One plugin family's resolved choice.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PluginSetting {
+    pub provider: String,
+    pub config: Map<String, Value>,
+}
+
+/// Everything the gateway runs with, defaults applied.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Settings {
+    pub log_level: LogLevel,
+    pub use_external_cache: bool,
+    pub cache_host: String,
+    pub cache_port: u16,
+    pub cache_db: u32,
+    pub cache_password: Option<String>,
+    pub tool_cache_expiry: Duration,
+    pub gateway_cache_expiry: Duration,
+    pub timeouts: Timeouts,
+    pub relevancy_threshold: f64,
+    pub adherence_threshold: f64,
+    pub rate_limit_per_second: f64,
+    pub rate_limit_burst: u32,
+    pub max_processes_per_server: u32,
+    pub idle_timeout: Duration,
+    pub allowed_hosts: Vec<String>,
+    pub allowed_origins: Vec<String>,
+    pub auth: PluginSetting,
+    pub guardrails: Option<PluginSetting>,
+    pub telemetry: Option<PluginSetting>,
+}
+
+impl Settings {
+    /// Whether telemetry export is switched on.
+    pub fn telemetry_enabled(&self) -> bool {
+        self.telemetry.as_ref().is_some_and(|t| t.config.get("enabled").and_then(Value::as_bool).unwrap_or(true))
+    }
+
+    /// Resolves the settings of `file`, recording every problem.
+    pub fn resolve(file: &ConfigFile, problems: &mut Problems) -> Settings {
+        let empty = CommonConfig::default();
+        let c = file.common_mcp_gateway_config.as_ref().unwrap_or(&empty);
+        let p = "common_mcp_gateway_config";
+        let log_level = match c.gw_log_level.as_deref() {
+            None => LogLevel::Info,
+            Some(name) => LogLevel::parse(name).unwrap_or_else(|| {
+                problems.push(format!(
+                    "{p}.gw_log_level: must be one of DEBUG, INFO, WARNING, ERROR, CRITICAL, found {name:?}"
+                ));
+                LogLevel::Info
+            }),
+        };
+        let timeout = |name: &str, default: f64, problems: &mut Problems| {
+            let value = c.timeout_settings.as_ref().and_then(|t| t.values.get(name));
+            seconds(value, default, &format!("{p}.timeout_settings.{name}"), false, problems)
+        };
+        let timeouts = Timeouts {
+            default: timeout("default_timeout", 30.0, problems),
+            guardrail: timeout("guardrail_timeout", 15.0, problems),
+            auth: timeout("auth_timeout", 10.0, problems),
+            tool_execution: timeout("tool_execution_timeout", 60.0, problems),
+            discovery: timeout("discovery_timeout", 20.0, problems),
+            cache: timeout("cache_timeout", 5.0, problems),
+            connectivity: timeout("connectivity_timeout", 2.0, problems),
+        };
+        let hours = |value: Option<&Number>, default: f64, name: &str, problems: &mut Problems| {
+            let hours = seconds(value, default, &format!("{p}.{name}"), true, problems);
+            Duration::from_secs_f64(hours.as_secs_f64() * 3600.0)
+        };
+        let rate = c.rate_limits.as_ref();
+        let pool = c.upstream_pool.as_ref();
+        let max_processes = pool.and_then(|u| u.max_processes_per_server).unwrap_or(4);
+        if max_processes == 0 {
+            problems.push(format!("{p}.upstream_pool.max_processes_per_server: must be at least 1"));
+        }
+        let rate_per_second = number(
+            rate.and_then(|r| r.per_key_requests_per_second.as_ref()),
+            0.0,
+            &format!("{p}.rate_limits.per_key_requests_per_second"),
+            0.0..=f64::MAX,
+            problems,
+        );
+        Settings {
+            log_level,
+            use_external_cache: c.gw_mcp_use_external_cache.unwrap_or(false),
+            cache_host: c.gw_cache_host.clone().unwrap_or_else(|| "localhost".to_string()),
+            cache_port: c.gw_cache_port.and_then(|v| u16::try_from(v).ok()).unwrap_or(6379),
+            cache_db: c.gw_cache_db.and_then(|v| u32::try_from(v).ok()).unwrap_or(0),
+            cache_password: c.gw_cache_password.clone(),
+            tool_cache_expiry: hours(c.gw_tool_cache_expiration.as_ref(), 4.0, "gw_tool_cache_expiration", problems),
+            gateway_cache_expiry: hours(
+                c.gw_gateway_cache_expiration.as_ref(),
+                24.0,
+                "gw_gateway_cache_expiration",
+                problems,
+            ),
+            timeouts,
+            relevancy_threshold: threshold(
+                c.relevancy_threshold.as_ref(),
+                &format!("{p}.relevancy_threshold"),
+                problems,
+            ),
+            adherence_threshold: threshold(
+                c.adherence_threshold.as_ref(),
+                &format!("{p}.adherence_threshold"),
+                problems,
+            ),
+            rate_limit_per_second: rate_per_second,
+            rate_limit_burst: rate.and_then(|r| r.burst).and_then(|b| u32::try_from(b).ok()).unwrap_or(0),
+            max_processes_per_server: u32::try_from(max_processes.max(1)).unwrap_or(4),
+            idle_timeout: seconds(
+                pool.and_then(|u| u.idle_timeout_seconds.as_ref()),
+                300.0,
+                &format!("{p}.upstream_pool.idle_timeout_seconds"),
+                false,
+                problems,
+            ),
+            allowed_hosts: c
+                .gw_allowed_hosts
+                .clone()
+                .unwrap_or_else(|| vec!["localhost".into(), "127.0.0.1".into(), "::1".into()]),
+            allowed_origins: c.gw_allowed_origins.clone().unwrap_or_default(),
+            auth: resolve_auth(file.plugins.as_ref(), problems),
+            guardrails: resolve_plugin(
+                file.plugins.as_ref().and_then(|p| p.guardrails.as_ref()),
+                "guardrails",
+                problems,
+            ),
+            telemetry: resolve_plugin(file.plugins.as_ref().and_then(|p| p.telemetry.as_ref()), "telemetry", problems),
+        }
+    }
+}
+
+/// A duration in seconds: positive (or, with `zero_ok`, non-negative) and finite.
+fn seconds(value: Option<&Number>, default: f64, path: &str, zero_ok: bool, problems: &mut Problems) -> Duration {
+    let Some(n) = value else { return Duration::from_secs_f64(default) };
+    match n.as_f64() {
+        Some(v) if v.is_finite() && (v > 0.0 || (zero_ok && v == 0.0)) && v < 1e9 => Duration::from_secs_f64(v),
+        _ => {
+            let rule = if zero_ok { "zero or positive" } else { "positive" };
+            problems.push(format!("{path}: must be a {rule} number, found {n}"));
+            Duration::from_secs_f64(default)
+        }
+    }
+}
+
+fn number(
+    value: Option<&Number>,
+    default: f64,
+    path: &str,
+    range: std::ops::RangeInclusive<f64>,
+    problems: &mut Problems,
+) -> f64 {
+    let Some(n) = value else { return default };
+    match n.as_f64() {
+        Some(v) if v.is_finite() && range.contains(&v) => v,
+        _ => {
+            problems.push(format!("{path}: must be a number from {} to {}, found {n}", range.start(), range.end()));
+            default
+        }
+    }
+}
+
+fn threshold(value: Option<&Number>, path: &str, problems: &mut Problems) -> f64 {
+    number(value, 0.75, path, 0.0..=1.0, problems)
+}
+
+/// Provider names per family, and the config fields each provider needs.
+const PROVIDERS: &[(&str, &str, &[&str])] = &[
+    ("auth", "local_apikey", &[]),
+    ("auth", "gw", &["base_url", "api_key"]),
+    ("guardrails", "gw", &["base_url", "api_key"]),
+    ("guardrails", "thirdparty_moderation", &["base_url", "api_key"]),
+    ("guardrails", "custom_keyword", &[]),
+    ("telemetry", "opentelemetry", &[]),
+    ("telemetry", "stdout", &[]),
+];
+
+fn resolve_auth(plugins: Option<&Plugins>, problems: &mut Problems) -> PluginSetting {
+    resolve_plugin(plugins.and_then(|p| p.auth.as_ref()), "auth", problems)
+        .unwrap_or(PluginSetting { provider: "local_apikey".to_string(), config: Map::new() })
+}
+
+fn resolve_plugin(choice: Option<&PluginChoice>, family: &str, problems: &mut Problems) -> Option<PluginSetting> {
+    let choice = choice?;
+    let path = format!("plugins.{family}");
+    let known: Vec<&str> = PROVIDERS.iter().filter(|(f, _, _)| *f == family).map(|(_, name, _)| *name).collect();
+    let Some((_, _, required)) = PROVIDERS.iter().find(|(f, name, _)| *f == family && *name == choice.provider) else {
+        problems.push(format!("{path}.provider: must be one of {}, found {:?}", known.join(", "), choice.provider));
+        return None;
+    };
+    for field in *required {
+        match choice.config.get(*field) {
+            Some(Value::String(s)) if !s.trim().is_empty() => {}
+            _ => problems.push(format!(
+                "{path}.config.{field}: is required as a non-empty string for provider {:?}",
+                choice.provider
+            )),
+        }
+    }
+    let config = &choice.config;
+    if choice.provider == "custom_keyword"
+        && let Some(keywords) = config.get("blocked_keywords")
+    {
+        let ok = keywords.as_array().is_some_and(|a| a.iter().all(Value::is_string));
+        if !ok {
+            problems.push(format!("{path}.config.blocked_keywords: must be an array of strings"));
+        }
+    }
+    if choice.provider == "opentelemetry"
+        && let Some(protocol) = config.get("protocol")
+        && !matches!(protocol.as_str(), Some("grpc" | "http"))
+    {
+        problems.push(format!("{path}.config.protocol: must be \"grpc\" or \"http\""));
+    }
+    if let Some(enabled) = config.get("enabled")
+        && !enabled.is_boolean()
+    {
+        problems.push(format!("{path}.config.enabled: must be a boolean"));
+    }
+    Some(PluginSetting { provider: choice.provider.clone(), config: config.clone() })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn resolve(value: Value) -> (Settings, Problems) {
+        let file = ConfigFile::from_value(value).unwrap();
+        let mut problems = Problems::new();
+        let settings = Settings::resolve(&file, &mut problems);
+        (settings, problems)
+    }
+
+    #[test]
+    fn defaults_follow_the_spec() {
+        let (s, problems) = resolve(json!({}));
+        assert!(problems.is_empty());
+        assert_eq!(s.timeouts.tool_execution, Duration::from_secs(60));
+        assert_eq!(s.timeouts.connectivity, Duration::from_secs(2));
+        assert_eq!(s.tool_cache_expiry, Duration::from_secs(4 * 3600));
+        assert_eq!(s.gateway_cache_expiry, Duration::from_secs(24 * 3600));
+        assert_eq!(s.relevancy_threshold, 0.75);
+        assert_eq!(s.auth.provider, "local_apikey");
+        assert_eq!(s.max_processes_per_server, 4);
+    }
+
+    #[test]
+    fn bad_values_are_all_reported() {
+        let (_, problems) = resolve(json!({
+            "common_mcp_gateway_config": {
+                "gw_log_level": "LOUD",
+                "timeout_settings": {"default_timeout": 0, "auth_timeout": -1},
+                "relevancy_threshold": 2,
+                "upstream_pool": {"max_processes_per_server": 0}
+            },
+            "plugins": {"guardrails": {"provider": "magic", "config": {}},
+                        "auth": {"provider": "gw", "config": {"base_url": "http://x"}}}
+        }));
+        assert_eq!(problems.len(), 7, "{problems:#?}");
+    }
+}

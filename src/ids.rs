@@ -1,0 +1,33 @@
+//! Identifiers and timestamps in the formats the contract fixes: UUID v4 ids, and ISO 8601 timestamps without a
+//! zone, with microseconds (`2026-11-21T23:50:20.752804`), always in UTC.
+
+/// A new random UUID v4 as a string.
+pub fn new_id() -> String {
+    uuid::Uuid::new_v4().to_string()
+}
+
+/// The current UTC time as `YYYY-MM-DDTHH:MM:SS.ffffff`.
+pub fn timestamp() -> String {
+    chrono::Utc::now().naive_utc().format("%Y-%m-%dT%H:%M:%S%.6f").to_string()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn timestamp_has_microseconds_and_no_zone() {
+        let ts = timestamp();
+        assert_eq!(ts.len(), 26, "{ts}");
+        assert_eq!(&ts[10..11], "T");
+        assert_eq!(&ts[19..20], ".");
+        assert!(!ts.ends_with('Z'));
+    }
+
+    #[test]
+    fn ids_are_uuid_v4() {
+        let id = new_id();
+        let parsed = uuid::Uuid::parse_str(&id).map(|u| u.get_version_num());
+        assert_eq!(parsed.ok(), Some(4));
+    }
+}

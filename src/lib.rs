@@ -1,0 +1,22 @@
+//! mcpgw: a security gateway for the Model Context Protocol.
+//!
+//! The crate is organised by concept. `config` owns the one JSON file that holds all state: its typed model,
+//! validation into an immutable [`config::Snapshot`], the [`config::ConfigStore`] that swaps snapshots and writes the
+//! file, and the watcher that reloads it. `manage` holds the management operations (configs, projects, users, API keys,
+//! backup, restore, reset) as plain functions over the model, so every front end (the admin REST API in `admin`, the
+//! command line later) shares one code path. `app` wires the listeners together and `cli` parses the command line.
+
+#![forbid(unsafe_code)]
+
+pub mod admin;
+pub mod app;
+pub mod cli;
+pub mod config;
+pub mod ids;
+pub mod manage;
+pub mod secrets;
+pub mod signal;
+pub mod telemetry;
+
+/// The gateway version reported by the health endpoints.
+pub const VERSION: &str = env!("CARGO_PKG_VERSION");

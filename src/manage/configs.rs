@@ -1,0 +1,179 @@
+//! MCP configurations and their upstream server entries.
+
+use serde::Deserialize;
+use serde_json::{Value, json};
+
+use super::{ManageError, ManageResult, decode_body, required_name, views};
+use crate::config::model::{McpConfig, ServerEntry, decode_server_at};
+use crate::config::snapshot::check_server_name;
+use crate::config::{ConfigFile, Snapshot};
+use crate::ids::{new_id, timestamp};
+
+#[derive(Deserialize)]
+struct NameBody {
+    config_name: String,
+}
+
+/// The id of the configuration `ident` (id or name), or 404.
+pub fn resolve(snap: &Snapshot, ident: &str) -> ManageResult<String> {
+    snap.resolve_config(ident)
+        .map(str::to_string)
+        .ok_or_else(|| ManageError::NotFound(format!("MCP configuration {ident:?} not found")))
+}
+
+fn name_free(file: &ConfigFile, name: &str, except: Option<&str>) -> ManageResult<()> {
+    let taken = file.mcp_configs.iter().any(|(id, c)| c.mcp_config_name == name && Some(id.as_str()) != except);
+    if taken {
+        return Err(ManageError::Conflict(format!("an MCP configuration named {name:?} already exists")));
+    }
+    Ok(())
+}
+
+/// Every configuration.
+pub fn list(snap: &Snapshot) -> Value {
+    Value::Array(snap.file.mcp_configs.keys().map(|id| views::config(&snap.file, id)).collect())
+}
+
+/// One configuration.
+pub fn get(snap: &Snapshot, ident: &str) -> ManageResult {
+    Ok(views::config(&snap.file, &resolve(snap, ident)?))
+}
+
+/// `POST /configs {config_name}`.
+pub fn create(file: &mut ConfigFile, body: Value) -> ManageResult {
+    let body: NameBody = decode_body(body)?;
+    let name = required_name(&body.config_name, "config_name")?;
+    name_free(file, &name, None)?;
+    let id = new_id();
+    let record = McpConfig { mcp_config_name: name.clone(), created_at: Some(timestamp()), ..Default::default() };
+    file.mcp_configs.insert(id.clone(), record);
+    Ok(json!({"mcp_config_id": id, "mcp_config_name": name}))
+}
+
+/// `PUT /configs/{config} {config_name}`: rename.
+pub fn rename(file: &mut ConfigFile, snap: &Snapshot, ident: &str, body: Value) -> ManageResult {
+    let id = resolve(snap, ident)?;
+    let body: NameBody = decode_body(body)?;
+    let name = required_name(&body.config_name, "config_name")?;
+    name_free(file, &name, Some(&id))?;
+    if let Some(cfg) = file.mcp_configs.get_mut(&id) {
+        cfg.mcp_config_name = name;
+    }
+    Ok(views::config(file, &id))
+}
+
+/// `DELETE /configs/{config}`: refused while a project uses it.
+pub fn delete(file: &mut ConfigFile, snap: &Snapshot, ident: &str) -> ManageResult {
+    let id = resolve(snap, ident)?;
+    let users: Vec<&str> = file
+        .projects
+        .values()
+        .filter(|p| p.mcp_config_id.as_deref() == Some(id.as_str()))
+        .map(|p| p.project_name.as_str())
+        .collect();
+    if !users.is_empty() {
+        return Err(ManageError::Conflict(format!(
+            "MCP configuration {ident:?} is used by project(s) {}; move them to another configuration first",
+            users.join(", ")
+        )));
+    }
+    let view = views::config(file, &id);
+    file.mcp_configs.shift_remove(&id);
+    Ok(view)
+}
+
+/// `POST /configs/{config}/copy {config_name}`: a new configuration with the same servers.
+pub fn copy(file: &mut ConfigFile, snap: &Snapshot, ident: &str, body: Value) -> ManageResult {
+    let id = resolve(snap, ident)?;
+    let body: NameBody = decode_body(body)?;
+    let name = required_name(&body.config_name, "config_name")?;
+    name_free(file, &name, None)?;
+    let mut copy = file.mcp_configs.get(&id).cloned().unwrap_or_default();
+    copy.mcp_config_name = name;
+    copy.created_at = Some(timestamp());
+    let new = new_id();
+    file.mcp_configs.insert(new.clone(), copy);
+    Ok(views::config(file, &new))
+}
+
+/// The servers of a configuration.
+pub fn list_servers(snap: &Snapshot, ident: &str) -> ManageResult {
+    let id = resolve(snap, ident)?;
+    let servers = snap.file.mcp_configs.get(&id).map(|c| c.mcp_config.iter().map(views::server).collect());
+    Ok(Value::Array(servers.unwrap_or_default()))
+}
+
+fn server_index(file: &ConfigFile, config_id: &str, config: &str, server: &str) -> ManageResult<usize> {
+    file.mcp_configs
+        .get(config_id)
+        .and_then(|c| c.mcp_config.iter().position(|s| s.server_name == server))
+        .ok_or_else(|| ManageError::NotFound(format!("server {server:?} not found in MCP configuration {config:?}")))
+}
+
+/// One server of a configuration.
+pub fn get_server(snap: &Snapshot, ident: &str, server: &str) -> ManageResult {
+    let id = resolve(snap, ident)?;
+    let index = server_index(&snap.file, &id, ident, server)?;
+    Ok(views::server(&snap.file.mcp_configs[&id].mcp_config[index]))
+}
+
+/// Decodes a server entry from a request body, with every problem.
+fn decode_entry(body: Value) -> ManageResult<ServerEntry> {
+    let mut problems = Vec::new();
+    let entry = decode_server_at(body, "server", &mut problems);
+    if let Some(entry) = &entry
+        && let Err(why) = check_server_name(&entry.server_name)
+    {
+        problems.push(format!("server.server_name: {why}"));
+    }
+    match entry {
+        Some(entry) if problems.is_empty() => Ok(entry),
+        _ => Err(ManageError::Invalid(problems)),
+    }
+}
+
+fn server_name_free(file: &ConfigFile, config_id: &str, name: &str, except: Option<usize>) -> ManageResult<()> {
+    let servers = file.mcp_configs.get(config_id).map(|c| c.mcp_config.as_slice()).unwrap_or_default();
+    if servers.iter().enumerate().any(|(i, s)| s.server_name == name && Some(i) != except) {
+        return Err(ManageError::Conflict(format!("a server named {name:?} already exists in this configuration")));
+    }
+    Ok(())
+}
+
+/// `POST /configs/{config}/servers`: adds a server entry.
+pub fn add_server(file: &mut ConfigFile, snap: &Snapshot, ident: &str, body: Value) -> ManageResult {
+    let id = resolve(snap, ident)?;
+    let entry = decode_entry(body)?;
+    server_name_free(file, &id, &entry.server_name, None)?;
+    let view = views::server(&entry);
+    if let Some(cfg) = file.mcp_configs.get_mut(&id) {
+        cfg.mcp_config.push(entry);
+    }
+    Ok(view)
+}
+
+/// `PUT /configs/{config}/servers/{server}`: replaces a server entry (a different `server_name` renames it).
+pub fn replace_server(file: &mut ConfigFile, snap: &Snapshot, ident: &str, server: &str, body: Value) -> ManageResult {
+    let id = resolve(snap, ident)?;
+    let index = server_index(file, &id, ident, server)?;
+    let mut body = body;
+    if let Value::Object(map) = &mut body {
+        map.entry("server_name").or_insert_with(|| Value::String(server.to_string()));
+    }
+    let mut entry = decode_entry(body)?;
+    server_name_free(file, &id, &entry.server_name, Some(index))?;
+    let Some(cfg) = file.mcp_configs.get_mut(&id) else { return Err(ManageError::NotFound(ident.to_string())) };
+    views::unmask_server(&mut entry, &cfg.mcp_config[index]);
+    let view = views::server(&entry);
+    cfg.mcp_config[index] = entry;
+    Ok(view)
+}
+
+/// `DELETE /configs/{config}/servers/{server}`.
+pub fn delete_server(file: &mut ConfigFile, snap: &Snapshot, ident: &str, server: &str) -> ManageResult {
+    let id = resolve(snap, ident)?;
+    let index = server_index(file, &id, ident, server)?;
+    let Some(cfg) = file.mcp_configs.get_mut(&id) else { return Err(ManageError::NotFound(ident.to_string())) };
+    let removed = cfg.mcp_config.remove(index);
+    Ok(views::server(&removed))
+}

@@ -1,0 +1,206 @@
+//! System operations: the health report, backup, restore and reset.
+
+use std::path::Path;
+use std::time::Duration;
+
+use serde::Deserialize;
+use serde_json::{Map, Value, json};
+
+use super::backup::{BackupKey, ENCRYPTED_PREFIX, key_file_path};
+use super::{ManageError, ManageResult, decode_body};
+use crate::config::defaults::fresh_config;
+use crate::config::{ConfigFile, ConfigStore, fsutil};
+use crate::ids::timestamp;
+
+/// Format tag of backup files.
+pub const BACKUP_FORMAT: &str = "mcpgw-backup/1";
+const ADMIN_LABEL: &str = "mcpgw-backup/1 admin_apikey";
+const APIKEY_LABEL: &str = "mcpgw-backup/1 apikey";
+/// Top-level keys a backup adds around the configuration; a restore removes them.
+const BACKUP_META: [&str; 4] = ["backup_format", "created_at", "gateway_version", "encryption"];
+
+/// The `data` of `GET /api/v1/system/health`. `listeners_up` is false while starting or draining.
+pub fn health(store: &ConfigStore, uptime: Duration, listeners_up: bool) -> Value {
+    let snap = store.snapshot();
+    let status = store.status();
+    let state = if !status.valid || !listeners_up { "degraded" } else { "healthy" };
+    let s = &snap.settings;
+    let mut data = json!({
+        "status": state,
+        "version": crate::VERSION,
+        "config_path": store.path().display().to_string(),
+        "config_valid": status.valid,
+        "total_configs": snap.file.mcp_configs.len(),
+        "total_projects": snap.file.projects.len(),
+        "total_users": snap.file.users.len(),
+        "total_api_keys": snap.key_count(),
+        "cache_enabled": true,
+        "cache_type": if s.use_external_cache { "external" } else { "local" },
+        "telemetry_enabled": s.telemetry_enabled(),
+        "guardrails_configured": s.guardrails.is_some(),
+        "uptime_seconds": uptime.as_secs(),
+    });
+    if !status.valid {
+        data["config_problems"] = json!(status.problems);
+    }
+    data
+}
+
+#[derive(Deserialize)]
+struct BackupBody {
+    output_file: String,
+}
+
+#[derive(Deserialize)]
+struct RestoreBody {
+    input_file: String,
+}
+
+fn absolute<'a>(path: &'a str, field: &str) -> ManageResult<&'a Path> {
+    let p = Path::new(path);
+    if path.trim().is_empty() || !p.is_absolute() {
+        return Err(ManageError::Validation(format!("{field} must be an absolute path, got {path:?}")));
+    }
+    Ok(p)
+}
+
+fn same_file(a: &Path, b: &Path) -> bool {
+    match (std::fs::canonicalize(a), std::fs::canonicalize(b)) {
+        (Ok(a), Ok(b)) => a == b,
+        _ => a == b,
+    }
+}
+
+/// `POST /system/backup {output_file}`: writes the configuration with every API key encrypted (file mode 0600).
+pub fn backup(store: &ConfigStore, body: Value) -> ManageResult<String> {
+    let body: BackupBody = decode_body(body)?;
+    let out = absolute(&body.output_file, "output_file")?;
+    if same_file(out, store.path()) || same_file(out, &key_file_path(store.path())) {
+        return Err(ManageError::Validation("output_file must not be the config file or the backup key file".into()));
+    }
+    if !fsutil::parent_dir(out).is_dir() {
+        return Err(ManageError::Validation(format!("the directory of {} does not exist", out.display())));
+    }
+    let key = BackupKey::load(store.path(), true)?;
+    let snap = store.snapshot();
+    let file = &snap.file;
+    let mut apikeys = Map::new();
+    for (k, record) in &file.apikeys {
+        apikeys.insert(key.encrypt(k, APIKEY_LABEL)?, serde_json::to_value(record).unwrap_or(Value::Null));
+    }
+    let admin = file.admin_apikey.as_deref().map(|a| key.encrypt(a, ADMIN_LABEL)).transpose()?;
+    let mut doc = Map::new();
+    doc.insert("backup_format".into(), json!(BACKUP_FORMAT));
+    doc.insert("created_at".into(), json!(timestamp()));
+    doc.insert("gateway_version".into(), json!(crate::VERSION));
+    doc.insert(
+        "encryption".into(),
+        json!({"algorithm": "AES-256-GCM", "key_fingerprint": key.fingerprint(), "encrypted": ["admin_apikey", "apikeys"]}),
+    );
+    doc.insert("admin_apikey".into(), json!(admin));
+    let section = |v: Value| if v.is_null() { json!({}) } else { v };
+    doc.insert("common_mcp_gateway_config".into(), section(json!(file.common_mcp_gateway_config)));
+    doc.insert("plugins".into(), section(json!(file.plugins)));
+    doc.insert("mcp_configs".into(), json!(file.mcp_configs));
+    doc.insert("projects".into(), json!(file.projects));
+    doc.insert("users".into(), json!(file.users));
+    doc.insert("apikeys".into(), Value::Object(apikeys));
+    for (k, v) in &file.extra {
+        doc.entry(k.clone()).or_insert_with(|| v.clone());
+    }
+    let mut bytes = serde_json::to_vec_pretty(&Value::Object(doc)).map_err(|e| ManageError::Internal(e.to_string()))?;
+    bytes.push(b'\n');
+    fsutil::write_atomic(out, &bytes)
+        .map_err(|e| ManageError::Internal(format!("cannot write backup {}: {e}", out.display())))?;
+    tracing::info!(output_file = %out.display(), keys = file.apikeys.len(), "backup written");
+    Ok(out.display().to_string())
+}
+
+/// Reads and checks a whole backup: every key decrypts and the result is a valid configuration.
+fn read_backup(store: &ConfigStore, path: &Path) -> ManageResult<ConfigFile> {
+    let bytes = std::fs::read(path)
+        .map_err(|e| ManageError::Validation(format!("cannot read backup {}: {e}", path.display())))?;
+    let doc: Value = serde_json::from_slice(&bytes)
+        .map_err(|e| ManageError::Validation(format!("backup {} is not valid JSON: {e}", path.display())))?;
+    let Value::Object(mut doc) = doc else {
+        return Err(ManageError::Validation("a backup must be a JSON object".into()));
+    };
+    let missing: Vec<&str> = ["admin_apikey", "mcp_configs", "projects", "users", "apikeys"]
+        .into_iter()
+        .filter(|k| !doc.contains_key(*k))
+        .collect();
+    if !missing.is_empty() {
+        return Err(ManageError::Validation(format!("backup lacks required keys: {}", missing.join(", "))));
+    }
+    let key = BackupKey::load(store.path(), false)?;
+    let wrong_key = || {
+        let recorded = doc_fingerprint(&bytes);
+        ManageError::Validation(format!(
+            "the backup cannot be decrypted with the key from {} (fingerprint {}; the backup was made with {}); \
+             use the same GW_BACKUP_KEY or gw_backup.key as the machine that made it",
+            key.source,
+            key.fingerprint(),
+            recorded.unwrap_or_else(|| "an unknown key".into())
+        ))
+    };
+    match doc.get("admin_apikey") {
+        Some(Value::String(s)) if s.starts_with(ENCRYPTED_PREFIX) => {
+            let plain = key.decrypt(s, ADMIN_LABEL).ok_or_else(wrong_key)?;
+            doc.insert("admin_apikey".into(), json!(plain));
+        }
+        Some(Value::Null) => {
+            doc.remove("admin_apikey");
+        }
+        _ => return Err(ManageError::Validation("backup admin_apikey is not an encrypted value".into())),
+    }
+    let Some(Value::Object(sealed_keys)) = doc.remove("apikeys") else {
+        return Err(ManageError::Validation("backup apikeys must be an object".into()));
+    };
+    let mut apikeys = Map::new();
+    for (sealed, record) in sealed_keys {
+        let plain = key.decrypt(&sealed, APIKEY_LABEL).ok_or_else(wrong_key)?;
+        apikeys.insert(plain, record);
+    }
+    doc.insert("apikeys".into(), Value::Object(apikeys));
+    for meta in BACKUP_META {
+        doc.remove(meta);
+    }
+    let file = ConfigFile::from_value(Value::Object(doc)).map_err(ManageError::Invalid)?;
+    crate::config::Snapshot::build(file.clone(), [0; 32]).map_err(ManageError::Invalid)?;
+    Ok(file)
+}
+
+fn doc_fingerprint(bytes: &[u8]) -> Option<String> {
+    let doc: Value = serde_json::from_slice(bytes).ok()?;
+    doc.pointer("/encryption/key_fingerprint")?.as_str().map(str::to_string)
+}
+
+/// `POST /system/restore {input_file}`: validates the whole backup, then replaces the configuration (in effect at once).
+pub fn restore(store: &ConfigStore, body: Value) -> ManageResult<String> {
+    let body: RestoreBody = decode_body(body)?;
+    let input = absolute(&body.input_file, "input_file")?;
+    let file = read_backup(store, input)?;
+    let keys = file.apikeys.len();
+    store.replace(|_| Ok::<_, ManageError>(file))?;
+    tracing::info!(input_file = %input.display(), keys, "configuration restored from backup");
+    Ok(input.display().to_string())
+}
+
+#[derive(Deserialize)]
+struct ResetBody {
+    confirm: Value,
+}
+
+/// `POST /system/reset {confirm: true}`: back to what `init` writes, keeping the admin key.
+pub fn reset(store: &ConfigStore, body: Value) -> ManageResult<()> {
+    let confirmed = serde_json::from_value::<ResetBody>(body).is_ok_and(|b| b.confirm == Value::Bool(true));
+    if !confirmed {
+        return Err(ManageError::ResetNotConfirmed);
+    }
+    store.replace(|snap| {
+        let (file, _) = fresh_config(snap.file.admin_apikey.clone())?;
+        Ok::<_, ManageError>(file)
+    })?;
+    tracing::warn!("configuration reset to defaults");
+    Ok(())
+}

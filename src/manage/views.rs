@@ -1,0 +1,146 @@
+//! How records look in answers. Secrets never leave through here: upstream `env` values and the OAuth client secret
+//! are masked, and API keys appear as `key_id` plus a masked form.
+
+use serde_json::{Value, json};
+
+use crate::config::ConfigFile;
+use crate::config::model::{ApiKeyRecord, ServerEntry};
+use crate::secrets;
+
+/// A server entry with its secrets masked.
+pub fn server(entry: &ServerEntry) -> Value {
+    let mut masked = entry.clone();
+    if let Some(env) = masked.config.env.as_mut() {
+        for value in env.values_mut() {
+            *value = secrets::mask(value);
+        }
+    }
+    if let Some(oauth) = masked.oauth_config.as_mut()
+        && let Some(secret) = oauth.OAUTH_CLIENT_SECRET.as_mut()
+    {
+        *secret = secrets::mask(secret);
+    }
+    serde_json::to_value(&masked).unwrap_or(Value::Null)
+}
+
+/// Puts back secrets a client echoed in masked form: an `env` value or client secret equal to the masked form of the
+/// old value keeps the old value, so a GET, edit, PUT round trip never overwrites secrets with their masks.
+pub fn unmask_server(new: &mut ServerEntry, old: &ServerEntry) {
+    if let (Some(env), Some(old_env)) = (new.config.env.as_mut(), old.config.env.as_ref()) {
+        for (name, value) in env.iter_mut() {
+            if let Some(previous) = old_env.get(name)
+                && *value == secrets::mask(previous)
+            {
+                value.clone_from(previous);
+            }
+        }
+    }
+    let old_secret = old.oauth_config.as_ref().and_then(|o| o.OAUTH_CLIENT_SECRET.as_ref());
+    if let (Some(oauth), Some(previous)) = (new.oauth_config.as_mut(), old_secret)
+        && oauth.OAUTH_CLIENT_SECRET.as_deref() == Some(secrets::mask(previous).as_str())
+    {
+        oauth.OAUTH_CLIENT_SECRET = Some(previous.clone());
+    }
+}
+
+/// A configuration with its servers and the projects using it.
+pub fn config(file: &ConfigFile, id: &str) -> Value {
+    let Some(cfg) = file.mcp_configs.get(id) else { return Value::Null };
+    let projects: Vec<Value> = file
+        .projects
+        .iter()
+        .filter(|(_, p)| p.mcp_config_id.as_deref() == Some(id))
+        .map(|(pid, p)| json!({"project_id": pid, "project_name": p.project_name}))
+        .collect();
+    json!({
+        "mcp_config_id": id,
+        "mcp_config_name": cfg.mcp_config_name,
+        "created_at": cfg.created_at,
+        "servers": cfg.mcp_config.iter().map(server).collect::<Vec<_>>(),
+        "projects": projects,
+    })
+}
+
+/// A project with its members.
+pub fn project(file: &ConfigFile, id: &str) -> Value {
+    let Some(p) = file.projects.get(id) else { return Value::Null };
+    json!({
+        "project_id": id,
+        "project_name": p.project_name,
+        "mcp_config_id": p.mcp_config_id,
+        "created_at": p.created_at,
+        "users": members(file, id),
+    })
+}
+
+/// The members of a project as `{user_id, email}`.
+pub fn members(file: &ConfigFile, project_id: &str) -> Vec<Value> {
+    let Some(p) = file.projects.get(project_id) else { return Vec::new() };
+    p.users.iter().map(|uid| json!({"user_id": uid, "email": file.users.get(uid).map(|u| u.email.as_str())})).collect()
+}
+
+/// A user with the projects they belong to.
+pub fn user(file: &ConfigFile, id: &str) -> Value {
+    let Some(u) = file.users.get(id) else { return Value::Null };
+    let projects: Vec<Value> = file
+        .projects
+        .iter()
+        .filter(|(_, p)| p.users.iter().any(|m| m == id))
+        .map(|(pid, p)| json!({"project_id": pid, "project_name": p.project_name}))
+        .collect();
+    json!({"user_id": id, "email": u.email, "created_at": u.created_at, "projects": projects})
+}
+
+/// An API key record: `key_id` and a masked key, never the key.
+pub fn api_key(key: &str, record: &ApiKeyRecord) -> Value {
+    json!({
+        "key_id": secrets::key_id(key),
+        "masked": secrets::mask(key),
+        "project_id": record.project_id,
+        "user_id": record.user_id,
+        "created_at": record.created_at,
+        "disabled": record.is_disabled(),
+    })
+}
+
+/// A just-created key: the only answer that carries the whole key.
+pub fn new_api_key(key: &str, record: &ApiKeyRecord) -> Value {
+    json!({
+        "api_key": key,
+        "key_id": secrets::key_id(key),
+        "project_id": record.project_id,
+        "user_id": record.user_id,
+        "created_at": record.created_at,
+        "disabled": record.is_disabled(),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::model::decode_server_at;
+
+    fn entry(value: Value) -> ServerEntry {
+        let mut problems = Vec::new();
+        decode_server_at(value, "s", &mut problems).unwrap()
+    }
+
+    #[test]
+    fn secrets_are_masked_and_masks_round_trip() {
+        let old = entry(json!({"server_name": "s", "config": {"command": "x",
+            "env": {"TOKEN": "super-secret-token-value", "SHORT": "abc"}},
+            "oauth_config": {"OAUTH_CLIENT_SECRET": "client-secret-value-123"}}));
+        let shown = server(&old);
+        let text = shown.to_string();
+        assert!(!text.contains("super-secret-token-value") && !text.contains("client-secret-value-123"));
+        assert!(!text.contains("\"abc\""));
+        let mut echoed = entry(shown);
+        echoed.config.env.as_mut().unwrap().insert("NEW".into(), "plain".into());
+        unmask_server(&mut echoed, &old);
+        let env = echoed.config.env.as_ref().unwrap();
+        assert_eq!(env["TOKEN"], "super-secret-token-value");
+        assert_eq!(env["SHORT"], "abc");
+        assert_eq!(env["NEW"], "plain");
+        assert_eq!(echoed.oauth_config.unwrap().OAUTH_CLIENT_SECRET.as_deref(), Some("client-secret-value-123"));
+    }
+}

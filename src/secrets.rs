@@ -1,0 +1,114 @@
+//! Secrets: generating keys, naming them without revealing them, and comparing them.
+//!
+//! Keys come from the operating system's generator (32 bytes, URL-safe base64, 43 characters). A key is named in
+//! listings by its `key_id` (the first 12 hex characters of its SHA-256) and shown masked; the whole key appears only in
+//! the response that creates it. Comparisons of secrets are constant-time.
+
+use base64::Engine;
+use base64::engine::general_purpose::URL_SAFE_NO_PAD;
+use sha2::{Digest, Sha256};
+use subtle::ConstantTimeEq;
+
+/// Prefix of the gateway (user) API keys the service creates; it helps secret scanners recognise them.
+pub const GATEWAY_KEY_PREFIX: &str = "gw_";
+
+/// Error from the operating system's random generator.
+#[derive(Debug, thiserror::Error)]
+#[error("the operating system's random generator failed: {0}")]
+pub struct RandomError(String);
+
+/// `n` random bytes from the operating system's generator.
+pub fn random_bytes<const N: usize>() -> Result<[u8; N], RandomError> {
+    let mut buf = [0u8; N];
+    getrandom::fill(&mut buf).map_err(|e| RandomError(e.to_string()))?;
+    Ok(buf)
+}
+
+/// 32 random bytes as URL-safe base64 without padding (43 characters).
+pub fn random_token() -> Result<String, RandomError> {
+    Ok(URL_SAFE_NO_PAD.encode(random_bytes::<32>()?))
+}
+
+/// A new admin key (43 URL-safe characters).
+pub fn new_admin_key() -> Result<String, RandomError> {
+    random_token()
+}
+
+/// A new gateway API key (`gw_` and 43 URL-safe characters).
+pub fn new_gateway_key() -> Result<String, RandomError> {
+    Ok(format!("{GATEWAY_KEY_PREFIX}{}", random_token()?))
+}
+
+/// SHA-256 of a key: the index key of the snapshot's key table.
+pub fn digest(key: &str) -> [u8; 32] {
+    Sha256::digest(key.as_bytes()).into()
+}
+
+/// The public name of a key: the first 12 hex characters of its SHA-256.
+pub fn key_id(key: &str) -> String {
+    key_id_from_digest(&digest(key))
+}
+
+/// [`key_id`] from an already computed digest.
+pub fn key_id_from_digest(digest: &[u8; 32]) -> String {
+    digest[..6].iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// Whether `s` has the shape of a key id (12 lowercase hex characters).
+pub fn looks_like_key_id(s: &str) -> bool {
+    s.len() == 12 && s.bytes().all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
+}
+
+/// A masked form of a secret: long values keep four leading and four trailing characters, short ones keep nothing.
+pub fn mask(secret: &str) -> String {
+    let chars: Vec<char> = secret.chars().collect();
+    if chars.len() >= 16 {
+        let head: String = chars[..4].iter().collect();
+        let tail: String = chars[chars.len() - 4..].iter().collect();
+        format!("{head}****{tail}")
+    } else {
+        "********".to_string()
+    }
+}
+
+/// Constant-time equality of two secrets (the length may leak, the content does not).
+pub fn ct_eq(a: &str, b: &str) -> bool {
+    a.as_bytes().ct_eq(b.as_bytes()).into()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn generated_keys_are_long_and_url_safe() {
+        let admin = new_admin_key().unwrap();
+        assert_eq!(admin.len(), 43);
+        let key = new_gateway_key().unwrap();
+        assert!(key.starts_with("gw_") && key.len() == 46);
+        assert!(key.chars().all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_'));
+        assert_ne!(new_gateway_key().unwrap(), key);
+    }
+
+    #[test]
+    fn key_id_is_twelve_hex_of_sha256() {
+        // SHA-256("abc") = ba7816bf8f01cfea...
+        assert_eq!(key_id("abc"), "ba7816bf8f01");
+        assert!(looks_like_key_id(&key_id("anything")));
+        assert!(!looks_like_key_id("BA7816BF8F01"));
+    }
+
+    #[test]
+    fn masking_hides_the_middle_and_short_values_entirely() {
+        assert_eq!(mask("gw_abcdefghijklmnopqrstuvwxyz"), "gw_a****wxyz");
+        assert_eq!(mask("short"), "********");
+        assert_eq!(mask("ééééééééééééééééé"), "éééé****éééé");
+    }
+
+    #[test]
+    fn ct_eq_compares_content() {
+        assert!(ct_eq("same-key", "same-key"));
+        assert!(!ct_eq("same-key", "same-kez"));
+        assert!(!ct_eq("short", "longer-key"));
+    }
+}

@@ -1,0 +1,107 @@
+//! JSON logs on stderr, one object per line: `timestamp` (ISO 8601 UTC), `level` (the spec's names), `message`,
+//! `service_name`, then the event's own fields. The level follows `gw_log_level` and changes on reload.
+
+use std::fmt;
+
+use serde_json::{Map, Value};
+use tracing::field::{Field, Visit};
+use tracing::{Event, Level, Subscriber};
+use tracing_subscriber::filter::LevelFilter;
+use tracing_subscriber::fmt::format::Writer;
+use tracing_subscriber::fmt::{FmtContext, FormatEvent, FormatFields};
+use tracing_subscriber::layer::SubscriberExt;
+use tracing_subscriber::registry::LookupSpan;
+use tracing_subscriber::reload;
+use tracing_subscriber::util::SubscriberInitExt;
+
+use crate::config::settings::LogLevel;
+
+/// The service name every record carries.
+pub const SERVICE_NAME: &str = "mcpgw";
+
+/// Changes the log level of the running process.
+#[derive(Clone)]
+pub struct LogHandle(Option<reload::Handle<LevelFilter, tracing_subscriber::Registry>>);
+
+impl LogHandle {
+    /// Sets the level (CRITICAL maps to ERROR, the most severe level tracing has).
+    pub fn set_level(&self, level: LogLevel) {
+        if let Some(handle) = &self.0 {
+            let _ = handle.modify(|f| *f = filter_for(level));
+        }
+    }
+}
+
+fn filter_for(level: LogLevel) -> LevelFilter {
+    match level {
+        LogLevel::Debug => LevelFilter::DEBUG,
+        LogLevel::Info => LevelFilter::INFO,
+        LogLevel::Warning => LevelFilter::WARN,
+        LogLevel::Error | LogLevel::Critical => LevelFilter::ERROR,
+    }
+}
+
+/// Installs the JSON logger on stderr. Safe to call twice (the second call does nothing and returns a no-op handle).
+pub fn init(level: LogLevel) -> LogHandle {
+    let (filter, handle) = reload::Layer::new(filter_for(level));
+    let fmt = tracing_subscriber::fmt::layer().with_writer(std::io::stderr).event_format(JsonLine);
+    match tracing_subscriber::registry().with(filter).with(fmt).try_init() {
+        Ok(()) => LogHandle(Some(handle)),
+        Err(_) => LogHandle(None),
+    }
+}
+
+struct JsonLine;
+
+fn level_name(level: &Level) -> &'static str {
+    match *level {
+        Level::TRACE | Level::DEBUG => "DEBUG",
+        Level::INFO => "INFO",
+        Level::WARN => "WARNING",
+        Level::ERROR => "ERROR",
+    }
+}
+
+#[derive(Default)]
+struct Collect(Map<String, Value>);
+
+impl Visit for Collect {
+    fn record_str(&mut self, field: &Field, value: &str) {
+        self.0.insert(field.name().to_string(), Value::String(value.to_string()));
+    }
+    fn record_bool(&mut self, field: &Field, value: bool) {
+        self.0.insert(field.name().to_string(), Value::Bool(value));
+    }
+    fn record_i64(&mut self, field: &Field, value: i64) {
+        self.0.insert(field.name().to_string(), Value::from(value));
+    }
+    fn record_u64(&mut self, field: &Field, value: u64) {
+        self.0.insert(field.name().to_string(), Value::from(value));
+    }
+    fn record_f64(&mut self, field: &Field, value: f64) {
+        self.0.insert(field.name().to_string(), Value::from(value));
+    }
+    fn record_debug(&mut self, field: &Field, value: &dyn fmt::Debug) {
+        self.0.insert(field.name().to_string(), Value::String(format!("{value:?}")));
+    }
+}
+
+impl<S, N> FormatEvent<S, N> for JsonLine
+where
+    S: Subscriber + for<'a> LookupSpan<'a>,
+    N: for<'a> FormatFields<'a> + 'static,
+{
+    fn format_event(&self, _ctx: &FmtContext<'_, S, N>, mut writer: Writer<'_>, event: &Event<'_>) -> fmt::Result {
+        let mut fields = Collect::default();
+        event.record(&mut fields);
+        let mut line = Map::new();
+        line.insert("timestamp".into(), Value::String(chrono::Utc::now().format("%Y-%m-%dT%H:%M:%S%.6fZ").to_string()));
+        line.insert("level".into(), Value::String(level_name(event.metadata().level()).into()));
+        let message = fields.0.remove("message").unwrap_or(Value::String(String::new()));
+        line.insert("message".into(), message);
+        line.insert("service_name".into(), Value::String(SERVICE_NAME.into()));
+        line.extend(fields.0);
+        let text = serde_json::to_string(&Value::Object(line)).map_err(|_| fmt::Error)?;
+        writeln!(writer, "{text}")
+    }
+}
