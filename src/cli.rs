@@ -129,7 +129,11 @@ fn init(args: &InitArgs) -> ExitCode {
 }
 
 fn print_invalid(path: &std::path::Path, problems: &[String]) -> ExitCode {
-    eprintln!("mcpgw: error: config file {} is invalid ({} problems):", path.display(), problems.len());
+    let count = match problems.len() {
+        1 => "1 problem".to_string(),
+        n => format!("{n} problems"),
+    };
+    eprintln!("mcpgw: error: config file {} is invalid ({count}):", path.display());
     for problem in problems {
         eprintln!("  - {problem}");
     }

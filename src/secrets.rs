@@ -51,7 +51,13 @@ pub fn key_id(key: &str) -> String {
 
 /// [`key_id`] from an already computed digest.
 pub fn key_id_from_digest(digest: &[u8; 32]) -> String {
-    digest[..6].iter().map(|b| format!("{b:02x}")).collect()
+    const HEX: &[u8; 16] = b"0123456789abcdef";
+    let mut id = String::with_capacity(12);
+    for b in &digest[..6] {
+        id.push(char::from(HEX[usize::from(b >> 4)]));
+        id.push(char::from(HEX[usize::from(b & 0x0f)]));
+    }
+    id
 }
 
 /// Whether `s` has the shape of a key id (12 lowercase hex characters).
@@ -69,6 +75,11 @@ pub fn mask(secret: &str) -> String {
     } else {
         "********".to_string()
     }
+}
+
+/// Constant-time equality of two digests.
+pub fn ct_eq_digest(a: &[u8; 32], b: &[u8; 32]) -> bool {
+    a.ct_eq(b).into()
 }
 
 /// Constant-time equality of two secrets (the length may leak, the content does not).

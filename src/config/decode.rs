@@ -43,6 +43,32 @@ impl<'p> Fields<'p> {
         }
     }
 
+    /// Decodes one record of a large section. Its path is made by `path` only when the record has a problem: sections
+    /// hold thousands of records (one per API key) and formatting every path up front would dominate the load time.
+    pub fn record<T>(
+        value: Value,
+        problems: &mut Problems,
+        path: impl FnOnce() -> String,
+        decode: impl FnOnce(Fields<'_>) -> Option<T>,
+    ) -> Option<T> {
+        let before = problems.len();
+        let out = match value {
+            Value::Object(map) => decode(Fields { path: String::new(), map, problems }),
+            other => {
+                problems.push(format!(": must be an object, found {}", type_name(&other)));
+                None
+            }
+        };
+        if problems.len() > before {
+            let prefix = path();
+            for problem in &mut problems[before..] {
+                let sep = if problem.starts_with(':') { "" } else { "." };
+                *problem = format!("{prefix}{sep}{problem}");
+            }
+        }
+        out
+    }
+
     /// The path of a field of this object.
     pub fn path_of(&self, key: &str) -> String {
         if self.path.is_empty() { key.to_string() } else { format!("{}.{key}", self.path) }
@@ -213,6 +239,19 @@ mod tests {
         assert!(problems[0].starts_with("root.a: must be a string"));
         assert!(problems.iter().any(|p| p == "root.d: is required"));
         assert!(problems.iter().any(|p| p.starts_with("root.c[2]")));
+    }
+
+    #[test]
+    fn record_paths_are_added_only_to_problems() {
+        let mut problems = Problems::new();
+        let ok = Fields::record(json!({"a": "x"}), &mut problems, || unreachable!(), |mut f| f.string("a"));
+        assert_eq!(ok.as_deref(), Some("x"));
+        Fields::record(json!({"a": 1}), &mut problems, || "sec.id".into(), |mut f| f.string("a"));
+        Fields::record(json!(3), &mut problems, || "sec.other".into(), |mut f| f.string("a"));
+        assert_eq!(
+            problems,
+            vec!["sec.id.a: must be a string, found a number", "sec.other: must be an object, found a number"]
+        );
     }
 
     #[test]

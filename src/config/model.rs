@@ -279,12 +279,16 @@ impl ConfigFile {
 
     /// Decodes an already parsed JSON value.
     pub fn from_value(value: Value) -> Result<ConfigFile, Problems> {
+        let (file, problems) = Self::from_value_partial(value);
+        if problems.is_empty() { Ok(file) } else { Err(problems) }
+    }
+
+    /// Decodes what can be decoded: records with type problems are left out and the problems returned, so the rest
+    /// can still be checked and one run of `check-config` lists everything.
+    pub fn from_value_partial(value: Value) -> (ConfigFile, Problems) {
         let mut problems = Problems::new();
-        let file = decode_file(value, &mut problems);
-        match file {
-            Some(file) if problems.is_empty() => Ok(file),
-            _ => Err(problems),
-        }
+        let file = decode_file(value, &mut problems).unwrap_or_default();
+        (file, problems)
     }
 
     /// The file as pretty-printed JSON bytes, with a trailing newline.
@@ -319,11 +323,10 @@ fn decode_file(value: Value, problems: &mut Problems) -> Option<ConfigFile> {
 
 /// A section keyed by id (`mcp_configs`, `projects`, `users`); a missing section is empty.
 fn decode_section<T>(f: &mut Fields<'_>, key: &str, decode: impl Fn(Fields<'_>) -> Option<T>) -> IndexMap<String, T> {
-    let mut out = IndexMap::new();
-    let Some(entries) = f.object(key) else { return out };
+    let Some(entries) = f.object(key) else { return IndexMap::new() };
+    let mut out = IndexMap::with_capacity(entries.len());
     for (id, value) in entries {
-        let path = format!("{key}.{id}");
-        if let Some(record) = Fields::new(value, path, f.problems()).and_then(&decode) {
+        if let Some(record) = Fields::record(value, f.problems(), || format!("{key}.{id}"), &decode) {
             out.insert(id, record);
         }
     }
@@ -332,14 +335,14 @@ fn decode_section<T>(f: &mut Fields<'_>, key: &str, decode: impl Fn(Fields<'_>) 
 
 /// `apikeys`: like [`decode_section`] but problem paths name the key by its `key_id`, never the key itself.
 fn decode_apikeys(f: &mut Fields<'_>) -> IndexMap<String, ApiKeyRecord> {
-    let mut out = IndexMap::new();
-    let Some(entries) = f.object("apikeys") else { return out };
+    let Some(entries) = f.object("apikeys") else { return IndexMap::new() };
+    let mut out = IndexMap::with_capacity(entries.len());
     for (key, value) in entries {
-        let path = format!("apikeys[key_id {}]", crate::secrets::key_id(&key));
         if key.is_empty() {
-            f.problems().push(format!("{path}: the API key must not be empty"));
+            f.problems().push("apikeys: an API key must not be the empty string".to_string());
         }
-        if let Some(record) = Fields::new(value, path, f.problems()).and_then(decode_apikey) {
+        let path = || format!("apikeys[key_id {}]", crate::secrets::key_id(&key));
+        if let Some(record) = Fields::record(value, f.problems(), path, decode_apikey) {
             out.insert(key, record);
         }
     }

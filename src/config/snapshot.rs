@@ -77,11 +77,26 @@ impl Snapshot {
         })
     }
 
-    /// Looks a gateway API key up. The table is keyed by the key's SHA-256 and the final comparison is constant-time,
-    /// so the time taken reveals nothing useful about stored keys.
+    /// Decodes and validates a whole configuration, listing type problems and rule problems together.
+    pub fn from_value(value: serde_json::Value, source_digest: [u8; 32]) -> Result<Snapshot, Problems> {
+        let (file, mut problems) = ConfigFile::from_value_partial(value);
+        match Snapshot::build(file, source_digest) {
+            Ok(snapshot) if problems.is_empty() => Ok(snapshot),
+            Ok(_) => Err(problems),
+            Err(more) => {
+                problems.extend(more);
+                Err(problems)
+            }
+        }
+    }
+
+    /// Looks a gateway API key up. The table is keyed by the key's SHA-256, so probing it compares digests of the
+    /// presented key, never key bytes, and the final check is a constant-time comparison of the digests: the time
+    /// taken reveals nothing useful about stored keys.
     pub fn lookup_key(&self, key: &str) -> Option<&KeyEntry> {
-        let entry = self.keys.get(&secrets::digest(key))?;
-        secrets::ct_eq(&entry.key, key).then_some(entry)
+        let digest = secrets::digest(key);
+        let (stored, entry) = self.keys.get_key_value(&digest)?;
+        secrets::ct_eq_digest(stored, &digest).then_some(entry)
     }
 
     /// The full key for a key or a `key_id`.

@@ -81,8 +81,8 @@ pub fn load_file(path: &Path) -> Result<Snapshot, LoadError> {
 }
 
 fn snapshot_from_bytes(bytes: &[u8]) -> Result<Snapshot, Problems> {
-    let file = ConfigFile::parse(bytes)?;
-    Snapshot::build(file, sha256(bytes))
+    let value = serde_json::from_slice(bytes).map_err(|e| vec![format!("invalid JSON: {e}")])?;
+    Snapshot::from_value(value, sha256(bytes))
 }
 
 impl ConfigStore {

@@ -165,9 +165,8 @@ fn read_backup(store: &ConfigStore, path: &Path) -> ManageResult<ConfigFile> {
     for meta in BACKUP_META {
         doc.remove(meta);
     }
-    let file = ConfigFile::from_value(Value::Object(doc)).map_err(ManageError::Invalid)?;
-    crate::config::Snapshot::build(file.clone(), [0; 32]).map_err(ManageError::Invalid)?;
-    Ok(file)
+    let snapshot = crate::config::Snapshot::from_value(Value::Object(doc), [0; 32]).map_err(ManageError::Invalid)?;
+    Ok(snapshot.file)
 }
 
 fn doc_fingerprint(bytes: &[u8]) -> Option<String> {
