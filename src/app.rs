@@ -15,9 +15,11 @@ use axum::Router;
 use tokio::net::TcpListener;
 use tokio::sync::watch;
 use tokio::task::JoinSet;
+use tokio_util::sync::CancellationToken;
 
 use crate::config::defaults::{InitError, init_file};
 use crate::config::{ConfigStore, LoadError, watch as config_watch};
+use crate::gateway::{self, GatewayContext};
 use crate::telemetry::logging::{self, LogHandle};
 use crate::telemetry::metrics::Metrics;
 use crate::{admin, signal, telemetry};
@@ -66,6 +68,7 @@ pub enum ServeError {
 }
 
 /// Default listener addresses (contract section 1).
+pub const DEFAULT_GATEWAY_ADDR: &str = "0.0.0.0:8000";
 pub const DEFAULT_ADMIN_ADDR: &str = "0.0.0.0:8001";
 pub const DEFAULT_METRICS_ADDR: &str = "0.0.0.0:9464";
 
@@ -87,13 +90,16 @@ pub async fn serve(opts: ServeOptions) -> Result<(), ServeError> {
     let log = logging::init(store.snapshot().settings.log_level);
     follow_log_level(&store, log);
 
-    if opts.transport == Transport::Stdio {
-        return Err(ServeError::Unsupported(
-            "the stdio transport is not available in this version; use --transport http".into(),
-        ));
-    }
-    let admin_addr = opts.admin_addr.or_else(|| default_addr(DEFAULT_ADMIN_ADDR));
-    let metrics_addr = opts.metrics_addr.or_else(|| default_addr(DEFAULT_METRICS_ADDR));
+    let ctx = GatewayContext::new(Arc::clone(&store));
+    // Over HTTP every listener has a default address; over stdio only the listeners asked for are opened.
+    let (gateway_addr, admin_addr, metrics_addr) = match opts.transport {
+        Transport::Http => (
+            opts.gateway_addr.or_else(|| default_addr(DEFAULT_GATEWAY_ADDR)),
+            opts.admin_addr.or_else(|| default_addr(DEFAULT_ADMIN_ADDR)),
+            opts.metrics_addr.or_else(|| default_addr(DEFAULT_METRICS_ADDR)),
+        ),
+        Transport::Stdio => (None, opts.admin_addr, opts.metrics_addr),
+    };
     let state = Arc::new(AppState {
         store: Arc::clone(&store),
         metrics,
@@ -101,7 +107,12 @@ pub async fn serve(opts: ServeOptions) -> Result<(), ServeError> {
         ready: AtomicBool::new(false),
     });
 
+    let sessions = CancellationToken::new();
     let mut listeners: Vec<(&'static str, TcpListener, Router)> = Vec::new();
+    if let Some(addr) = gateway_addr {
+        let router = gateway::http::router(Arc::clone(&ctx), sessions.clone());
+        listeners.push(("gateway", bind("gateway", addr).await?, router));
+    }
     if let Some(addr) = admin_addr {
         listeners.push(("admin", bind("admin", addr).await?, admin::router(Arc::clone(&state))));
     }
@@ -130,21 +141,50 @@ pub async fn serve(opts: ServeOptions) -> Result<(), ServeError> {
     tracing::info!(
         config_path = %store.path().display(),
         version = crate::VERSION,
+        transport = ?opts.transport,
         "mcpgw ready"
     );
 
-    let which = signal::terminated().await;
-    tracing::info!(signal = which, grace_seconds = opts.shutdown_grace.as_secs(), "draining");
+    let reason = match opts.transport {
+        Transport::Http => signal::terminated().await,
+        Transport::Stdio => {
+            let mut signalled = None;
+            let ended = gateway::stdio::serve(Arc::clone(&ctx), async { signalled = Some(signal::terminated().await) });
+            if let Err(e) = ended.await {
+                tracing::error!(error = %e, "stdio front failed");
+            }
+            signalled.unwrap_or("stdin closed")
+        }
+    };
+    drain(&state, &ctx, reason, opts.shutdown_grace, stop_tx, sessions, servers).await;
+    Ok(())
+}
+
+/// The drain: readiness off, stop accepting, let tool calls in flight finish (up to `grace`), end the MCP sessions
+/// and streams, then end every upstream process with its process group.
+async fn drain(
+    state: &AppState,
+    ctx: &GatewayContext,
+    reason: &str,
+    grace: Duration,
+    stop: watch::Sender<bool>,
+    sessions: CancellationToken,
+    mut servers: JoinSet<()>,
+) {
+    tracing::info!(reason, grace_seconds = grace.as_secs(), in_flight = ctx.in_flight.count(), "draining");
     state.ready.store(false, Ordering::SeqCst);
-    let _ = stop_tx.send(true);
-    let drained =
-        tokio::time::timeout(opts.shutdown_grace, async { while servers.join_next().await.is_some() {} }).await;
-    if drained.is_err() {
-        tracing::warn!("grace period over; closing the remaining connections");
+    let _ = stop.send(true);
+    if tokio::time::timeout(grace, ctx.in_flight.wait_idle()).await.is_err() {
+        tracing::warn!(in_flight = ctx.in_flight.count(), "grace period over; cancelling the calls still running");
+    }
+    sessions.cancel();
+    let closed =
+        tokio::time::timeout(Duration::from_secs(2), async { while servers.join_next().await.is_some() {} }).await;
+    if closed.is_err() {
         servers.abort_all();
     }
+    ctx.shutdown().await;
     tracing::info!("stopped");
-    Ok(())
 }
 
 async fn bind(listener: &'static str, addr: SocketAddr) -> Result<TcpListener, ServeError> {

@@ -10,13 +10,17 @@
 
 pub mod admin;
 pub mod app;
+pub mod cache;
 pub mod cli;
 pub mod config;
+pub mod gateway;
 pub mod ids;
 pub mod manage;
+pub mod middleware;
 pub mod secrets;
 pub mod signal;
 pub mod telemetry;
+pub mod upstream;
 
 /// The gateway version reported by the health endpoints.
 pub const VERSION: &str = env!("CARGO_PKG_VERSION");

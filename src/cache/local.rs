@@ -1,0 +1,143 @@
+//! An in-memory cache whose entries expire after a fixed lifetime, with hit and miss counters.
+//!
+//! Lookups take a short lock; values are `Arc`s so a hit only clones a pointer. A lifetime of zero turns caching off
+//! (every lookup misses, nothing is stored).
+
+use std::collections::HashMap;
+use std::hash::Hash;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+
+use serde::Serialize;
+
+/// What `gw_get_cache_status` reports for one cache.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct CacheStats {
+    pub entries: usize,
+    pub hits: u64,
+    pub misses: u64,
+    pub expiry_seconds: u64,
+}
+
+struct Entry<V> {
+    value: Arc<V>,
+    expires: Instant,
+}
+
+/// A map whose entries expire.
+pub struct TtlCache<K, V> {
+    entries: Mutex<HashMap<K, Entry<V>>>,
+    lifetime: Mutex<Duration>,
+    hits: AtomicU64,
+    misses: AtomicU64,
+}
+
+impl<K: Eq + Hash + Clone, V> TtlCache<K, V> {
+    /// A cache whose entries live for `lifetime`.
+    pub fn new(lifetime: Duration) -> Self {
+        TtlCache {
+            entries: Mutex::new(HashMap::new()),
+            lifetime: Mutex::new(lifetime),
+            hits: AtomicU64::new(0),
+            misses: AtomicU64::new(0),
+        }
+    }
+
+    fn map(&self) -> MutexGuard<'_, HashMap<K, Entry<V>>> {
+        self.entries.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// The lifetime of new entries.
+    pub fn lifetime(&self) -> Duration {
+        *self.lifetime.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Changes the lifetime of new entries (after a config reload).
+    pub fn set_lifetime(&self, lifetime: Duration) {
+        *self.lifetime.lock().unwrap_or_else(|p| p.into_inner()) = lifetime;
+    }
+
+    /// A live entry, counting a hit or a miss.
+    pub fn get(&self, key: &K) -> Option<Arc<V>> {
+        let mut map = self.map();
+        let found = match map.get(key) {
+            Some(entry) if entry.expires > Instant::now() => Some(Arc::clone(&entry.value)),
+            Some(_) => {
+                map.remove(key);
+                None
+            }
+            None => None,
+        };
+        let counter = if found.is_some() { &self.hits } else { &self.misses };
+        counter.fetch_add(1, Ordering::Relaxed);
+        found
+    }
+
+    /// Stores a value (nothing when the lifetime is zero).
+    pub fn insert(&self, key: K, value: Arc<V>) {
+        let lifetime = self.lifetime();
+        if lifetime.is_zero() {
+            return;
+        }
+        let expires = Instant::now() + lifetime;
+        self.map().insert(key, Entry { value, expires });
+    }
+
+    /// Removes the entries for which `remove` is true; returns how many.
+    pub fn remove_where(&self, mut remove: impl FnMut(&K, &V) -> bool) -> usize {
+        let mut map = self.map();
+        let before = map.len();
+        map.retain(|k, e| !remove(k, &e.value));
+        before - map.len()
+    }
+
+    /// Removes every entry; returns how many.
+    pub fn clear(&self) -> usize {
+        let mut map = self.map();
+        let n = map.len();
+        map.clear();
+        n
+    }
+
+    /// Entries (live or not yet purged), hits, misses and lifetime.
+    pub fn stats(&self) -> CacheStats {
+        let now = Instant::now();
+        CacheStats {
+            entries: self.map().values().filter(|e| e.expires > now).count(),
+            hits: self.hits.load(Ordering::Relaxed),
+            misses: self.misses.load(Ordering::Relaxed),
+            expiry_seconds: self.lifetime().as_secs(),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn hits_misses_and_expiry() {
+        let cache: TtlCache<&str, u32> = TtlCache::new(Duration::from_millis(50));
+        assert!(cache.get(&"a").is_none());
+        cache.insert("a", Arc::new(1));
+        assert_eq!(cache.get(&"a").as_deref(), Some(&1));
+        let stats = cache.stats();
+        assert_eq!((stats.entries, stats.hits, stats.misses), (1, 1, 1));
+        std::thread::sleep(Duration::from_millis(60));
+        assert!(cache.get(&"a").is_none(), "expired");
+        assert_eq!(cache.stats().entries, 0);
+    }
+
+    #[test]
+    fn zero_lifetime_disables_caching_and_removal_counts() {
+        let cache: TtlCache<u8, u8> = TtlCache::new(Duration::ZERO);
+        cache.insert(1, Arc::new(1));
+        assert!(cache.get(&1).is_none());
+        cache.set_lifetime(Duration::from_secs(60));
+        cache.insert(1, Arc::new(1));
+        cache.insert(2, Arc::new(2));
+        assert_eq!(cache.remove_where(|k, _| *k == 1), 1);
+        assert_eq!(cache.clear(), 1);
+    }
+}

@@ -1,0 +1,100 @@
+//! The MCP server the clients talk to: `tools/list` answers the seven `gw_*` tools, `tools/call` runs one.
+//!
+//! Over HTTP the caller's [`Identity`] was resolved by the auth layer and travels in the request's extensions (rmcp
+//! hands the HTTP request parts to the handler). Over stdio the credentials come from the environment and are resolved
+//! against the current snapshot on every call, so a rotated or disabled key takes effect at once there too.
+
+use std::sync::Arc;
+
+use rmcp::model::{
+    CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, Implementation, ListToolsResult,
+    PaginatedRequestParams, ServerCapabilities, ServerConfig,
+};
+use rmcp::service::RequestContext;
+use rmcp::{ErrorData as McpError, RoleServer, ServerHandler};
+use serde_json::{Value, json};
+
+use super::identity::{AuthFailure, Credentials, authenticate};
+use super::{GatewayContext, Identity, tools};
+
+/// The gateway's MCP server handler.
+#[derive(Clone)]
+pub struct GatewayHandler {
+    ctx: Arc<GatewayContext>,
+    /// Fixed credentials (stdio); `None` over HTTP, where each request carries its identity.
+    credentials: Option<Arc<Credentials>>,
+}
+
+/// The `AUTH_FAILED` answer object.
+pub fn auth_failed(failure: &AuthFailure) -> Value {
+    json!({"status": "error", "error_code": "AUTH_FAILED", "message": "authentication failed", "details": failure.0})
+}
+
+/// An answer object as a tool result: `structuredContent` plus the same JSON as text; `isError` unless successful.
+pub fn tool_result(answer: Value) -> CallToolResult {
+    let ok = answer.get("status").and_then(Value::as_str) == Some("success");
+    let text = vec![ContentBlock::text(answer.to_string())];
+    let mut result = if ok { CallToolResult::success(text) } else { CallToolResult::error(text) };
+    result.structured_content = Some(answer);
+    result
+}
+
+impl GatewayHandler {
+    /// The handler for the HTTP front.
+    pub fn http(ctx: Arc<GatewayContext>) -> GatewayHandler {
+        GatewayHandler { ctx, credentials: None }
+    }
+
+    /// The handler for the stdio front, with credentials from the environment.
+    pub fn stdio(ctx: Arc<GatewayContext>, credentials: Credentials) -> GatewayHandler {
+        GatewayHandler { ctx, credentials: Some(Arc::new(credentials)) }
+    }
+
+    fn identity(&self, context: &RequestContext<RoleServer>) -> Result<Arc<Identity>, AuthFailure> {
+        if let Some(creds) = &self.credentials {
+            return authenticate(&self.ctx.store.snapshot(), creds, &self.ctx.config_cache);
+        }
+        context
+            .extensions
+            .get::<axum::http::request::Parts>()
+            .and_then(|parts| parts.extensions.get::<Arc<Identity>>())
+            .cloned()
+            .ok_or_else(|| AuthFailure("no credentials reached the gateway".into()))
+    }
+}
+
+impl ServerHandler for GatewayHandler {
+    fn get_info(&self) -> ServerConfig {
+        ServerConfig::new(ServerCapabilities::builder().enable_tools().build())
+            .with_server_info(Implementation::new("mcpgw", crate::VERSION))
+            .with_instructions(
+                "mcpgw is a security gateway. List servers with gw_list_all_servers, discover their tools with \
+                 gw_discover_all_tools, and call them with gw_secure_call_tools.",
+            )
+    }
+
+    async fn list_tools(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListToolsResult, McpError> {
+        Ok(ListToolsResult::with_all_items(tools::definitions()))
+    }
+
+    async fn call_tool(
+        &self,
+        request: CallToolRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, McpError> {
+        let identity = match self.identity(&context) {
+            Ok(identity) => identity,
+            Err(failure) => return Ok(tool_result(auth_failed(&failure)).into()),
+        };
+        let _running = self.ctx.in_flight.enter();
+        let args = request.arguments.unwrap_or_default();
+        match tools::call(&self.ctx, &identity, &request.name, args).await {
+            Ok(answer) => Ok(tool_result(answer).into()),
+            Err(refusal) => Err(McpError::invalid_params(refusal.to_string(), None)),
+        }
+    }
+}

@@ -1,0 +1,171 @@
+//! The MCP gateway: what clients reach on port 8000 (`/mcp/`) or over stdio.
+//!
+//! The request path for streamable HTTP, outermost first (the order is written down once, here):
+//! 1. [`crate::middleware::auth::GatewayAuthLayer`]: `Host` and `Origin` checks (DNS-rebinding protection comes before
+//!    anything else), then the bearer key is resolved against the current snapshot into an [`Identity`] (401 with
+//!    `AUTH_FAILED` when it does not resolve), then the `Mcp-Session-Id` is checked to belong to that key (404 when it
+//!    is unknown or foreign). The identity is put into the request's extensions.
+//! 2. rmcp's `StreamableHttpService`: the MCP protocol (every revision from 2024-11-05 through the stateless
+//!    2026-07-28), JSON or SSE answers, sessions.
+//! 3. [`handler::GatewayHandler`]: `tools/list` answers the seven `gw_*` tools; `tools/call` runs one in [`tools`].
+//! 4. For each upstream call: timeout (kind `tool_execution`) around the [`crate::upstream::UpstreamPool`].
+//!
+//! The stdio front ([`stdio`]) enters at step 3 with credentials from the environment.
+
+pub mod handler;
+pub mod http;
+pub mod identity;
+pub mod sessions;
+pub mod stdio;
+pub mod timeouts;
+pub mod tools;
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use serde_json::Value;
+
+use crate::cache::TtlCache;
+use crate::config::model::ServerEntry;
+use crate::config::{ConfigStore, Snapshot};
+use crate::upstream::{PoolKey, PoolSettings, ServerSpec, UpstreamPool};
+use identity::GatewayConfigCache;
+pub use identity::{AuthFailure, Credentials, Identity};
+use sessions::SessionRegistry;
+use timeouts::TimeoutMetrics;
+
+/// Tools found by live discovery, with what the server said about itself.
+#[derive(Debug, Clone)]
+pub struct CachedTools {
+    pub tools: Vec<Value>,
+    pub server_metadata: Value,
+    /// The server entry they were discovered with; a changed entry drops them.
+    pub entry: ServerEntry,
+}
+
+/// Everything the gateway's tools need, shared by both fronts.
+pub struct GatewayContext {
+    pub store: Arc<ConfigStore>,
+    pub pool: Arc<UpstreamPool>,
+    pub tool_cache: TtlCache<PoolKey, CachedTools>,
+    pub config_cache: GatewayConfigCache,
+    pub timeouts: TimeoutMetrics,
+    pub sessions: SessionRegistry,
+    /// Tool calls being answered now; the drain waits for them.
+    pub in_flight: InFlight,
+}
+
+/// Counts work in progress so a drain can wait for it to finish.
+#[derive(Default)]
+pub struct InFlight {
+    count: std::sync::atomic::AtomicUsize,
+    idle: tokio::sync::Notify,
+}
+
+/// Held while one tool call runs.
+pub struct InFlightGuard<'a>(&'a InFlight);
+
+impl InFlight {
+    /// Marks the start of a call; the end is when the guard drops.
+    pub fn enter(&self) -> InFlightGuard<'_> {
+        self.count.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        InFlightGuard(self)
+    }
+
+    /// Calls running now.
+    pub fn count(&self) -> usize {
+        self.count.load(std::sync::atomic::Ordering::SeqCst)
+    }
+
+    /// Waits until no call runs.
+    pub async fn wait_idle(&self) {
+        loop {
+            let notified = self.idle.notified();
+            if self.count() == 0 {
+                return;
+            }
+            notified.await;
+        }
+    }
+}
+
+impl Drop for InFlightGuard<'_> {
+    fn drop(&mut self) {
+        if self.0.count.fetch_sub(1, std::sync::atomic::Ordering::SeqCst) == 1 {
+            self.0.idle.notify_waiters();
+        }
+    }
+}
+
+fn pool_settings(snapshot: &Snapshot) -> PoolSettings {
+    PoolSettings {
+        max_processes_per_server: snapshot.settings.max_processes_per_server as usize,
+        idle_timeout: snapshot.settings.idle_timeout,
+    }
+}
+
+impl GatewayContext {
+    /// A context over `store`, following its reloads.
+    pub fn new(store: Arc<ConfigStore>) -> Arc<GatewayContext> {
+        let snapshot = store.snapshot();
+        let ctx = Arc::new(GatewayContext {
+            pool: UpstreamPool::new(pool_settings(&snapshot)),
+            tool_cache: TtlCache::new(snapshot.settings.tool_cache_expiry),
+            config_cache: GatewayConfigCache::new(snapshot.settings.gateway_cache_expiry),
+            timeouts: TimeoutMetrics::default(),
+            sessions: SessionRegistry::default(),
+            in_flight: InFlight::default(),
+            store,
+        });
+        ctx.follow_config();
+        ctx
+    }
+
+    /// Applies every new snapshot: settings, caches, and retiring upstream processes whose server changed.
+    fn follow_config(self: &Arc<Self>) {
+        let mut changes = self.store.subscribe();
+        let weak = Arc::downgrade(self);
+        tokio::spawn(async move {
+            while changes.changed().await.is_ok() {
+                let snapshot = changes.borrow_and_update().clone();
+                let Some(ctx) = weak.upgrade() else { break };
+                ctx.apply(&snapshot);
+            }
+        });
+    }
+
+    fn apply(&self, snapshot: &Snapshot) {
+        let settings = &snapshot.settings;
+        self.tool_cache.set_lifetime(settings.tool_cache_expiry);
+        self.config_cache.set_lifetime(settings.gateway_cache_expiry);
+        self.config_cache.clear();
+        let live = live_servers(snapshot);
+        self.tool_cache.remove_where(|key, cached| {
+            server_entry(snapshot, &key.mcp_config_id, &key.server_name) != Some(&cached.entry)
+        });
+        self.pool.set_settings(pool_settings(snapshot));
+        self.pool.retain(&live);
+    }
+
+    /// Ends every upstream process.
+    pub async fn shutdown(&self) {
+        self.pool.shutdown().await;
+    }
+}
+
+/// The server entry `server` of configuration `config_id`.
+pub fn server_entry<'a>(snapshot: &'a Snapshot, config_id: &str, server: &str) -> Option<&'a ServerEntry> {
+    snapshot.file.mcp_configs.get(config_id)?.mcp_config.iter().find(|s| s.server_name == server)
+}
+
+/// Every (config, server) of a snapshot with how to start it.
+pub fn live_servers(snapshot: &Snapshot) -> HashMap<PoolKey, ServerSpec> {
+    let mut live = HashMap::new();
+    for (config_id, config) in &snapshot.file.mcp_configs {
+        for entry in &config.mcp_config {
+            let key = PoolKey { mcp_config_id: config_id.clone(), server_name: entry.server_name.clone() };
+            live.insert(key, ServerSpec::from_entry(entry));
+        }
+    }
+    live
+}

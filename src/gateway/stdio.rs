@@ -1,0 +1,56 @@
+//! The stdio front: MCP on stdin and stdout, for local clients that start the gateway as a subprocess.
+//!
+//! Credentials come from `GW_GATEWAY_KEY`, `GW_PROJECT_ID` and `GW_USER_ID` and are checked on every tool call, so
+//! with bad credentials every tool answers `AUTH_FAILED` (the client can still list the tools). Nothing but MCP
+//! messages goes to stdout: logs go to stderr, and upstream processes never inherit our stdout.
+
+use std::future::Future;
+use std::sync::Arc;
+
+use rmcp::ServiceExt;
+
+use super::GatewayContext;
+use super::handler::GatewayHandler;
+use super::identity::Credentials;
+
+/// The stdio credentials from the environment.
+pub fn credentials_from_env() -> Credentials {
+    let var = |name: &str| std::env::var(name).ok().filter(|v| !v.is_empty());
+    Credentials {
+        key: var("GW_GATEWAY_KEY").unwrap_or_default(),
+        project_id: var("GW_PROJECT_ID"),
+        user_id: var("GW_USER_ID"),
+    }
+}
+
+/// Serves MCP on stdin/stdout until the client closes stdin or `shutdown` completes.
+pub async fn serve(ctx: Arc<GatewayContext>, shutdown: impl Future<Output = ()>) -> Result<(), String> {
+    let credentials = credentials_from_env();
+    if credentials.key.is_empty() {
+        tracing::warn!("GW_GATEWAY_KEY is not set; every tool will answer AUTH_FAILED");
+    }
+    let handler = GatewayHandler::stdio(ctx, credentials);
+    tokio::pin!(shutdown);
+    let running = tokio::select! {
+        started = handler.serve(rmcp::transport::io::stdio()) => match started {
+            Ok(running) => running,
+            // A client that closes stdin before initializing has nothing more to say.
+            Err(e) => {
+                tracing::info!(error = %e, "stdio client ended before initialization");
+                return Ok(());
+            }
+        },
+        () = &mut shutdown => return Ok(()),
+    };
+    let token = running.cancellation_token();
+    let waiting = running.waiting();
+    tokio::pin!(waiting);
+    tokio::select! {
+        ended = &mut waiting => ended.map(|_| ()).map_err(|e| format!("stdio session failed: {e}")),
+        () = &mut shutdown => {
+            token.cancel();
+            let _ = waiting.await;
+            Ok(())
+        }
+    }
+}

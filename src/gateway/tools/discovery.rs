@@ -1,0 +1,201 @@
+//! Discovery (spec 4.1): the tools of a server come from (1) the tool cache, (2) the tools configured on the server
+//! entry, (3) the live server, in that order. Live results are cached for `gw_tool_cache_expiration` hours and carry
+//! `server_metadata`.
+
+use std::sync::Arc;
+
+use serde_json::{Value, json};
+
+use super::{DiscoverInput, Failure, ListServersInput, ServerInput};
+use crate::config::model::ServerEntry;
+use crate::gateway::timeouts::TimeoutKind;
+use crate::gateway::{CachedTools, GatewayContext, Identity, server_entry};
+use crate::upstream::{PoolKey, ServerSpec, UpstreamError};
+
+/// What discovery found and where.
+#[derive(Debug, Clone)]
+pub struct DiscoveryResult {
+    pub tools: Vec<Value>,
+    pub source: &'static str,
+    pub server_metadata: Option<Value>,
+}
+
+impl DiscoveryResult {
+    /// The spec 4.1 answer object.
+    pub fn to_value(&self) -> Value {
+        let n = self.tools.len();
+        let mut out = json!({
+            "status": "success",
+            "message": format!("discovered {n} tool{}", if n == 1 { "" } else { "s" }),
+            "tools": self.tools,
+            "source": self.source,
+        });
+        if let Some(meta) = &self.server_metadata {
+            out["server_metadata"] = meta.clone();
+        }
+        out
+    }
+}
+
+/// The servers of the caller's configuration, or the failure to answer instead.
+pub fn servers(identity: &Identity) -> Result<&[ServerEntry], Failure> {
+    let Some(config_id) = identity.mcp_config_id.as_deref() else {
+        return Err(Failure::new("NO_MCP_CONFIG", "the project of this API key has no MCP configuration"));
+    };
+    identity
+        .snapshot
+        .file
+        .mcp_configs
+        .get(config_id)
+        .map(|c| c.mcp_config.as_slice())
+        .ok_or_else(|| Failure::new("NO_MCP_CONFIG", "the project's MCP configuration does not exist"))
+}
+
+/// The server entry `name` of the caller's configuration, or `SERVER_NOT_FOUND`.
+pub fn find_server<'a>(identity: &'a Identity, name: &str) -> Result<&'a ServerEntry, Failure> {
+    let config_id = identity.mcp_config_id.as_deref().unwrap_or_default();
+    servers(identity)?;
+    server_entry(&identity.snapshot, config_id, name)
+        .ok_or_else(|| Failure::new("SERVER_NOT_FOUND", format!("no server named {name:?} in your MCP configuration")))
+}
+
+/// Tools configured on the entry, as tool records (an object keyed by name, or an array).
+pub fn configured_tools(entry: &ServerEntry) -> Vec<Value> {
+    match &entry.tools {
+        Some(Value::Array(items)) => items.clone(),
+        Some(Value::Object(map)) => map
+            .iter()
+            .map(|(name, tool)| {
+                let mut tool = match tool {
+                    Value::Object(t) => t.clone(),
+                    _ => serde_json::Map::new(),
+                };
+                tool.entry("name").or_insert_with(|| json!(name));
+                Value::Object(tool)
+            })
+            .collect(),
+        _ => Vec::new(),
+    }
+}
+
+/// Maps an upstream error to the answer's error code.
+pub fn upstream_failure(err: &UpstreamError) -> Failure {
+    match err {
+        UpstreamError::Timeout(d) => Failure::new("TIMEOUT", crate::gateway::timeouts::TimedOut(*d).to_string()),
+        other => Failure::new("UPSTREAM_ERROR", other.to_string()),
+    }
+}
+
+/// Discovers the tools of `entry` in the caller's configuration.
+pub async fn discover(
+    ctx: &GatewayContext,
+    identity: &Identity,
+    entry: &ServerEntry,
+) -> Result<DiscoveryResult, Failure> {
+    let key = PoolKey {
+        mcp_config_id: identity.mcp_config_id.clone().unwrap_or_default(),
+        server_name: entry.server_name.clone(),
+    };
+    let settings = &identity.snapshot.settings;
+    let cached =
+        ctx.timeouts.run(TimeoutKind::Cache, settings.timeouts.cache, async { ctx.tool_cache.get(&key) }).await;
+    if let Ok(Some(hit)) = cached
+        && hit.entry == *entry
+    {
+        return Ok(DiscoveryResult { tools: hit.tools.clone(), source: "cache", server_metadata: None });
+    }
+    let configured = configured_tools(entry);
+    if !configured.is_empty() {
+        return Ok(DiscoveryResult { tools: configured, source: "config", server_metadata: None });
+    }
+    let limit = settings.timeouts.discovery;
+    let spec = ServerSpec::from_entry(entry);
+    let live = ctx
+        .timeouts
+        .run_classified(
+            TimeoutKind::Discovery,
+            limit + crate::gateway::tools::execute::TIMEOUT_MARGIN,
+            ctx.pool.list_tools(&key, &spec, limit),
+            |r| matches!(r, Err(UpstreamError::Timeout(_))),
+        )
+        .await
+        .map_err(|t| Failure::new("TIMEOUT", t.to_string()))?
+        .map_err(|e| upstream_failure(&e))?;
+    let tools: Vec<Value> = live.tools.iter().filter_map(|t| serde_json::to_value(t).ok()).collect();
+    let metadata = json!({
+        "name": live.server_name,
+        "version": live.server_version,
+        "description": live.server_description.clone().or_else(|| entry.description.clone()),
+    });
+    let cached = CachedTools { tools: tools.clone(), server_metadata: metadata.clone(), entry: entry.clone() };
+    ctx.tool_cache.insert(key, Arc::new(cached));
+    Ok(DiscoveryResult { tools, source: "discovery", server_metadata: Some(metadata) })
+}
+
+/// `gw_discover_all_tools`.
+pub async fn discover_tool(ctx: &GatewayContext, identity: &Identity, input: DiscoverInput) -> Value {
+    match input.server_name {
+        Some(name) => match find_server(identity, &name) {
+            Ok(entry) => discover(ctx, identity, entry).await.map(|d| d.to_value()).unwrap_or_else(|f| f.to_value()),
+            Err(f) => f.to_value(),
+        },
+        None => {
+            let entries = match servers(identity) {
+                Ok(entries) => entries,
+                Err(f) => return f.to_value(),
+            };
+            let mut out = serde_json::Map::new();
+            for entry in entries {
+                let one = discover(ctx, identity, entry).await.map(|d| d.to_value()).unwrap_or_else(|f| f.to_value());
+                out.insert(entry.server_name.clone(), one);
+            }
+            json!({"status": "success", "servers": out})
+        }
+    }
+}
+
+/// `gw_list_all_servers`.
+pub async fn list_servers(ctx: &GatewayContext, identity: &Identity, input: ListServersInput) -> Value {
+    let entries = match servers(identity) {
+        Ok(entries) => entries,
+        Err(f) => return f.to_value(),
+    };
+    let mut list = Vec::with_capacity(entries.len());
+    for entry in entries {
+        let mut server = json!({"server_name": entry.server_name, "description": entry.description});
+        if input.discover_tools {
+            match discover(ctx, identity, entry).await {
+                Ok(found) => server["tools"] = json!(found.tools),
+                Err(f) => server["tools_error"] = f.to_value(),
+            }
+        }
+        list.push(server);
+    }
+    json!({"status": "success", "servers": list})
+}
+
+/// `gw_get_server_info`: never env values or OAuth secrets.
+pub async fn server_info(ctx: &GatewayContext, identity: &Identity, input: ServerInput) -> Value {
+    let entry = match find_server(identity, &input.server_name) {
+        Ok(entry) => entry,
+        Err(f) => return f.to_value(),
+    };
+    let enabled = |p: &Option<crate::config::model::GuardrailPolicy>| p.as_ref().is_some_and(|p| p.is_enabled());
+    let mut info = json!({
+        "server_name": entry.server_name,
+        "description": entry.description,
+        "input_guardrails_enabled": enabled(&entry.input_guardrails_policy),
+        "output_guardrails_enabled": enabled(&entry.output_guardrails_policy),
+    });
+    match discover(ctx, identity, entry).await {
+        Ok(found) => {
+            info["tools"] = json!(found.tools);
+            info["tools_source"] = json!(found.source);
+        }
+        Err(f) => {
+            info["tools"] = json!([]);
+            info["tools_error"] = f.to_value();
+        }
+    }
+    json!({"status": "success", "server_name": entry.server_name, "server_info": info})
+}

@@ -1,0 +1,201 @@
+//! The seven `gw_*` tools (contract section 4): their definitions for `tools/list` and their dispatch.
+//!
+//! Every tool answers a JSON object with a `status`; the handler turns it into a `CallToolResult` whose
+//! `structuredContent` is the object and whose text content is the same object as JSON. Arguments that do not fit a
+//! tool's input schema are a JSON-RPC invalid-params error; everything else (an unknown server, a failed upstream call)
+//! is an answer with `status: "error"` and an `error_code`.
+
+mod discovery;
+mod execute;
+mod status;
+
+use std::sync::Arc;
+
+use rmcp::model::{JsonObject, Tool};
+use schemars::JsonSchema;
+use serde::Deserialize;
+use serde::de::DeserializeOwned;
+use serde_json::{Map, Value, json};
+
+use super::{GatewayContext, Identity};
+
+pub use discovery::{DiscoveryResult, discover};
+
+/// A failure answered as `{status: "error", error_code, message}`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Failure {
+    pub error_code: &'static str,
+    pub message: String,
+}
+
+impl Failure {
+    pub fn new(error_code: &'static str, message: impl Into<String>) -> Failure {
+        Failure { error_code, message: message.into() }
+    }
+
+    /// The answer object.
+    pub fn to_value(&self) -> Value {
+        json!({"status": "error", "error_code": self.error_code, "message": self.message})
+    }
+}
+
+/// Why a tool call is refused at the protocol level.
+#[derive(Debug, thiserror::Error)]
+pub enum ToolCallError {
+    #[error(
+        "unknown tool {0:?}; the gateway offers gw_list_all_servers, gw_get_server_info, gw_discover_all_tools, gw_secure_call_tools, gw_get_cache_status, gw_clear_cache and gw_get_timeout_metrics"
+    )]
+    UnknownTool(String),
+    #[error("invalid arguments for {tool}: {reason}")]
+    InvalidArguments { tool: String, reason: String },
+}
+
+#[derive(Deserialize, JsonSchema)]
+pub struct ListServersInput {
+    /// Also discover each server's tools.
+    #[serde(default)]
+    pub discover_tools: bool,
+}
+
+#[derive(Deserialize, JsonSchema)]
+pub struct ServerInput {
+    /// The upstream server's name.
+    pub server_name: String,
+}
+
+#[derive(Deserialize, JsonSchema)]
+pub struct DiscoverInput {
+    /// One server; without it, every server of the configuration.
+    #[serde(default)]
+    pub server_name: Option<String>,
+}
+
+#[derive(Deserialize, JsonSchema)]
+pub struct ToolCall {
+    /// The upstream tool's name.
+    pub name: String,
+    /// Its arguments (an object).
+    #[serde(default)]
+    pub args: Option<Value>,
+}
+
+#[derive(Deserialize, JsonSchema)]
+pub struct SecureCallInput {
+    /// The upstream server's name.
+    pub server_name: String,
+    /// The calls, run in order; each gets its own result.
+    pub tool_calls: Vec<ToolCall>,
+}
+
+#[derive(Deserialize, JsonSchema)]
+pub struct NoInput {}
+
+#[derive(Deserialize, JsonSchema)]
+pub struct ClearCacheInput {
+    /// Only this server's cached tools.
+    #[serde(default)]
+    pub server_name: Option<String>,
+    /// `all` (default), `tools` or `gateway_config`.
+    #[serde(default)]
+    pub cache_type: Option<String>,
+}
+
+fn schema<T: JsonSchema>() -> Arc<JsonObject> {
+    let value = serde_json::to_value(schemars::schema_for!(T)).unwrap_or_else(|_| json!({"type": "object"}));
+    let mut object = match value {
+        Value::Object(map) => map,
+        _ => Map::new(),
+    };
+    object.remove("$schema");
+    object.remove("title");
+    object.entry("type").or_insert_with(|| json!("object"));
+    Arc::new(object)
+}
+
+/// The tool definitions `tools/list` answers.
+pub fn definitions() -> Vec<Tool> {
+    vec![
+        Tool::new(
+            "gw_list_all_servers",
+            "List the upstream MCP servers of your configuration.",
+            schema::<ListServersInput>(),
+        ),
+        Tool::new(
+            "gw_get_server_info",
+            "Details of one upstream server: description, tools, whether guardrails apply.",
+            schema::<ServerInput>(),
+        ),
+        Tool::new(
+            "gw_discover_all_tools",
+            "Discover the tools of one upstream server (or of all): from the cache, the configuration, or the live server.",
+            schema::<DiscoverInput>(),
+        ),
+        Tool::new(
+            "gw_secure_call_tools",
+            "Call tools of an upstream server through the gateway's guardrails; one result per call, in order.",
+            schema::<SecureCallInput>(),
+        ),
+        Tool::new(
+            "gw_get_cache_status",
+            "Entries, hits and misses of the tool cache and the gateway config cache.",
+            schema::<NoInput>(),
+        ),
+        Tool::new(
+            "gw_clear_cache",
+            "Clear cached tools (of one server or all) and/or cached gateway configuration.",
+            schema::<ClearCacheInput>(),
+        ),
+        Tool::new(
+            "gw_get_timeout_metrics",
+            "Operations, timeouts and cancellations per timeout kind, and the timeouts in force.",
+            schema::<NoInput>(),
+        ),
+    ]
+}
+
+fn parse<T: DeserializeOwned>(tool: &str, args: Map<String, Value>) -> Result<T, ToolCallError> {
+    serde_json::from_value(Value::Object(args))
+        .map_err(|e| ToolCallError::InvalidArguments { tool: tool.to_string(), reason: e.to_string() })
+}
+
+/// Runs the tool `name` for `identity`; the answer object or a protocol-level refusal.
+pub async fn call(
+    ctx: &GatewayContext,
+    identity: &Identity,
+    name: &str,
+    args: Map<String, Value>,
+) -> Result<Value, ToolCallError> {
+    Ok(match name {
+        "gw_list_all_servers" => discovery::list_servers(ctx, identity, parse(name, args)?).await,
+        "gw_get_server_info" => discovery::server_info(ctx, identity, parse(name, args)?).await,
+        "gw_discover_all_tools" => discovery::discover_tool(ctx, identity, parse(name, args)?).await,
+        "gw_secure_call_tools" => execute::secure_call(ctx, identity, parse(name, args)?).await,
+        "gw_get_cache_status" => {
+            let _: NoInput = parse(name, args)?;
+            status::cache_status(ctx, identity)
+        }
+        "gw_clear_cache" => status::clear_cache(ctx, identity, parse(name, args)?),
+        "gw_get_timeout_metrics" => {
+            let _: NoInput = parse(name, args)?;
+            status::timeout_metrics(ctx, identity)
+        }
+        other => return Err(ToolCallError::UnknownTool(other.to_string())),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn seven_tools_with_object_schemas() {
+        let tools = definitions();
+        assert_eq!(tools.len(), 7);
+        for tool in &tools {
+            assert_eq!(tool.input_schema.get("type"), Some(&json!("object")), "{}", tool.name);
+        }
+        let secure = &tools[3];
+        let required = secure.input_schema.get("required").cloned().unwrap_or_default();
+        assert_eq!(required, json!(["server_name", "tool_calls"]));
+    }
+}

@@ -1,0 +1,3 @@
+//! Tower middleware of the gateway's HTTP front (each a `Foo<S>` service plus a `FooLayer`).
+
+pub mod auth;
