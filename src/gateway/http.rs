@@ -16,6 +16,7 @@ use tower::Layer;
 use super::GatewayContext;
 use super::handler::GatewayHandler;
 use crate::middleware::auth::{GatewayAuthLayer, jsonrpc_error};
+use crate::middleware::jsonrpc::JsonRpcGuardLayer;
 
 /// Largest MCP request body (contract section 4).
 pub const MAX_REQUEST_BODY_BYTES: usize = 4 * 1024 * 1024;
@@ -33,7 +34,10 @@ pub fn router(ctx: Arc<GatewayContext>, sessions: CancellationToken) -> Router {
         Arc::new(LocalSessionManager::default()),
         config,
     );
-    let service = GatewayAuthLayer::new(ctx).layer(protocol);
+    // Outermost first: Host/Origin and authentication, then JSON-RPC well-formedness, then the protocol.
+    let protocol =
+        tower::util::MapResponseLayer::new(|r: axum::http::Response<_>| r.map(axum::body::Body::new)).layer(protocol);
+    let service = GatewayAuthLayer::new(ctx).layer(JsonRpcGuardLayer::new(MAX_REQUEST_BODY_BYTES).layer(protocol));
     Router::new().route_service("/mcp", service.clone()).route_service("/mcp/", service).fallback(|| async {
         let data = json!({"status": "error", "error_code": "NOT_FOUND", "message": "the MCP endpoint is /mcp/"});
         jsonrpc_error(StatusCode::NOT_FOUND, -32601, "Not found", data)

@@ -5,12 +5,14 @@
 //!    anything else), then the bearer key is resolved against the current snapshot into an [`Identity`] (401 with
 //!    `AUTH_FAILED` when it does not resolve), then the `Mcp-Session-Id` is checked to belong to that key (404 when it
 //!    is unknown or foreign). The identity is put into the request's extensions.
-//! 2. rmcp's `StreamableHttpService`: the MCP protocol (every revision from 2024-11-05 through the stateless
+//! 2. [`crate::middleware::jsonrpc::JsonRpcGuardLayer`]: a POST body must be one well-formed JSON-RPC message
+//!    (parse error / invalid request answered here as JSON-RPC errors, 413 over 4 MiB).
+//! 3. rmcp's `StreamableHttpService`: the MCP protocol (every revision from 2024-11-05 through the stateless
 //!    2026-07-28), JSON or SSE answers, sessions.
-//! 3. [`handler::GatewayHandler`]: `tools/list` answers the seven `gw_*` tools; `tools/call` runs one in [`tools`].
-//! 4. For each upstream call: timeout (kind `tool_execution`) around the [`crate::upstream::UpstreamPool`].
+//! 4. [`handler::GatewayHandler`]: `tools/list` answers the seven `gw_*` tools; `tools/call` runs one in [`tools`].
+//! 5. For each upstream call: timeout (kind `tool_execution`) around the [`crate::upstream::UpstreamPool`].
 //!
-//! The stdio front ([`stdio`]) enters at step 3 with credentials from the environment.
+//! The stdio front ([`stdio`]) enters at step 4 with credentials from the environment.
 
 pub mod handler;
 pub mod http;

@@ -58,7 +58,11 @@ pub struct GatewayAuth<S> {
 
 /// A JSON-RPC error answer (`id: null`: the request was not read) with an HTTP status.
 pub fn jsonrpc_error(status: StatusCode, code: i64, message: &str, data: Value) -> Response<Body> {
-    let body = json!({"jsonrpc": "2.0", "id": null, "error": {"code": code, "message": message, "data": data}});
+    let mut error = json!({"code": code, "message": message});
+    if !data.is_null() {
+        error["data"] = data;
+    }
+    let body = json!({"jsonrpc": "2.0", "id": null, "error": error});
     let mut response = Response::new(Body::from(body.to_string()));
     *response.status_mut() = status;
     response.headers_mut().insert(header::CONTENT_TYPE, HeaderValue::from_static("application/json"));

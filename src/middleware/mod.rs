@@ -1,3 +1,4 @@
 //! Tower middleware of the gateway's HTTP front (each a `Foo<S>` service plus a `FooLayer`).
 
 pub mod auth;
+pub mod jsonrpc;
