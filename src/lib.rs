@@ -4,7 +4,8 @@
 //! validation into an immutable [`config::Snapshot`], the [`config::ConfigStore`] that swaps snapshots and writes the
 //! file, and the watcher that reloads it. `manage` holds the management operations (configs, projects, users, API keys,
 //! backup, restore, reset) as plain functions over the model, so every front end (the admin REST API in `admin`, the
-//! command line later) shares one code path. `app` wires the listeners together and `cli` parses the command line.
+//! command line later) shares one code path. `app` wires the listeners together and `cli` parses the command line. `upstream`
+//! pools the upstream MCP server processes that tool calls are forwarded to.
 
 #![forbid(unsafe_code)]
 

@@ -1,81 +1,182 @@
-//! TEMPORARY STUB (not committed): replaced by the upstream branch.
-use std::collections::HashMap;
-use std::sync::Arc;
+//! Upstream MCP servers: the pool of child processes that the gateway forwards tool calls to.
+//!
+//! Data flows one way through this module. A caller (discovery or a secure tool call) names a pool with a [`PoolKey`]
+//! (MCP config id and server name) and says how its server is started with a [`ServerSpec`]. [`UpstreamPool`]
+//! (`pool.rs`, one `server_pool.rs` per key and spec) lends the caller one warm process of that pool, or starts one
+//! when none is idle and the pool is below its maximum, or makes the caller wait for a process to come back. The call
+//! (`lease.rs`) then travels over rmcp's client, through the line transport in `transport.rs` (which notices when the
+//! server writes something that is not MCP), to the child process that `process.rs` spawned with a minimal environment
+//! (`environment.rs`) in its own process group, and that one supervisor task owns until it is reaped
+//! (`supervisor.rs`). Its stderr goes, line by line and bounded, to our logs (`stderr.rs`). When the call is done the
+//! process goes back to the pool, or is ended with its whole process group when it crashed, hung past the timeout,
+//! broke the protocol, or its configuration changed.
+//!
+//! Concurrency: one call at a time per process. A pool grows to `max_processes_per_server` processes under load, and
+//! a call that finds every process busy waits for one. Giving each call its own process keeps failures apart: a crash,
+//! a hang that gets its process killed, or garbage on stdout costs exactly one call, and servers that handle requests
+//! one after another (many do) never make a call queue behind another inside the server.
+
+mod environment;
+mod lease;
+mod pool;
+mod process;
+mod server_pool;
+mod stderr;
+mod supervisor;
+mod transport;
+
+use std::sync::{Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
+use crate::config::model::ServerEntry;
+
+pub use pool::UpstreamPool;
+
+/// The largest single message (one JSON-RPC line, in practice one tool result) read from an upstream by default.
+pub const DEFAULT_MAX_MESSAGE_BYTES: usize = 16 * 1024 * 1024;
+
+/// Which pool: one per (MCP config id, server name).
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct PoolKey {
     pub mcp_config_id: String,
     pub server_name: String,
 }
-#[derive(Clone, Debug, PartialEq)]
+
+impl PoolKey {
+    pub fn new(mcp_config_id: impl Into<String>, server_name: impl Into<String>) -> PoolKey {
+        PoolKey { mcp_config_id: mcp_config_id.into(), server_name: server_name.into() }
+    }
+}
+
+/// How to start a server; equality decides whether running processes must be retired after a config change.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct ServerSpec {
     pub command: String,
     pub args: Vec<String>,
+    /// The server's `config.env` (later also the OAuth variables), set last so they win.
     pub env: Vec<(String, String)>,
+    /// Names copied from the gateway's own environment when set there (`GW_*` names are never copied).
     pub inherit_env: Vec<String>,
 }
+
 impl ServerSpec {
-    pub fn from_entry(entry: &crate::config::model::ServerEntry) -> ServerSpec {
+    /// The start recipe of one server entry of the configuration.
+    pub fn from_entry(entry: &ServerEntry) -> ServerSpec {
+        let config = &entry.config;
         ServerSpec {
-            command: entry.config.command.clone(),
-            args: entry.config.args.clone(),
-            env: entry.config.env.clone().unwrap_or_default().into_iter().collect(),
-            inherit_env: entry.config.inherit_env.clone().unwrap_or_default(),
+            command: config.command.clone(),
+            args: config.args.clone(),
+            env: config.env.iter().flatten().map(|(name, value)| (name.clone(), value.clone())).collect(),
+            inherit_env: config.inherit_env.clone().unwrap_or_default(),
         }
     }
 }
+
+/// How big pools grow and when idle processes end; changed by [`UpstreamPool::set_settings`] after a reload.
 #[derive(Clone, Debug)]
 pub struct PoolSettings {
     pub max_processes_per_server: usize,
     pub idle_timeout: Duration,
 }
+
+impl Default for PoolSettings {
+    /// The contract's defaults (`upstream_pool`: 4 processes, 300 s).
+    fn default() -> PoolSettings {
+        PoolSettings { max_processes_per_server: 4, idle_timeout: Duration::from_secs(300) }
+    }
+}
+
+/// What a live discovery returns: the tools, and who the server says it is in its `initialize` result.
+#[derive(Clone, Debug)]
 pub struct Discovered {
     pub tools: Vec<rmcp::model::Tool>,
     pub server_name: Option<String>,
     pub server_version: Option<String>,
+    /// The server's own description, or else its instructions.
     pub server_description: Option<String>,
 }
-#[derive(Debug, thiserror::Error)]
-pub enum UpstreamError {
-    #[error("{0}")]
-    Start(String),
-    #[error("timeout {0:?}")]
-    Timeout(Duration),
-    #[error("{0}")]
-    Crashed(String),
-    #[error("{0}")]
-    Protocol(String),
-    #[error("shutting down")]
-    ShuttingDown,
-}
+
+/// Counters of the pool, for health and metrics.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct PoolStats {
+    /// Processes running now (idle, busy or starting).
     pub processes: usize,
+    /// Processes that ended abnormally and so were (or will be) replaced: crashed, killed after a timeout, killed
+    /// after a protocol violation, or killed because their caller gave up mid-call.
     pub restarts: u64,
+    /// Processes started since the pool was created.
     pub started: u64,
 }
-pub struct UpstreamPool;
-impl UpstreamPool {
-    pub fn new(_settings: PoolSettings) -> Arc<UpstreamPool> {
-        Arc::new(UpstreamPool)
+
+/// Why an upstream operation failed.
+#[derive(Debug, thiserror::Error)]
+pub enum UpstreamError {
+    /// The process could not be started or did not initialize.
+    #[error("the upstream server could not be started: {0}")]
+    Start(String),
+    /// The operation exceeded its timeout; a process that was working on it was killed and will be replaced.
+    #[error("operation timed out after {} seconds", .0.as_secs_f64())]
+    Timeout(Duration),
+    /// The process died during the call.
+    #[error("the upstream server crashed: {0}")]
+    Crashed(String),
+    /// Garbage or an invalid reply on the server's stdout, or a JSON-RPC error answered by the server.
+    #[error("upstream protocol error: {0}")]
+    Protocol(String),
+    /// The server's reply was longer than the message limit; it was dropped without being buffered.
+    #[error("the upstream reply exceeded the limit of {limit} bytes")]
+    OutputTooLarge { limit: usize },
+    /// The pool is shutting down and starts no more calls.
+    #[error("the gateway is shutting down")]
+    ShuttingDown,
+}
+
+/// Locks a mutex of this module; a panic elsewhere while it was held leaves plain data behind, so poisoning is ignored.
+pub(crate) fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::model::ServerCommand;
+    use indexmap::IndexMap;
+
+    #[test]
+    fn spec_from_entry_copies_command_args_env_and_inherited_names() {
+        let entry = ServerEntry {
+            server_name: "echo".into(),
+            config: ServerCommand {
+                command: "python3".into(),
+                args: vec!["echo.py".into()],
+                env: Some(IndexMap::from([("TOKEN".to_string(), "t".to_string()), ("B".into(), "2".into())])),
+                inherit_env: Some(vec!["HTTPS_PROXY".into()]),
+                ..ServerCommand::default()
+            },
+            ..ServerEntry::default()
+        };
+        let spec = ServerSpec::from_entry(&entry);
+        assert_eq!(spec.command, "python3");
+        assert_eq!(spec.args, vec!["echo.py"]);
+        assert_eq!(spec.env, vec![("TOKEN".to_string(), "t".to_string()), ("B".into(), "2".into())]);
+        assert_eq!(spec.inherit_env, vec!["HTTPS_PROXY"]);
     }
-    pub fn set_settings(&self, _settings: PoolSettings) {}
-    pub async fn list_tools(&self, _k: &PoolKey, _s: &ServerSpec, _t: Duration) -> Result<Discovered, UpstreamError> {
-        Err(UpstreamError::Start("stub".into()))
+
+    #[test]
+    fn spec_without_env_is_empty_and_a_changed_env_is_a_different_spec() {
+        let entry = ServerEntry {
+            config: ServerCommand { command: "srv".into(), ..ServerCommand::default() },
+            ..ServerEntry::default()
+        };
+        let spec = ServerSpec::from_entry(&entry);
+        assert!(spec.env.is_empty() && spec.inherit_env.is_empty());
+        let mut changed = spec.clone();
+        changed.env.push(("A".into(), "1".into()));
+        assert_ne!(spec, changed);
     }
-    pub async fn call_tool(
-        &self,
-        _k: &PoolKey,
-        _s: &ServerSpec,
-        _name: &str,
-        _args: serde_json::Map<String, serde_json::Value>,
-        _t: Duration,
-    ) -> Result<rmcp::model::CallToolResult, UpstreamError> {
-        Err(UpstreamError::Start("stub".into()))
-    }
-    pub fn retain(&self, _live: &HashMap<PoolKey, ServerSpec>) {}
-    pub async fn shutdown(&self) {}
-    pub fn stats(&self) -> PoolStats {
-        PoolStats { processes: 0, restarts: 0, started: 0 }
+
+    #[test]
+    fn timeout_message_names_the_seconds() {
+        assert_eq!(UpstreamError::Timeout(Duration::from_secs(5)).to_string(), "operation timed out after 5 seconds");
     }
 }

@@ -1,0 +1,241 @@
+//! `mcpgw-mock-upstream`: a small MCP server over stdio, the upstream that tests and benchmarks put behind the gateway.
+//!
+//! It speaks MCP with rmcp's server on stdin/stdout and logs only to stderr (one line at start, so tests can see that
+//! upstream stderr reaches the gateway's logs). Its tools exercise what a gateway must survive:
+//!
+//! | tool | input | what it does |
+//! |---|---|---|
+//! | `echo` | `{text}` | answers `text` (and `structuredContent` `{"text": text}`) |
+//! | `add` | `{a, b}` numbers | answers the sum as text |
+//! | `slow` | `{ms}` | sleeps `ms` milliseconds, then answers `done` (`structuredContent` `{"done": true, "pid"}`) |
+//! | `crash` | `{}` | exits at once with code 1, without answering |
+//! | `large` | `{bytes}` | answers one text of `bytes` `x` characters (at most 256 MiB) |
+//! | `garbage` | `{}` | writes a line that is not JSON to stdout, then answers normally and keeps serving |
+//! | `env` | `{name}` | answers the value of environment variable `name`, or `<unset>` |
+//! | `pid` | `{}` | answers its process id |
+//! | `fail` | `{message}` | answers a tool error (`isError: true`) with `message` |
+//!
+//! Requests are served concurrently (rmcp runs each in its own task). The process ends when stdin closes.
+
+#![forbid(unsafe_code)]
+
+use std::io::Write as _;
+use std::time::Duration;
+
+use rmcp::model::{
+    CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, Implementation, JsonObject, ListToolsResult,
+    PaginatedRequestParams, ServerCapabilities, ServerConfig, Tool,
+};
+use rmcp::service::RequestContext;
+use rmcp::{ErrorData, RoleServer, ServerHandler, ServiceExt};
+use serde_json::{Value, json};
+
+const NAME: &str = "mcpgw-mock-upstream";
+const MAX_LARGE_BYTES: u64 = 256 * 1024 * 1024;
+
+struct MockUpstream {
+    tools: Vec<Tool>,
+}
+
+impl MockUpstream {
+    fn new() -> MockUpstream {
+        let tools = vec![
+            tool("echo", "Answers the given text.", json!({"text": {"type": "string"}}), &["text"]),
+            tool("add", "Adds two numbers.", json!({"a": {"type": "number"}, "b": {"type": "number"}}), &["a", "b"]),
+            tool(
+                "slow",
+                "Sleeps for the given milliseconds, then answers done.",
+                json!({"ms": {"type": "integer", "minimum": 0}}),
+                &["ms"],
+            ),
+            tool("crash", "Exits the server process at once with code 1.", json!({}), &[]),
+            tool(
+                "large",
+                "Answers a text of the given number of 'x' characters.",
+                json!({"bytes": {"type": "integer", "minimum": 0, "maximum": MAX_LARGE_BYTES}}),
+                &["bytes"],
+            ),
+            tool("garbage", "Writes a line that is not JSON to stdout, then answers.", json!({}), &[]),
+            tool("env", "Answers an environment variable's value.", json!({"name": {"type": "string"}}), &["name"]),
+            tool("pid", "Answers the server's process id.", json!({}), &[]),
+            tool(
+                "fail",
+                "Answers a tool error with the message.",
+                json!({"message": {"type": "string"}}),
+                &["message"],
+            ),
+        ];
+        MockUpstream { tools }
+    }
+}
+
+/// A tool whose input schema is an object with `properties`, all `required` as listed.
+fn tool(name: &'static str, description: &'static str, properties: Value, required: &[&str]) -> Tool {
+    let mut schema = JsonObject::new();
+    schema.insert("type".into(), json!("object"));
+    schema.insert("properties".into(), properties);
+    schema.insert("required".into(), json!(required));
+    Tool::new(name, description, schema)
+}
+
+fn text(value: impl Into<String>) -> CallToolResult {
+    CallToolResult::success(vec![ContentBlock::text(value)])
+}
+
+fn argument<'a>(args: &'a JsonObject, name: &str) -> Result<&'a Value, ErrorData> {
+    args.get(name).ok_or_else(|| ErrorData::invalid_params(format!("missing argument `{name}`"), None))
+}
+
+fn string_argument<'a>(args: &'a JsonObject, name: &str) -> Result<&'a str, ErrorData> {
+    argument(args, name)?.as_str().ok_or_else(|| ErrorData::invalid_params(format!("`{name}` must be a string"), None))
+}
+
+fn integer_argument(args: &JsonObject, name: &str) -> Result<u64, ErrorData> {
+    argument(args, name)?
+        .as_u64()
+        .ok_or_else(|| ErrorData::invalid_params(format!("`{name}` must be a non-negative integer"), None))
+}
+
+fn number_argument(args: &JsonObject, name: &str) -> Result<Value, ErrorData> {
+    let value = argument(args, name)?;
+    if value.is_number() {
+        Ok(value.clone())
+    } else {
+        Err(ErrorData::invalid_params(format!("`{name}` must be a number"), None))
+    }
+}
+
+/// The sum, exact for integers.
+fn sum(a: &Value, b: &Value) -> String {
+    if let (Some(a), Some(b)) = (a.as_i64(), b.as_i64())
+        && let Some(sum) = a.checked_add(b)
+    {
+        return sum.to_string();
+    }
+    let sum = a.as_f64().unwrap_or_default() + b.as_f64().unwrap_or_default();
+    serde_json::Number::from_f64(sum).map_or_else(|| sum.to_string(), |number| number.to_string())
+}
+
+async fn run(name: &str, args: &JsonObject) -> Result<CallToolResult, ErrorData> {
+    let pid = std::process::id();
+    Ok(match name {
+        "echo" => {
+            let value = string_argument(args, "text")?;
+            let mut result = text(value);
+            result.structured_content = Some(json!({"text": value}));
+            result
+        }
+        "add" => text(sum(&number_argument(args, "a")?, &number_argument(args, "b")?)),
+        "slow" => {
+            tokio::time::sleep(Duration::from_millis(integer_argument(args, "ms")?)).await;
+            let mut result = text("done");
+            result.structured_content = Some(json!({"done": true, "pid": pid}));
+            result
+        }
+        "crash" => {
+            eprintln!("{NAME}: crash requested, exiting with code 1");
+            std::process::exit(1);
+        }
+        "large" => {
+            let bytes = integer_argument(args, "bytes")?;
+            if bytes > MAX_LARGE_BYTES {
+                return Err(ErrorData::invalid_params(format!("`bytes` must be at most {MAX_LARGE_BYTES}"), None));
+            }
+            text("x".repeat(usize::try_from(bytes).unwrap_or_default()))
+        }
+        "garbage" => {
+            let mut stdout = std::io::stdout().lock();
+            let written = stdout.write_all(b"this line is not JSON-RPC <<garbage>>\n").and_then(|()| stdout.flush());
+            if let Err(error) = written {
+                return Err(ErrorData::internal_error(format!("writing garbage failed: {error}"), None));
+            }
+            text("garbage written")
+        }
+        "env" => {
+            let name = string_argument(args, "name")?;
+            text(std::env::var(name).unwrap_or_else(|_| "<unset>".to_string()))
+        }
+        "pid" => text(pid.to_string()),
+        "fail" => CallToolResult::error(vec![ContentBlock::text(string_argument(args, "message")?)]),
+        other => return Err(ErrorData::invalid_params(format!("unknown tool `{other}`"), None)),
+    })
+}
+
+impl ServerHandler for MockUpstream {
+    fn get_info(&self) -> ServerConfig {
+        let mut implementation = Implementation::new(NAME, env!("CARGO_PKG_VERSION"));
+        implementation.description = Some("A mock MCP upstream for mcpgw's tests and benchmarks".to_string());
+        ServerConfig::new(ServerCapabilities::builder().enable_tools().build())
+            .with_server_info(implementation)
+            .with_instructions("Tools: echo, add, slow, crash, large, garbage, env, pid, fail.")
+    }
+
+    async fn list_tools(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListToolsResult, ErrorData> {
+        Ok(ListToolsResult::with_all_items(self.tools.clone()))
+    }
+
+    async fn call_tool(
+        &self,
+        request: CallToolRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, ErrorData> {
+        let args = request.arguments.unwrap_or_default();
+        run(&request.name, &args).await.map(CallToolResponse::Complete)
+    }
+}
+
+#[tokio::main]
+async fn main() -> std::process::ExitCode {
+    eprintln!("{NAME} {} started (pid {})", env!("CARGO_PKG_VERSION"), std::process::id());
+    let server = match MockUpstream::new().serve(rmcp::transport::stdio_pipes()).await {
+        Ok(server) => server,
+        Err(error) => {
+            eprintln!("{NAME}: initialization failed: {error}");
+            return std::process::ExitCode::FAILURE;
+        }
+    };
+    match server.waiting().await {
+        Ok(_) => std::process::ExitCode::SUCCESS,
+        Err(error) => {
+            eprintln!("{NAME}: {error}");
+            std::process::ExitCode::FAILURE
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sums_are_exact_for_integers_and_plain_for_floats() {
+        assert_eq!(sum(&json!(2), &json!(3)), "5");
+        assert_eq!(sum(&json!(-2), &json!(0.5)), "-1.5");
+        assert_eq!(sum(&json!(i64::MAX), &json!(1)), "9.223372036854776e+18", "overflow falls back to floats");
+    }
+
+    #[test]
+    fn every_tool_has_an_object_schema() {
+        for tool in MockUpstream::new().tools {
+            assert_eq!(tool.input_schema.get("type"), Some(&json!("object")), "{}", tool.name);
+        }
+    }
+
+    #[tokio::test]
+    async fn tools_answer_and_reject_bad_arguments() {
+        let args = |value: Value| value.as_object().cloned().unwrap_or_default();
+        let echo = run("echo", &args(json!({"text": "hi"}))).await.unwrap();
+        assert_eq!(echo.structured_content, Some(json!({"text": "hi"})));
+        let failed = run("fail", &args(json!({"message": "nope"}))).await.unwrap();
+        assert_eq!(failed.is_error, Some(true));
+        assert!(run("add", &args(json!({"a": "1", "b": 2}))).await.is_err());
+        assert!(run("large", &args(json!({"bytes": MAX_LARGE_BYTES + 1}))).await.is_err());
+        assert!(run("nope", &args(json!({}))).await.is_err());
+        let unset = run("env", &args(json!({"name": "MCPGW_MOCK_SURELY_UNSET"}))).await.unwrap();
+        assert_eq!(unset.content[0].as_text().map(|t| t.text.as_str()), Some("<unset>"));
+    }
+}

@@ -1,0 +1,167 @@
+//! A process lent to one caller, and the one exchange (request, answer) made on it.
+//!
+//! [`UpstreamPool`](super::UpstreamPool) hands out a [`Lease`]; the caller makes one request through [`Lease::call`];
+//! dropping the lease gives the process back to its pool, or ends it when the exchange left it unusable (see
+//! [`Verdict`]). A lease dropped before its exchange finished (the caller gave up) ends its process too: the server
+//! may still be busy with the abandoned request. [`Slot`] is the place a process is being started in: dropping it
+//! before it became a lease frees the place for a waiting caller.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use rmcp::RoleClient;
+use rmcp::model::ServerPeerInfo;
+use rmcp::service::{Peer, ServiceError};
+use tokio::time::Instant;
+
+use super::UpstreamError;
+use super::process::UpstreamProcess;
+use super::server_pool::ServerPool;
+use super::supervisor::StopMode;
+
+/// How long a failed call waits for the supervisor to report how the process ended, for the error message.
+const EXIT_REPORT_PATIENCE: Duration = Duration::from_millis(500);
+
+/// What happens to a process when its lease ends.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Verdict {
+    /// Healthy: back to the idle list.
+    Keep,
+    /// Unusable (crashed, hung, broke the protocol, or its request was abandoned): end it and its group.
+    End(StopMode),
+}
+
+/// One process lent to one caller.
+pub(super) struct Lease {
+    server: Arc<ServerPool>,
+    process: Option<UpstreamProcess>,
+    verdict: Verdict,
+}
+
+impl Lease {
+    pub(super) fn new(server: Arc<ServerPool>, process: UpstreamProcess) -> Lease {
+        // Until an exchange finishes, the lease counts as abandoned.
+        Lease { server, process: Some(process), verdict: Verdict::End(StopMode::Kill) }
+    }
+
+    /// The leased process's `initialize` result.
+    pub(super) fn server_info(&self) -> Option<Arc<ServerPeerInfo>> {
+        self.process.as_ref().and_then(UpstreamProcess::server_info)
+    }
+
+    /// Makes one request with `request` on the leased process, bounded by `deadline` (`timeout` is only reported).
+    /// Garbage on the server's stdout during the request fails it at once, as does the process dying.
+    pub(super) async fn call<T, Fut>(
+        &mut self,
+        deadline: Instant,
+        timeout: Duration,
+        request: impl FnOnce(Peer<RoleClient>) -> Fut,
+    ) -> Result<T, UpstreamError>
+    where
+        Fut: Future<Output = Result<T, ServiceError>>,
+    {
+        let Some(process) = self.process.as_ref() else {
+            return Err(UpstreamError::Crashed("the process was already given back".to_string()));
+        };
+        let (result, verdict) = exchange(process, deadline, timeout, request(process.peer().clone())).await;
+        self.verdict = verdict;
+        match result {
+            Err(UpstreamError::Crashed(_)) if self.server.shutting_down() => Err(UpstreamError::ShuttingDown),
+            other => other,
+        }
+    }
+}
+
+impl Drop for Lease {
+    fn drop(&mut self) {
+        if let Some(process) = self.process.take() {
+            self.server.check_in(process, self.verdict);
+        }
+    }
+}
+
+/// A place in a pool taken for a process that is starting.
+pub(super) struct Slot {
+    server: Arc<ServerPool>,
+    armed: bool,
+}
+
+impl Slot {
+    pub(super) fn new(server: Arc<ServerPool>) -> Slot {
+        Slot { server, armed: true }
+    }
+
+    /// The started process takes the place.
+    pub(super) fn into_lease(mut self, process: UpstreamProcess) -> Lease {
+        self.armed = false;
+        Lease::new(self.server.clone(), process)
+    }
+}
+
+impl Drop for Slot {
+    fn drop(&mut self) {
+        if self.armed {
+            self.server.release_slot();
+        }
+    }
+}
+
+/// Waits for `request`'s answer while watching the transport for garbage and oversized lines.
+async fn exchange<T>(
+    process: &UpstreamProcess,
+    deadline: Instant,
+    timeout: Duration,
+    request: impl Future<Output = Result<T, ServiceError>>,
+) -> (Result<T, UpstreamError>, Verdict) {
+    let mut health = process.health();
+    let before = health.borrow_and_update().clone();
+    let mut watching = true;
+    let mut answer = std::pin::pin!(tokio::time::timeout_at(deadline, request));
+    loop {
+        tokio::select! {
+            // Health first: a bad line is always read (and counted) before the answer that follows it.
+            biased;
+            changed = health.changed(), if watching => {
+                if changed.is_err() {
+                    // The transport is gone; the request is about to fail with `TransportClosed`.
+                    watching = false;
+                    continue;
+                }
+                let now = health.borrow_and_update().clone();
+                if now.invalid_lines > before.invalid_lines {
+                    let message = format!("the server wrote a line that is not MCP on stdout: {:?}", now.last_invalid);
+                    return (Err(UpstreamError::Protocol(message)), Verdict::End(StopMode::Kill));
+                }
+                if now.oversized_lines > before.oversized_lines {
+                    // The transport skipped the line and stays in step, so the process is still usable.
+                    return (Err(UpstreamError::OutputTooLarge { limit: process.max_message_bytes() }), Verdict::Keep);
+                }
+            }
+            answer = &mut answer => return match answer {
+                Err(_elapsed) => (Err(UpstreamError::Timeout(timeout)), Verdict::End(StopMode::Kill)),
+                Ok(Ok(value)) => (Ok(value), Verdict::Keep),
+                Ok(Err(error)) => service_error(process, error).await,
+            },
+        }
+    }
+}
+
+/// Maps an rmcp failure to ours, and decides whether the process survives it.
+async fn service_error<T>(process: &UpstreamProcess, error: ServiceError) -> (Result<T, UpstreamError>, Verdict) {
+    match error {
+        ServiceError::McpError(data) => {
+            let message = format!("the server answered with JSON-RPC error {}: {}", data.code.0, data.message);
+            (Err(UpstreamError::Protocol(message)), Verdict::Keep)
+        }
+        ServiceError::TransportClosed | ServiceError::TransportSend(_) => {
+            let ended = process.control().exit_report(EXIT_REPORT_PATIENCE).await;
+            let message = format!("process {} ended during the call ({ended})", process.pid());
+            (Err(UpstreamError::Crashed(message)), Verdict::End(StopMode::Kill))
+        }
+        ServiceError::UnexpectedResponse => {
+            let message = "the server answered with the wrong kind of result".to_string();
+            (Err(UpstreamError::Protocol(message)), Verdict::Keep)
+        }
+        other => (Err(UpstreamError::Protocol(other.to_string())), Verdict::Keep),
+    }
+}

@@ -1,0 +1,254 @@
+//! The pool of upstream processes: per (MCP config, server) a list of idle processes and a count of lent ones.
+//!
+//! A call runs [`UpstreamPool::checkout`]: take the most recently used idle process (a warm call never waits for a
+//! start), else start one when the pool is below `max_processes_per_server`, else wait until a process comes back.
+//! The whole operation, waiting and starting included, is bounded by the caller's timeout. The lent process comes back
+//! through [`Lease`]'s drop: healthy ones go idle, unusable ones are ended. A reaper task ends processes idle longer
+//! than `idle_timeout` and forgets empty pools. [`UpstreamPool::retain`] retires pools whose spec changed: their idle
+//! processes end now, lent ones when their call is done.
+//!
+//! Pools are looked up by key and spec, so a request still holding the previous configuration snapshot during a
+//! reload gets a process of the spec it holds; such a pool is not the live one and simply expires when idle.
+//! Lock order: the map of pools, then one pool's state; nothing is awaited while a lock is held.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, Weak};
+use std::time::Duration;
+
+use rmcp::model::{CallToolRequestParams, CallToolResponse, CallToolResult};
+use tokio::time::Instant;
+
+use super::lease::{Lease, Slot};
+use super::process::{self, StartOptions};
+use super::server_pool::{IdleProcess, ServerPool, Shared, Take};
+use super::supervisor::{STOP_GRACE, StopMode};
+use super::{DEFAULT_MAX_MESSAGE_BYTES, Discovered, PoolKey, PoolSettings, PoolStats, ServerSpec, UpstreamError, lock};
+
+/// The pool of upstream MCP server processes, shared by every session of the gateway.
+pub struct UpstreamPool {
+    shared: Arc<Shared>,
+    settings: Mutex<PoolSettings>,
+    max_message_bytes: AtomicUsize,
+    servers: Mutex<HashMap<PoolKey, Vec<Arc<ServerPool>>>>,
+    reaper_started: AtomicBool,
+    this: Weak<UpstreamPool>,
+}
+
+impl UpstreamPool {
+    pub fn new(settings: PoolSettings) -> Arc<UpstreamPool> {
+        Arc::new_cyclic(|this| UpstreamPool {
+            shared: Arc::default(),
+            settings: Mutex::new(settings),
+            max_message_bytes: AtomicUsize::new(DEFAULT_MAX_MESSAGE_BYTES),
+            servers: Mutex::default(),
+            reaper_started: AtomicBool::new(false),
+            this: this.clone(),
+        })
+    }
+
+    /// New limits after a config reload; a lower maximum or idle timeout takes effect at the next reaper tick.
+    pub fn set_settings(&self, settings: PoolSettings) {
+        *lock(&self.settings) = settings;
+        // A higher maximum lets waiting callers start processes.
+        for server in lock(&self.servers).values().flatten() {
+            server.returned.notify_waiters();
+        }
+    }
+
+    /// The longest upstream message (one tool result) read; applies to processes started from now on.
+    pub fn set_max_message_bytes(&self, bytes: usize) {
+        self.max_message_bytes.store(bytes.max(1), Ordering::Relaxed);
+    }
+
+    /// Lists the server's tools on a pooled process (live discovery), with what the server says about itself.
+    pub async fn list_tools(
+        &self,
+        key: &PoolKey,
+        spec: &ServerSpec,
+        timeout: Duration,
+    ) -> Result<Discovered, UpstreamError> {
+        let deadline = Instant::now() + timeout;
+        let mut lease = self.checkout(key, spec, deadline, timeout).await?;
+        let tools = lease.call(deadline, timeout, |peer| async move { peer.list_all_tools().await }).await?;
+        let info = lease.server_info();
+        let implementation = info.as_ref().and_then(|info| info.server_info.as_ref());
+        let description = implementation
+            .and_then(|implementation| implementation.description.clone())
+            .or_else(|| info.as_ref().and_then(|info| info.instructions.clone()));
+        Ok(Discovered {
+            tools,
+            server_name: implementation.map(|implementation| implementation.name.clone()),
+            server_version: implementation.map(|implementation| implementation.version.clone()),
+            server_description: description,
+        })
+    }
+
+    /// Calls one tool on a pooled process and returns the server's result as it came.
+    pub async fn call_tool(
+        &self,
+        key: &PoolKey,
+        spec: &ServerSpec,
+        name: &str,
+        args: serde_json::Map<String, serde_json::Value>,
+        timeout: Duration,
+    ) -> Result<CallToolResult, UpstreamError> {
+        let deadline = Instant::now() + timeout;
+        let mut lease = self.checkout(key, spec, deadline, timeout).await?;
+        let params = CallToolRequestParams::new(name.to_owned()).with_arguments(args);
+        let response = lease.call(deadline, timeout, |peer| async move { peer.call_tool_once(params).await }).await?;
+        match response {
+            CallToolResponse::Complete(result) => Ok(result),
+            CallToolResponse::InputRequired(_) => Err(UpstreamError::Protocol(
+                "the server asked for client input, which the gateway does not relay".to_string(),
+            )),
+            _ => Err(UpstreamError::Protocol("the server answered with a task instead of a result".to_string())),
+        }
+    }
+
+    /// After a config change: retire the pools whose spec changed or whose (config, server) no longer exists.
+    /// Their idle processes end now; lent ones finish their call first.
+    pub fn retain(&self, live: &HashMap<PoolKey, ServerSpec>) {
+        let mut retired = Vec::new();
+        lock(&self.servers).retain(|key, generations| {
+            generations.retain(|server| {
+                let keep = live.get(key) == Some(&server.spec);
+                if !keep {
+                    retired.push(server.clone());
+                }
+                keep
+            });
+            !generations.is_empty()
+        });
+        for server in retired {
+            let idle = server.retire();
+            tracing::info!(server = %server.label, config = %server.key.mcp_config_id, idle = idle.len(),
+                "upstream server configuration changed or removed; retiring its processes");
+            drop(idle);
+        }
+    }
+
+    /// Ends every process with its whole process group (SIGTERM, then SIGKILL after a short grace) and refuses new
+    /// calls. Returns when the processes are gone. Idempotent.
+    pub async fn shutdown(&self) {
+        self.shared.shutting_down.store(true, Ordering::SeqCst);
+        let servers: Vec<Arc<ServerPool>> = lock(&self.servers).drain().flat_map(|(_, servers)| servers).collect();
+        let idle: Vec<IdleProcess> = servers.iter().flat_map(|server| server.retire()).collect();
+        let live = self.shared.processes.close();
+        for control in &live {
+            control.request_stop(StopMode::Graceful);
+        }
+        drop(idle);
+        let all_ended = async {
+            for control in &live {
+                control.exited().await;
+            }
+        };
+        if tokio::time::timeout(STOP_GRACE + Duration::from_secs(3), all_ended).await.is_err() {
+            tracing::warn!("some upstream processes did not end in time");
+        }
+    }
+
+    pub fn stats(&self) -> PoolStats {
+        PoolStats {
+            processes: self.shared.processes.len(),
+            restarts: self.shared.restarts.load(Ordering::Relaxed),
+            started: self.shared.started.load(Ordering::Relaxed),
+        }
+    }
+
+    /// Lends a process of the (key, spec) pool: an idle one, a new one, or the next one given back.
+    async fn checkout(
+        &self,
+        key: &PoolKey,
+        spec: &ServerSpec,
+        deadline: Instant,
+        timeout: Duration,
+    ) -> Result<Lease, UpstreamError> {
+        self.start_reaper();
+        loop {
+            if self.shared.shutting_down.load(Ordering::SeqCst) {
+                return Err(UpstreamError::ShuttingDown);
+            }
+            let server = self.server_pool(key, spec);
+            let max = lock(&self.settings).max_processes_per_server.max(1);
+            let mut returned = std::pin::pin!(server.returned.notified());
+            match server.take(max, returned.as_mut()) {
+                Take::Idle(process) => return Ok(Lease::new(server.clone(), process)),
+                Take::Start => {
+                    let slot = Slot::new(server.clone());
+                    let options = StartOptions {
+                        label: server.label.clone(),
+                        max_message_bytes: self.max_message_bytes.load(Ordering::Relaxed),
+                    };
+                    let start = process::start(spec, &options, &self.shared.processes);
+                    return match tokio::time::timeout_at(deadline, start).await {
+                        Ok(Ok(process)) => {
+                            self.shared.started.fetch_add(1, Ordering::Relaxed);
+                            Ok(slot.into_lease(process))
+                        }
+                        Ok(Err(error)) => {
+                            tracing::warn!(server = %server.label, %error, "upstream process did not start");
+                            Err(error)
+                        }
+                        Err(_elapsed) => Err(UpstreamError::Timeout(timeout)),
+                    };
+                }
+                Take::Wait => {
+                    if tokio::time::timeout_at(deadline, returned).await.is_err() {
+                        return Err(UpstreamError::Timeout(timeout));
+                    }
+                }
+                Take::LookUpAgain => {}
+            }
+        }
+    }
+
+    /// The pool of (key, spec), created when missing.
+    fn server_pool(&self, key: &PoolKey, spec: &ServerSpec) -> Arc<ServerPool> {
+        let mut servers = lock(&self.servers);
+        if let Some(generations) = servers.get(key)
+            && let Some(server) = generations.iter().find(|server| server.spec == *spec)
+        {
+            return server.clone();
+        }
+        let server = Arc::new(ServerPool::new(key.clone(), spec.clone(), self.shared.clone()));
+        servers.entry(key.clone()).or_default().push(server.clone());
+        server
+    }
+
+    /// Starts the idle reaper on first use (so `new` needs no runtime). It stops when the pool is dropped or shut down.
+    fn start_reaper(&self) {
+        if self.reaper_started.swap(true, Ordering::AcqRel) {
+            return;
+        }
+        let this = self.this.clone();
+        tokio::spawn(async move {
+            loop {
+                let tick = match this.upgrade() {
+                    Some(pool) if !pool.shared.shutting_down.load(Ordering::SeqCst) => pool.reap(),
+                    _ => return,
+                };
+                tokio::time::sleep(tick).await;
+            }
+        });
+    }
+
+    /// One reaper pass: ends idle processes past the idle timeout or over the maximum and dead ones, forgets empty
+    /// pools. Returns how long to sleep until the next pass.
+    fn reap(&self) -> Duration {
+        let settings = lock(&self.settings).clone();
+        let now = Instant::now();
+        let mut ended = Vec::new();
+        lock(&self.servers).retain(|_, generations| {
+            generations.retain(|server| {
+                let (idle, empty) = server.expire(now, &settings);
+                ended.extend(idle);
+                !empty
+            });
+            !generations.is_empty()
+        });
+        drop(ended);
+        (settings.idle_timeout / 4).clamp(Duration::from_millis(20), Duration::from_secs(1))
+    }
+}

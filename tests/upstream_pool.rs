@@ -1,0 +1,427 @@
+//! The upstream pool against real processes: `mcpgw-mock-upstream` (built with the crate) started through
+//! [`UpstreamPool`], checked from outside by process ids, `kill -0`, timings and the answers the calls get.
+
+use std::collections::{HashMap, HashSet};
+use std::process::Command;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use mcpgw::upstream::{PoolKey, PoolSettings, ServerSpec, UpstreamError, UpstreamPool};
+use rmcp::model::CallToolResult;
+use serde_json::{Value, json};
+
+const MOCK: &str = env!("CARGO_BIN_EXE_mcpgw-mock-upstream");
+const TIMEOUT: Duration = Duration::from_secs(10);
+
+fn mock() -> ServerSpec {
+    ServerSpec { command: MOCK.to_string(), args: vec![], env: vec![], inherit_env: vec![] }
+}
+
+fn key() -> PoolKey {
+    PoolKey::new("config-1", "mock")
+}
+
+fn pool(max_processes_per_server: usize, idle_timeout: Duration) -> Arc<UpstreamPool> {
+    UpstreamPool::new(PoolSettings { max_processes_per_server, idle_timeout })
+}
+
+async fn call(
+    pool: &UpstreamPool,
+    spec: &ServerSpec,
+    tool: &str,
+    args: Value,
+) -> Result<CallToolResult, UpstreamError> {
+    call_within(pool, spec, tool, args, TIMEOUT).await
+}
+
+async fn call_within(
+    pool: &UpstreamPool,
+    spec: &ServerSpec,
+    tool: &str,
+    args: Value,
+    timeout: Duration,
+) -> Result<CallToolResult, UpstreamError> {
+    let args = args.as_object().cloned().unwrap_or_default();
+    pool.call_tool(&key(), spec, tool, args, timeout).await
+}
+
+fn text(result: &CallToolResult) -> String {
+    result.content.iter().filter_map(|content| content.as_text()).map(|text| text.text.as_str()).collect()
+}
+
+async fn pid(pool: &UpstreamPool, spec: &ServerSpec) -> u32 {
+    let result = call(pool, spec, "pid", json!({})).await.expect("pid call");
+    text(&result).parse().expect("a pid")
+}
+
+/// Whether a process with this id exists (`kill -0`).
+fn alive(pid: u32) -> bool {
+    Command::new("kill")
+        .args(["-0", &pid.to_string()])
+        .stderr(std::process::Stdio::null())
+        .status()
+        .is_ok_and(|status| status.success())
+}
+
+/// Polls `condition` every 20 ms until it holds or `within` has passed; returns whether it held.
+async fn eventually(within: Duration, mut condition: impl FnMut() -> bool) -> bool {
+    let deadline = Instant::now() + within;
+    loop {
+        if condition() {
+            return true;
+        }
+        if Instant::now() >= deadline {
+            return false;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+#[tokio::test]
+async fn discovery_lists_the_tools_and_the_server_identity() {
+    let pool = pool(2, Duration::from_secs(60));
+    let discovered = pool.list_tools(&key(), &mock(), TIMEOUT).await.expect("discovery");
+    let names: HashSet<&str> = discovered.tools.iter().map(|tool| tool.name.as_ref()).collect();
+    for name in ["echo", "add", "slow", "crash", "large", "garbage", "env", "pid", "fail"] {
+        assert!(names.contains(name), "missing tool {name}");
+    }
+    let echo = discovered.tools.iter().find(|tool| tool.name == "echo").expect("echo");
+    assert_eq!(echo.input_schema.get("type"), Some(&json!("object")));
+    assert_eq!(echo.input_schema.get("required"), Some(&json!(["text"])));
+    assert_eq!(discovered.server_name.as_deref(), Some("mcpgw-mock-upstream"));
+    assert_eq!(discovered.server_version.as_deref(), Some(mcpgw::VERSION));
+    assert!(discovered.server_description.is_some_and(|description| !description.is_empty()));
+    pool.shutdown().await;
+}
+
+#[tokio::test]
+async fn calls_answer_with_the_upstream_result() {
+    let pool = pool(1, Duration::from_secs(60));
+    let spec = mock();
+    let echo = call(&pool, &spec, "echo", json!({"text": "hello"})).await.expect("echo");
+    assert_eq!(text(&echo), "hello");
+    assert_eq!(echo.structured_content, Some(json!({"text": "hello"})));
+    assert_ne!(echo.is_error, Some(true));
+    let sum = call(&pool, &spec, "add", json!({"a": 2, "b": 40})).await.expect("add");
+    assert_eq!(text(&sum), "42");
+    let failed = call(&pool, &spec, "fail", json!({"message": "it broke"})).await.expect("a tool error is a result");
+    assert_eq!(failed.is_error, Some(true));
+    assert_eq!(text(&failed), "it broke");
+
+    // A JSON-RPC error from the server is a protocol error for that call; the process stays.
+    let before = pid(&pool, &spec).await;
+    let error = call(&pool, &spec, "no_such_tool", json!({})).await.expect_err("unknown tool");
+    assert!(matches!(error, UpstreamError::Protocol(ref message) if message.contains("unknown tool")), "{error:?}");
+    assert_eq!(pid(&pool, &spec).await, before);
+    assert_eq!(pool.stats().restarts, 0);
+    pool.shutdown().await;
+}
+
+#[tokio::test]
+async fn concurrent_calls_grow_the_pool_to_its_maximum_and_no_further() {
+    let pool = pool(4, Duration::from_secs(60));
+    let spec = mock();
+    let started = Instant::now();
+    let results = concurrently(&pool, &spec, 8, "slow", json!({"ms": 400})).await;
+    let elapsed = started.elapsed();
+    let pids: HashSet<u64> = results
+        .iter()
+        .map(|result| {
+            let result = result.as_ref().expect("slow call");
+            assert_eq!(text(result), "done");
+            result.structured_content.as_ref().and_then(|content| content["pid"].as_u64()).expect("pid")
+        })
+        .collect();
+    assert!(pids.len() <= 4, "{} processes served the calls", pids.len());
+    assert!(pool.stats().started <= 4, "{:?}", pool.stats());
+    // Eight 400 ms calls on at most four processes take two rounds: not one, and far less than eight.
+    assert!(elapsed >= Duration::from_millis(800), "finished in {elapsed:?}, faster than two rounds");
+    assert!(elapsed < Duration::from_millis(2800), "took {elapsed:?}, the calls did not run in parallel");
+    pool.shutdown().await;
+}
+
+/// Runs `count` calls of `tool` with `args` concurrently, each in its own task.
+async fn concurrently(
+    pool: &Arc<UpstreamPool>,
+    spec: &ServerSpec,
+    count: usize,
+    tool: &'static str,
+    args: Value,
+) -> Vec<Result<CallToolResult, UpstreamError>> {
+    let mut calls = tokio::task::JoinSet::new();
+    for _ in 0..count {
+        let (pool, spec, args) = (pool.clone(), spec.clone(), args.clone());
+        calls.spawn(async move { call(&pool, &spec, tool, args).await });
+    }
+    calls.join_all().await
+}
+
+#[tokio::test]
+async fn a_warm_call_reuses_the_idle_process() {
+    let pool = pool(4, Duration::from_secs(60));
+    let spec = mock();
+    let first = pid(&pool, &spec).await;
+    let second = pid(&pool, &spec).await;
+    assert_eq!(first, second);
+    assert_eq!(pool.stats().started, 1);
+    assert_eq!(pool.stats().processes, 1);
+    pool.shutdown().await;
+}
+
+#[tokio::test]
+async fn a_call_waits_for_a_busy_process_within_its_timeout() {
+    let pool = pool(1, Duration::from_secs(60));
+    let spec = mock();
+    let busy = call(&pool, &spec, "slow", json!({"ms": 600}));
+    let impatient = async {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        call_within(&pool, &spec, "echo", json!({"text": "x"}), Duration::from_millis(200)).await
+    };
+    let (busy, impatient) = tokio::join!(busy, impatient);
+    assert!(busy.is_ok(), "the busy call was disturbed: {busy:?}");
+    assert!(matches!(impatient, Err(UpstreamError::Timeout(_))), "{impatient:?}");
+    // Waiting for a process is not the process's fault: nothing was killed.
+    assert_eq!(pool.stats().restarts, 0);
+    assert_eq!(pool.stats().started, 1);
+    pool.shutdown().await;
+}
+
+#[tokio::test]
+async fn a_crashed_process_is_replaced_on_the_next_call() {
+    let pool = pool(1, Duration::from_secs(60));
+    let spec = mock();
+    let before = pid(&pool, &spec).await;
+    let started = Instant::now();
+    let error = call(&pool, &spec, "crash", json!({})).await.expect_err("crash");
+    assert!(matches!(error, UpstreamError::Crashed(ref message) if message.contains("exit code 1")), "{error:?}");
+    assert!(started.elapsed() < Duration::from_secs(3), "the crash was noticed late");
+    let after = pid(&pool, &spec).await;
+    assert_ne!(before, after);
+    assert!(!alive(before));
+    assert_eq!(pool.stats().restarts, 1);
+    assert_eq!(pool.stats().started, 2);
+    pool.shutdown().await;
+}
+
+#[tokio::test]
+async fn a_call_over_its_timeout_kills_its_process() {
+    let pool = pool(1, Duration::from_secs(60));
+    let spec = mock();
+    let hung = pid(&pool, &spec).await;
+    let started = Instant::now();
+    let error = call_within(&pool, &spec, "slow", json!({"ms": 30_000}), Duration::from_millis(300)).await;
+    assert!(
+        matches!(error, Err(UpstreamError::Timeout(timeout)) if timeout == Duration::from_millis(300)),
+        "{error:?}"
+    );
+    assert!(started.elapsed() < Duration::from_secs(2));
+    assert!(eventually(Duration::from_secs(3), || !alive(hung)).await, "process {hung} survived its timeout");
+    assert_ne!(pid(&pool, &spec).await, hung);
+    assert_eq!(pool.stats().restarts, 1);
+    pool.shutdown().await;
+}
+
+#[tokio::test]
+async fn garbage_on_stdout_fails_the_call_and_the_next_call_works() {
+    let pool = pool(1, Duration::from_secs(60));
+    let spec = mock();
+    let started = Instant::now();
+    let error = call(&pool, &spec, "garbage", json!({})).await.expect_err("garbage");
+    assert!(matches!(error, UpstreamError::Protocol(ref message) if message.contains("garbage")), "{error:?}");
+    assert!(started.elapsed() < Duration::from_secs(3));
+    let echo = call(&pool, &spec, "echo", json!({"text": "after"})).await.expect("next call");
+    assert_eq!(text(&echo), "after");
+    pool.shutdown().await;
+}
+
+#[tokio::test]
+async fn a_large_result_arrives_whole() {
+    let pool = pool(1, Duration::from_secs(60));
+    let result = call(&pool, &mock(), "large", json!({"bytes": 1024 * 1024})).await.expect("large");
+    let body = text(&result);
+    assert_eq!(body.len(), 1024 * 1024);
+    assert!(body.bytes().all(|byte| byte == b'x'));
+    pool.shutdown().await;
+}
+
+#[tokio::test]
+async fn a_result_over_the_message_limit_is_refused_and_the_process_stays() {
+    let pool = pool(1, Duration::from_secs(60));
+    pool.set_max_message_bytes(64 * 1024);
+    let spec = mock();
+    let before = pid(&pool, &spec).await;
+    let error = call(&pool, &spec, "large", json!({"bytes": 1024 * 1024})).await.expect_err("too large");
+    assert!(matches!(error, UpstreamError::OutputTooLarge { limit: 65536 }), "{error:?}");
+    let small = call(&pool, &spec, "large", json!({"bytes": 1000})).await.expect("small");
+    assert_eq!(text(&small).len(), 1000);
+    assert_eq!(pid(&pool, &spec).await, before);
+    pool.shutdown().await;
+}
+
+/// The upstream sees only the minimal environment. The gateway's credentials must be in *this* process's environment
+/// for the test to mean anything, so the test re-runs itself in a child process that has them.
+#[test]
+fn upstream_environment_is_minimal() {
+    if std::env::var_os("MCPGW_ENV_TEST_CHILD").is_none() {
+        let output = Command::new(std::env::current_exe().expect("test binary"))
+            .args(["upstream_environment_is_minimal", "--exact", "--nocapture"])
+            .env("MCPGW_ENV_TEST_CHILD", "1")
+            .env("GW_GATEWAY_KEY", "gateway-secret")
+            .env("GW_ADMIN_APIKEY", "admin-secret")
+            .env("MCPGW_INHERITED", "inherited-value")
+            .env("MCPGW_NOT_LISTED", "not-listed")
+            .output()
+            .expect("run the child test");
+        let stdout = String::from_utf8_lossy(&output.stdout);
+        assert!(output.status.success(), "{stdout}\n{}", String::from_utf8_lossy(&output.stderr));
+        assert!(stdout.contains("1 passed"), "the child ran no test: {stdout}");
+        return;
+    }
+    let runtime = tokio::runtime::Runtime::new().expect("runtime");
+    runtime.block_on(async {
+        let pool = pool(1, Duration::from_secs(60));
+        let spec = ServerSpec {
+            env: vec![("TOKEN".into(), "configured".into()), ("TZ".into(), "Configured/Zone".into())],
+            inherit_env: vec!["MCPGW_INHERITED".into(), "GW_ADMIN_APIKEY".into()],
+            ..mock()
+        };
+        let mut env = HashMap::new();
+        for name in ["GW_GATEWAY_KEY", "GW_ADMIN_APIKEY", "MCPGW_INHERITED", "MCPGW_NOT_LISTED", "TOKEN", "TZ", "PATH"]
+        {
+            let result = call(&pool, &spec, "env", json!({"name": name})).await.expect("env");
+            env.insert(name, text(&result));
+        }
+        assert_eq!(env["GW_GATEWAY_KEY"], "<unset>");
+        assert_eq!(env["GW_ADMIN_APIKEY"], "<unset>", "a listed GW_ name must not be inherited either");
+        assert_eq!(env["MCPGW_NOT_LISTED"], "<unset>");
+        assert_eq!(env["MCPGW_INHERITED"], "inherited-value");
+        assert_eq!(env["TOKEN"], "configured");
+        assert_eq!(env["TZ"], "Configured/Zone");
+        assert_eq!(env["PATH"], std::env::var("PATH").unwrap_or_else(|_| "<unset>".into()));
+        pool.shutdown().await;
+    });
+}
+
+#[tokio::test]
+async fn idle_processes_end_after_the_idle_timeout() {
+    let pool = pool(2, Duration::from_millis(300));
+    let spec = mock();
+    let idle = pid(&pool, &spec).await;
+    assert!(alive(idle));
+    assert!(eventually(Duration::from_secs(5), || !alive(idle) && pool.stats().processes == 0).await);
+    // Ending an idle process is no restart, and the next call starts a fresh one.
+    assert_eq!(pool.stats().restarts, 0);
+    assert_ne!(pid(&pool, &spec).await, idle);
+    pool.shutdown().await;
+}
+
+#[tokio::test]
+async fn retain_retires_the_processes_of_changed_specs_only() {
+    let pool = pool(2, Duration::from_secs(60));
+    let spec = mock();
+    let other_key = PoolKey::new("config-1", "other");
+    let first = pid(&pool, &spec).await;
+    let other = pool.call_tool(&other_key, &spec, "pid", serde_json::Map::new(), TIMEOUT).await.expect("other");
+    let other_pid: u32 = text(&other).parse().expect("pid");
+
+    // Unchanged: the process stays.
+    pool.retain(&HashMap::from([(key(), spec.clone()), (other_key.clone(), spec.clone())]));
+    assert_eq!(pid(&pool, &spec).await, first);
+
+    // Changed env for `mock`, `other` removed: both processes end; `mock` gets a new one with the new spec.
+    let changed = ServerSpec { env: vec![("VERSION".into(), "2".into())], ..mock() };
+    pool.retain(&HashMap::from([(key(), changed.clone())]));
+    assert!(eventually(Duration::from_secs(5), || !alive(first) && !alive(other_pid)).await);
+    let result = call(&pool, &changed, "env", json!({"name": "VERSION"})).await.expect("env");
+    assert_eq!(text(&result), "2");
+    assert_ne!(pid(&pool, &changed).await, first);
+    assert_eq!(pool.stats().restarts, 0);
+    pool.shutdown().await;
+}
+
+#[tokio::test]
+async fn shutdown_ends_every_process_and_its_group() {
+    let pool = pool(3, Duration::from_secs(60));
+    let dir = tempfile::tempdir().expect("temp dir");
+    let helper_file = dir.path().join("helper.pid");
+    // A wrapper that leaves a helper in its process group, like servers started through shells or npx.
+    let wrapped = ServerSpec {
+        command: "/bin/sh".into(),
+        args: vec![
+            "-c".into(),
+            r#"sleep 300 </dev/null >/dev/null 2>&1 & echo $! > "$HELPER_FILE"; exec "$MOCK""#.into(),
+        ],
+        env: vec![("HELPER_FILE".into(), helper_file.display().to_string()), ("MOCK".into(), MOCK.into())],
+        inherit_env: vec![],
+    };
+    let pids: HashSet<u64> = concurrently(&pool, &wrapped, 3, "slow", json!({"ms": 100}))
+        .await
+        .iter()
+        .map(|result| {
+            let result = result.as_ref().expect("slow call");
+            result.structured_content.as_ref().and_then(|content| content["pid"].as_u64()).expect("pid")
+        })
+        .collect();
+    assert_eq!(pids.len(), 3);
+    let helper: u32 = std::fs::read_to_string(&helper_file).expect("helper pid").trim().parse().expect("a pid");
+    assert!(alive(helper));
+    // One more process busy in a call while shutdown happens.
+    let plain = mock();
+    let busy = call(&pool, &plain, "slow", json!({"ms": 30_000}));
+    let (busy, ()) = tokio::join!(busy, async {
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        pool.shutdown().await;
+    });
+    assert!(matches!(busy, Err(UpstreamError::ShuttingDown)), "{busy:?}");
+    for pid in pids {
+        assert!(!alive(pid as u32), "process {pid} survived shutdown");
+    }
+    assert!(eventually(Duration::from_secs(2), || !alive(helper)).await, "the helper {helper} survived shutdown");
+    assert_eq!(pool.stats().processes, 0);
+    assert!(matches!(call(&pool, &mock(), "pid", json!({})).await, Err(UpstreamError::ShuttingDown)));
+    pool.shutdown().await;
+}
+
+#[tokio::test]
+async fn a_command_that_cannot_start_is_a_start_error() {
+    let pool = pool(1, Duration::from_secs(60));
+    let missing = ServerSpec { command: "/nonexistent/mcp-server".into(), ..mock() };
+    let error = call(&pool, &missing, "pid", json!({})).await.expect_err("no such command");
+    assert!(matches!(error, UpstreamError::Start(_)), "{error:?}");
+    let not_mcp = ServerSpec { command: "/bin/sh".into(), args: vec!["-c".into(), "exit 3".into()], ..mock() };
+    let error = call(&pool, &not_mcp, "pid", json!({})).await.expect_err("exits at once");
+    assert!(matches!(error, UpstreamError::Start(ref message) if message.contains("exit code 3")), "{error:?}");
+    assert_eq!(pool.stats().started, 0);
+    assert_eq!(pool.stats().processes, 0);
+    pool.shutdown().await;
+}
+
+/// Captured log output of one test.
+#[derive(Clone, Default)]
+struct Captured(Arc<Mutex<Vec<u8>>>);
+
+impl std::io::Write for Captured {
+    fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+        self.0.lock().expect("log buffer").extend_from_slice(bytes);
+        Ok(bytes.len())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+#[tokio::test]
+async fn upstream_stderr_is_forwarded_to_the_logs() {
+    let captured = Captured::default();
+    let writer = captured.clone();
+    let subscriber = tracing_subscriber::fmt().with_writer(move || writer.clone()).with_ansi(false).finish();
+    // This runtime runs everything on this thread, so the thread's default subscriber sees the forwarder's events.
+    let _guard = tracing::subscriber::set_default(subscriber);
+    let pool = pool(1, Duration::from_secs(60));
+    let upstream = pid(&pool, &mock()).await;
+    let logs = || String::from_utf8_lossy(&captured.0.lock().expect("log buffer")).into_owned();
+    let line = format!("mcpgw-mock-upstream {} started (pid {upstream})", mcpgw::VERSION);
+    assert!(eventually(Duration::from_secs(3), || logs().contains(&line)).await, "not in the logs:\n{}", logs());
+    assert!(logs().lines().any(|log| log.contains(&line) && log.contains("server=mock")), "{}", logs());
+    pool.shutdown().await;
+}
