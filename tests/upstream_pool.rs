@@ -415,13 +415,59 @@ async fn upstream_stderr_is_forwarded_to_the_logs() {
     let captured = Captured::default();
     let writer = captured.clone();
     let subscriber = tracing_subscriber::fmt().with_writer(move || writer.clone()).with_ansi(false).finish();
-    // This runtime runs everything on this thread, so the thread's default subscriber sees the forwarder's events.
-    let _guard = tracing::subscriber::set_default(subscriber);
+    // Global, not per thread: tracing caches per call site whether anyone listens, and with tests on other threads a
+    // thread-local subscriber can miss events. The other tests' events land in the buffer too, which does no harm.
+    tracing::subscriber::set_global_default(subscriber).expect("the only test that sets a subscriber");
     let pool = pool(1, Duration::from_secs(60));
     let upstream = pid(&pool, &mock()).await;
     let logs = || String::from_utf8_lossy(&captured.0.lock().expect("log buffer")).into_owned();
     let line = format!("mcpgw-mock-upstream {} started (pid {upstream})", mcpgw::VERSION);
     assert!(eventually(Duration::from_secs(3), || logs().contains(&line)).await, "not in the logs:\n{}", logs());
     assert!(logs().lines().any(|log| log.contains(&line) && log.contains("server=mock")), "{}", logs());
+    pool.shutdown().await;
+}
+
+#[tokio::test]
+async fn shared_processes_serve_several_calls_at_once() {
+    let pool = pool(2, Duration::from_secs(60));
+    pool.set_max_calls_per_process(4);
+    let spec = mock();
+    let started = Instant::now();
+    let results = concurrently(&pool, &spec, 8, "slow", json!({"ms": 800})).await;
+    let elapsed = started.elapsed();
+    let pids: HashSet<u64> = results
+        .iter()
+        .map(|result| {
+            let result = result.as_ref().expect("slow call");
+            result.structured_content.as_ref().and_then(|content| content["pid"].as_u64()).expect("pid")
+        })
+        .collect();
+    assert!(pids.len() <= 2, "{} processes served the calls", pids.len());
+    // Eight 800 ms calls on two processes taking four calls each: one round, where two rounds would take 1600 ms.
+    assert!(elapsed >= Duration::from_millis(800));
+    assert!(elapsed < Duration::from_millis(1500), "took {elapsed:?}, the calls did not share the processes");
+    pool.shutdown().await;
+}
+
+#[tokio::test]
+async fn a_timeout_on_a_shared_process_lets_the_other_call_finish_first() {
+    let pool = pool(1, Duration::from_secs(60));
+    pool.set_max_calls_per_process(2);
+    let spec = mock();
+    let shared = pid(&pool, &spec).await;
+    let hung = call_within(&pool, &spec, "slow", json!({"ms": 30_000}), Duration::from_millis(300));
+    let neighbour = async {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        call(&pool, &spec, "slow", json!({"ms": 800})).await
+    };
+    let (hung, neighbour) = tokio::join!(hung, neighbour);
+    assert!(matches!(hung, Err(UpstreamError::Timeout(_))), "{hung:?}");
+    let neighbour = neighbour.expect("the neighbour's call was cut off");
+    let served_by = neighbour.structured_content.as_ref().and_then(|content| content["pid"].as_u64());
+    assert_eq!(served_by, Some(u64::from(shared)));
+    // The timed-out process ends once its other call is done, and counts as a restart.
+    assert!(eventually(Duration::from_secs(3), || !alive(shared)).await, "process {shared} survived");
+    assert_ne!(pid(&pool, &spec).await, shared);
+    assert_eq!(pool.stats().restarts, 1);
     pool.shutdown().await;
 }

@@ -1,10 +1,10 @@
 //! A process lent to one caller, and the one exchange (request, answer) made on it.
 //!
 //! [`UpstreamPool`](super::UpstreamPool) hands out a [`Lease`]; the caller makes one request through [`Lease::call`];
-//! dropping the lease gives the process back to its pool, or ends it when the exchange left it unusable (see
-//! [`Verdict`]). A lease dropped before its exchange finished (the caller gave up) ends its process too: the server
-//! may still be busy with the abandoned request. [`Slot`] is the place a process is being started in: dropping it
-//! before it became a lease frees the place for a waiting caller.
+//! dropping the lease tells the pool the call is done, and whether the exchange left the process unusable (see
+//! [`Verdict`]), in which case it ends once no other call uses it. A lease dropped before its exchange finished (the
+//! caller gave up) counts as unusable too: the server may still be busy with the abandoned request. [`Slot`] is the
+//! place a process is being started in: dropping it before it became a lease frees the place for a waiting caller.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -34,19 +34,19 @@ pub(super) enum Verdict {
 /// One process lent to one caller.
 pub(super) struct Lease {
     server: Arc<ServerPool>,
-    process: Option<UpstreamProcess>,
+    process: Arc<UpstreamProcess>,
     verdict: Verdict,
 }
 
 impl Lease {
-    pub(super) fn new(server: Arc<ServerPool>, process: UpstreamProcess) -> Lease {
+    pub(super) fn new(server: Arc<ServerPool>, process: Arc<UpstreamProcess>) -> Lease {
         // Until an exchange finishes, the lease counts as abandoned.
-        Lease { server, process: Some(process), verdict: Verdict::End(StopMode::Kill) }
+        Lease { server, process, verdict: Verdict::End(StopMode::Kill) }
     }
 
     /// The leased process's `initialize` result.
     pub(super) fn server_info(&self) -> Option<Arc<ServerPeerInfo>> {
-        self.process.as_ref().and_then(UpstreamProcess::server_info)
+        self.process.server_info()
     }
 
     /// Makes one request with `request` on the leased process, bounded by `deadline` (`timeout` is only reported).
@@ -60,9 +60,7 @@ impl Lease {
     where
         Fut: Future<Output = Result<T, ServiceError>>,
     {
-        let Some(process) = self.process.as_ref() else {
-            return Err(UpstreamError::Crashed("the process was already given back".to_string()));
-        };
+        let process = &self.process;
         let (result, verdict) = exchange(process, deadline, timeout, request(process.peer().clone())).await;
         self.verdict = verdict;
         match result {
@@ -74,9 +72,7 @@ impl Lease {
 
 impl Drop for Lease {
     fn drop(&mut self) {
-        if let Some(process) = self.process.take() {
-            self.server.check_in(process, self.verdict);
-        }
+        self.server.check_in(&self.process, self.verdict);
     }
 }
 
@@ -94,6 +90,7 @@ impl Slot {
     /// The started process takes the place.
     pub(super) fn into_lease(mut self, process: UpstreamProcess) -> Lease {
         self.armed = false;
+        let process = self.server.add_started(process);
         Lease::new(self.server.clone(), process)
     }
 }

@@ -1,11 +1,11 @@
-//! The pool of upstream processes: per (MCP config, server) a list of idle processes and a count of lent ones.
+//! The pool of upstream processes: per (MCP config, server) a [`ServerPool`] of processes and the calls they serve.
 //!
-//! A call runs [`UpstreamPool::checkout`]: take the most recently used idle process (a warm call never waits for a
-//! start), else start one when the pool is below `max_processes_per_server`, else wait until a process comes back.
-//! The whole operation, waiting and starting included, is bounded by the caller's timeout. The lent process comes back
-//! through [`Lease`]'s drop: healthy ones go idle, unusable ones are ended. A reaper task ends processes idle longer
-//! than `idle_timeout` and forgets empty pools. [`UpstreamPool::retain`] retires pools whose spec changed: their idle
-//! processes end now, lent ones when their call is done.
+//! A call runs `checkout`: use an idle process (a warm call never waits for a start), else start one when the pool is
+//! below `max_processes_per_server`, else share a busy one when sharing is allowed, else wait until a call ends. The
+//! whole operation, waiting and starting included, is bounded by the caller's timeout. The call ends with its `Lease`'s
+//! drop: the process stays, or ends when the call left it unusable. A reaper task ends processes idle longer than
+//! `idle_timeout` and forgets empty pools. [`UpstreamPool::retain`] retires pools whose spec changed: their idle
+//! processes end now, busy ones when their calls are done.
 //!
 //! Pools are looked up by key and spec, so a request still holding the previous configuration snapshot during a
 //! reload gets a process of the spec it holds; such a pool is not the live one and simply expires when idle.
@@ -21,7 +21,7 @@ use tokio::time::Instant;
 
 use super::lease::{Lease, Slot};
 use super::process::{self, StartOptions};
-use super::server_pool::{IdleProcess, ServerPool, Shared, Take};
+use super::server_pool::{ServerPool, Shared, Take};
 use super::supervisor::{STOP_GRACE, StopMode};
 use super::{DEFAULT_MAX_MESSAGE_BYTES, Discovered, PoolKey, PoolSettings, PoolStats, ServerSpec, UpstreamError, lock};
 
@@ -30,6 +30,7 @@ pub struct UpstreamPool {
     shared: Arc<Shared>,
     settings: Mutex<PoolSettings>,
     max_message_bytes: AtomicUsize,
+    calls_per_process: AtomicUsize,
     servers: Mutex<HashMap<PoolKey, Vec<Arc<ServerPool>>>>,
     reaper_started: AtomicBool,
     this: Weak<UpstreamPool>,
@@ -41,6 +42,7 @@ impl UpstreamPool {
             shared: Arc::default(),
             settings: Mutex::new(settings),
             max_message_bytes: AtomicUsize::new(DEFAULT_MAX_MESSAGE_BYTES),
+            calls_per_process: AtomicUsize::new(1),
             servers: Mutex::default(),
             reaper_started: AtomicBool::new(false),
             this: this.clone(),
@@ -59,6 +61,16 @@ impl UpstreamPool {
     /// The longest upstream message (one tool result) read; applies to processes started from now on.
     pub fn set_max_message_bytes(&self, bytes: usize) {
         self.max_message_bytes.store(bytes.max(1), Ordering::Relaxed);
+    }
+
+    /// How many calls may share one process once a pool has all its processes busy (default 1: every call has a
+    /// process to itself). Sharing raises throughput with servers that handle requests concurrently; the price is that
+    /// a crash or garbage on stdout fails every call sharing the process.
+    pub fn set_max_calls_per_process(&self, calls: usize) {
+        self.calls_per_process.store(calls.max(1), Ordering::Relaxed);
+        for server in lock(&self.servers).values().flatten() {
+            server.returned.notify_waiters();
+        }
     }
 
     /// Lists the server's tools on a pooled process (live discovery), with what the server says about itself.
@@ -133,7 +145,7 @@ impl UpstreamPool {
     pub async fn shutdown(&self) {
         self.shared.shutting_down.store(true, Ordering::SeqCst);
         let servers: Vec<Arc<ServerPool>> = lock(&self.servers).drain().flat_map(|(_, servers)| servers).collect();
-        let idle: Vec<IdleProcess> = servers.iter().flat_map(|server| server.retire()).collect();
+        let idle: Vec<_> = servers.iter().flat_map(|server| server.retire()).collect();
         let live = self.shared.processes.close();
         for control in &live {
             control.request_stop(StopMode::Graceful);
@@ -172,9 +184,10 @@ impl UpstreamPool {
             }
             let server = self.server_pool(key, spec);
             let max = lock(&self.settings).max_processes_per_server.max(1);
+            let calls_per_process = self.calls_per_process.load(Ordering::Relaxed);
             let mut returned = std::pin::pin!(server.returned.notified());
-            match server.take(max, returned.as_mut()) {
-                Take::Idle(process) => return Ok(Lease::new(server.clone(), process)),
+            match server.take(max, calls_per_process, returned.as_mut()) {
+                Take::Use(process) => return Ok(Lease::new(server.clone(), process)),
                 Take::Start => {
                     let slot = Slot::new(server.clone());
                     let options = StartOptions {

@@ -1,6 +1,11 @@
-//! One pool of processes: those of one (MCP config, server) with one spec. Its state (idle processes, how many are
-//! lent, whether it is retired) sits behind a mutex that is never held across an await; callers that must wait for a
-//! process wait on its `Notify`, registered under the lock so no hand-back is missed.
+//! One pool of processes: those of one (MCP config, server) with one spec, and how many calls each is serving.
+//!
+//! A caller asks [`ServerPool::take`] what to do: use an idle process (the most recently used, so rarely needed ones
+//! age out), start one when the pool is below its maximum, share the least busy process when the pool is full and
+//! sharing is allowed (`calls_per_process` > 1), or wait. A call that leaves its process unusable (crash, timeout,
+//! garbage) marks it failed: it takes no new calls and ends when its last call is done, so calls sharing it are not cut
+//! off. The state sits behind a mutex that is never held across an await; waiters wait on `returned`, registered under
+//! the lock so no hand-back is missed.
 
 use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -32,28 +37,38 @@ pub(super) struct ServerPool {
     pub label: Arc<str>,
     shared: Arc<Shared>,
     state: Mutex<ServerState>,
-    /// Signalled when a process or a place to start one becomes free, and (to all) when the pool is retired.
+    /// Signalled when a call ends or a place frees up, and (to all) when the pool is retired.
     pub returned: Notify,
 }
 
 #[derive(Default)]
 struct ServerState {
-    /// Oldest first; calls take from the end, so rarely needed processes age out.
-    idle: Vec<IdleProcess>,
-    /// Processes lent out or starting.
-    lent: usize,
-    /// No longer in the map: lent processes end when they come back, and callers look the pool up again.
+    entries: Vec<Entry>,
+    /// Places taken by processes being started.
+    starting: usize,
+    /// No longer in the map: processes end when their calls are done, and callers look the pool up again.
     retired: bool,
 }
 
-pub(super) struct IdleProcess {
-    process: UpstreamProcess,
+struct Entry {
+    process: Arc<UpstreamProcess>,
+    /// Calls it is serving now.
+    calls: usize,
+    /// When it last became idle.
     since: Instant,
+    /// Set when a call left it unusable: it takes no new calls and ends this way once its calls are done.
+    failed: Option<StopMode>,
+}
+
+impl Entry {
+    fn usable(&self) -> bool {
+        self.failed.is_none()
+    }
 }
 
 /// What a caller does after looking at a pool.
 pub(super) enum Take {
-    Idle(UpstreamProcess),
+    Use(Arc<UpstreamProcess>),
     Start,
     Wait,
     LookUpAgain,
@@ -76,117 +91,146 @@ impl ServerPool {
     }
 
     /// Decides under the lock what a caller does; registers `returned` before unlocking when it has to wait.
-    pub(super) fn take(&self, max: usize, returned: Pin<&mut Notified<'_>>) -> Take {
-        let mut dead = Vec::new();
-        let take = {
-            let mut state = lock(&self.state);
-            loop {
-                if state.retired {
-                    break Take::LookUpAgain;
-                }
-                match state.idle.pop() {
-                    Some(idle) if idle.process.is_gone() => dead.push(idle.process),
-                    Some(idle) => {
-                        state.lent += 1;
-                        break Take::Idle(idle.process);
-                    }
-                    None if state.lent < max => {
-                        state.lent += 1;
-                        break Take::Start;
-                    }
-                    None => {
-                        returned.enable();
-                        break Take::Wait;
-                    }
-                }
-            }
-        };
-        self.count_restarts(&dead);
-        take
+    pub(super) fn take(&self, max: usize, calls_per_process: usize, returned: Pin<&mut Notified<'_>>) -> Take {
+        let mut state = lock(&self.state);
+        if state.retired {
+            return Take::LookUpAgain;
+        }
+        let dead = remove_gone(&mut state.entries);
+        self.count_restarts(dead.len());
+        let idle = state.entries.iter_mut().filter(|entry| entry.usable() && entry.calls == 0);
+        if let Some(entry) = idle.max_by_key(|entry| entry.since) {
+            entry.calls = 1;
+            return Take::Use(entry.process.clone());
+        }
+        if state.entries.len() + state.starting < max {
+            state.starting += 1;
+            return Take::Start;
+        }
+        let shareable = state.entries.iter_mut().filter(|entry| entry.usable() && entry.calls < calls_per_process);
+        if let Some(entry) = shareable.min_by_key(|entry| entry.calls) {
+            entry.calls += 1;
+            return Take::Use(entry.process.clone());
+        }
+        returned.enable();
+        Take::Wait
     }
 
-    /// A process comes back from a lease.
-    pub(super) fn check_in(&self, process: UpstreamProcess, verdict: Verdict) {
-        let unusable = match verdict {
+    /// A started process joins the pool, serving the call that started it.
+    pub(super) fn add_started(&self, process: UpstreamProcess) -> Arc<UpstreamProcess> {
+        let process = Arc::new(process);
+        {
+            let mut state = lock(&self.state);
+            state.starting = state.starting.saturating_sub(1);
+            state.entries.push(Entry { process: process.clone(), calls: 1, since: Instant::now(), failed: None });
+        }
+        // Callers that waited while every place was taken by starts may share the new process.
+        self.returned.notify_waiters();
+        process
+    }
+
+    /// A call on `process` is done; `verdict` says whether the process is still usable.
+    pub(super) fn check_in(&self, process: &Arc<UpstreamProcess>, verdict: Verdict) {
+        let failure = match verdict {
             Verdict::End(mode) => Some(mode),
             Verdict::Keep if process.is_gone() => Some(StopMode::Kill),
             Verdict::Keep => None,
         };
-        let mut ending = None;
-        {
+        let ended = {
             let mut state = lock(&self.state);
-            state.lent = state.lent.saturating_sub(1);
-            match unusable {
-                Some(mode) => {
-                    process.control().request_stop(mode);
-                    ending = Some(process);
+            let retiring = state.retired || self.shutting_down();
+            match state.entries.iter().position(|entry| Arc::ptr_eq(&entry.process, process)) {
+                Some(index) => {
+                    let entry = &mut state.entries[index];
+                    entry.calls = entry.calls.saturating_sub(1);
+                    entry.failed = entry.failed.max(failure);
+                    if entry.calls > 0 {
+                        None
+                    } else if entry.failed.is_some() || retiring {
+                        Some(state.entries.swap_remove(index))
+                    } else {
+                        entry.since = Instant::now();
+                        None
+                    }
                 }
-                None if state.retired || self.shutting_down() => ending = Some(process),
-                None => state.idle.push(IdleProcess { process, since: Instant::now() }),
+                // Not in the pool any more (shutdown took it): end it all the same.
+                None => {
+                    process.control().request_stop(failure.unwrap_or(StopMode::Graceful));
+                    None
+                }
             }
-        }
+        };
         self.returned.notify_one();
-        if unusable.is_some() {
-            self.count_restarts(ending.as_slice());
+        if let Some(entry) = ended {
+            if entry.failed.is_some() {
+                self.count_restarts(1);
+            }
+            entry.process.control().request_stop(entry.failed.unwrap_or(StopMode::Graceful));
         }
-        drop(ending);
     }
 
     /// A place taken for a start is free again (the start failed or was cancelled).
     pub(super) fn release_slot(&self) {
         {
             let mut state = lock(&self.state);
-            state.lent = state.lent.saturating_sub(1);
+            state.starting = state.starting.saturating_sub(1);
         }
         self.returned.notify_one();
     }
 
-    /// Marks the pool retired, wakes its waiters and hands over its idle processes (which end when dropped).
-    pub(super) fn retire(&self) -> Vec<IdleProcess> {
+    /// Marks the pool retired and wakes its waiters. Idle processes are handed over (they end when dropped); busy ones
+    /// end when their calls are done.
+    pub(super) fn retire(&self) -> Vec<Arc<UpstreamProcess>> {
         let idle = {
             let mut state = lock(&self.state);
             state.retired = true;
-            std::mem::take(&mut state.idle)
+            let (idle, busy) = std::mem::take(&mut state.entries).into_iter().partition(|entry| entry.calls == 0);
+            state.entries = busy;
+            idle
         };
         self.returned.notify_waiters();
-        idle
+        idle.into_iter().map(|entry| entry.process).collect()
     }
 
-    /// Takes out the idle processes that should end now; the pool is retired when it has nothing left at all.
-    pub(super) fn expire(&self, now: Instant, settings: &PoolSettings) -> (Vec<UpstreamProcess>, bool) {
-        let mut ended = Vec::new();
-        let mut dead = Vec::new();
-        let empty = {
-            let mut state = lock(&self.state);
-            let (alive, exited): (Vec<IdleProcess>, Vec<IdleProcess>) =
-                std::mem::take(&mut state.idle).into_iter().partition(|idle| !idle.process.is_gone());
-            dead.extend(exited.into_iter().map(|idle| idle.process));
-            let mut over = (alive.len() + state.lent).saturating_sub(settings.max_processes_per_server.max(1));
-            let mut kept = Vec::with_capacity(alive.len());
-            // Oldest first, so a lowered maximum ends the longest idle processes.
-            for idle in alive {
-                if over > 0 || now.saturating_duration_since(idle.since) >= settings.idle_timeout {
-                    over = over.saturating_sub(1);
-                    ended.push(idle.process);
-                } else {
-                    kept.push(idle);
-                }
-            }
-            state.idle = kept;
-            let empty = state.idle.is_empty() && state.lent == 0;
-            state.retired |= empty;
-            empty
-        };
-        self.count_restarts(&dead);
-        ended.extend(dead);
+    /// Takes out the idle processes that should end now (idle too long, over a lowered maximum, or gone); the pool is
+    /// retired when nothing is left in it.
+    pub(super) fn expire(&self, now: Instant, settings: &PoolSettings) -> (Vec<Arc<UpstreamProcess>>, bool) {
+        let mut state = lock(&self.state);
+        let mut ended = remove_gone(&mut state.entries);
+        self.count_restarts(ended.len());
+        let mut over = (state.entries.len() + state.starting).saturating_sub(settings.max_processes_per_server.max(1));
+        // Longest idle first, so a lowered maximum ends those.
+        state.entries.sort_by_key(|entry| entry.since);
+        let (expired, kept): (Vec<Entry>, Vec<Entry>) =
+            std::mem::take(&mut state.entries).into_iter().partition(|entry| {
+                let expire = entry.calls == 0
+                    && (over > 0 || now.saturating_duration_since(entry.since) >= settings.idle_timeout);
+                over = over.saturating_sub(usize::from(expire));
+                expire
+            });
+        state.entries = kept;
+        ended.extend(expired.into_iter().map(|entry| entry.process));
+        let empty = state.entries.is_empty() && state.starting == 0;
+        state.retired |= empty;
         (ended, empty)
     }
 
-    /// Counts processes that ended abnormally, except those the pool itself stopped for shutting down.
-    fn count_restarts(&self, processes: &[UpstreamProcess]) {
-        let abnormal = processes.len() as u64;
+    /// Counts processes that ended abnormally, except while the pool is shutting down.
+    fn count_restarts(&self, abnormal: usize) {
         if abnormal > 0 && !self.shutting_down() {
-            self.shared.restarts.fetch_add(abnormal, Ordering::Relaxed);
+            self.shared.restarts.fetch_add(abnormal as u64, Ordering::Relaxed);
         }
     }
+}
+
+/// Removes the processes that died or lost their connection while serving no call, and returns them; those that did
+/// so while serving calls take no new ones.
+fn remove_gone(entries: &mut Vec<Entry>) -> Vec<Arc<UpstreamProcess>> {
+    let (gone, mut alive): (Vec<Entry>, Vec<Entry>) =
+        std::mem::take(entries).into_iter().partition(|entry| entry.calls == 0 && entry.process.is_gone());
+    for entry in alive.iter_mut().filter(|entry| entry.process.is_gone()) {
+        entry.failed = entry.failed.max(Some(StopMode::Kill));
+    }
+    *entries = alive;
+    gone.into_iter().map(|entry| entry.process).collect()
 }
