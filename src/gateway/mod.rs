@@ -67,6 +67,23 @@ pub struct InFlight {
 /// Held while one tool call runs.
 pub struct InFlightGuard<'a>(&'a InFlight);
 
+/// Like [`InFlightGuard`], owned, so it can live in a response body until the answer is sent.
+pub struct OwnedInFlightGuard(Arc<GatewayContext>);
+
+impl OwnedInFlightGuard {
+    /// Marks the start of a request whose answer is still to be sent.
+    pub fn enter(ctx: &Arc<GatewayContext>) -> OwnedInFlightGuard {
+        std::mem::forget(ctx.in_flight.enter());
+        OwnedInFlightGuard(Arc::clone(ctx))
+    }
+}
+
+impl Drop for OwnedInFlightGuard {
+    fn drop(&mut self) {
+        drop(InFlightGuard(&self.0.in_flight));
+    }
+}
+
 impl InFlight {
     /// Marks the start of a call; the end is when the guard drops.
     pub fn enter(&self) -> InFlightGuard<'_> {

@@ -26,7 +26,7 @@ use crate::gateway::handler::auth_failed;
 use crate::gateway::identity::{AuthFailure, Credentials, authenticate};
 use crate::gateway::sessions::SessionCheck;
 use crate::gateway::timeouts::TimeoutKind;
-use crate::gateway::{GatewayContext, Identity};
+use crate::gateway::{GatewayContext, Identity, OwnedInFlightGuard};
 
 const SESSION_HEADER: &str = "mcp-session-id";
 
@@ -210,6 +210,10 @@ where
                 return Ok(session_not_found());
             }
             let closing = req.method() == Method::DELETE;
+            // A POST's answer counts as in flight until its body has been sent (for SSE, until the stream ends), so
+            // a drain never closes a session under an answer that is on its way. GET streams are open-ended and
+            // are not counted.
+            let in_flight = (req.method() == Method::POST).then(|| OwnedInFlightGuard::enter(&ctx));
             let digest = identity.key_digest;
             req.extensions_mut().insert(identity);
             let response = inner.call(req).await?;
@@ -226,8 +230,37 @@ where
                     }
                 }
             }
-            Ok(response.map(Body::new))
+            Ok(match in_flight {
+                Some(guard) => response.map(|body| Body::new(TrackedBody { inner: Body::new(body), _guard: guard })),
+                None => response.map(Body::new),
+            })
         })
+    }
+}
+
+/// A response body that holds an in-flight guard until it has been sent or dropped.
+struct TrackedBody {
+    inner: Body,
+    _guard: OwnedInFlightGuard,
+}
+
+impl http_body::Body for TrackedBody {
+    type Data = bytes::Bytes;
+    type Error = axum::Error;
+
+    fn poll_frame(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<http_body::Frame<bytes::Bytes>, axum::Error>>> {
+        std::pin::Pin::new(&mut self.inner).poll_frame(cx)
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.inner.is_end_stream()
+    }
+
+    fn size_hint(&self) -> http_body::SizeHint {
+        self.inner.size_hint()
     }
 }
 

@@ -6,7 +6,7 @@ use std::fmt;
 use serde_json::{Map, Value};
 use tracing::field::{Field, Visit};
 use tracing::{Event, Level, Subscriber};
-use tracing_subscriber::filter::LevelFilter;
+use tracing_subscriber::filter::{LevelFilter, Targets};
 use tracing_subscriber::fmt::format::Writer;
 use tracing_subscriber::fmt::{FmtContext, FormatEvent, FormatFields};
 use tracing_subscriber::layer::SubscriberExt;
@@ -21,7 +21,7 @@ pub const SERVICE_NAME: &str = "mcpgw";
 
 /// Changes the log level of the running process.
 #[derive(Clone)]
-pub struct LogHandle(Option<reload::Handle<LevelFilter, tracing_subscriber::Registry>>);
+pub struct LogHandle(Option<reload::Handle<Targets, tracing_subscriber::Registry>>);
 
 impl LogHandle {
     /// Sets the level (CRITICAL maps to ERROR, the most severe level tracing has).
@@ -32,13 +32,16 @@ impl LogHandle {
     }
 }
 
-fn filter_for(level: LogLevel) -> LevelFilter {
-    match level {
+/// The filter for a level. The MCP library logs every process start and notification at INFO; it is held at WARNING
+/// so the gateway's own records stay readable.
+fn filter_for(level: LogLevel) -> Targets {
+    let ours = match level {
         LogLevel::Debug => LevelFilter::DEBUG,
         LogLevel::Info => LevelFilter::INFO,
         LogLevel::Warning => LevelFilter::WARN,
         LogLevel::Error | LogLevel::Critical => LevelFilter::ERROR,
-    }
+    };
+    Targets::new().with_default(ours).with_target("rmcp", ours.min(LevelFilter::WARN))
 }
 
 /// Installs the JSON logger on stderr. Safe to call twice (the second call does nothing and returns a no-op handle).

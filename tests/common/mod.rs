@@ -269,6 +269,8 @@ pub struct Gateway {
     pub admin: String,
     /// `http://127.0.0.1:PORT` of the metrics listener.
     pub metrics: String,
+    /// `http://127.0.0.1:PORT` of the MCP gateway listener (empty when it was not opened).
+    pub gateway: String,
     pub config_path: PathBuf,
     /// The admin key the helper methods send (change it after the key changes).
     pub admin_key: String,
@@ -349,6 +351,8 @@ impl Gateway {
             child: Some(child),
             admin: format!("http://{}", addrs["admin"]),
             metrics: format!("http://{}", addrs["metrics"]),
+            // The gateway listener logs before admin and metrics, so its line has been read by now when it exists.
+            gateway: addrs.get("gateway").map(|a| format!("http://{a}")).unwrap_or_default(),
             config_path: config_path.to_path_buf(),
             admin_key: ADMIN_KEY.to_string(),
             stderr,
@@ -442,6 +446,32 @@ impl Gateway {
                 return status;
             }
             assert!(Instant::now() < deadline, "mcpgw did not exit after SIG{signal}");
+            thread::sleep(Duration::from_millis(25));
+        }
+    }
+}
+
+impl Gateway {
+    /// Whether the process is still running.
+    pub fn running(&mut self) -> bool {
+        self.child.as_mut().is_some_and(|c| matches!(c.try_wait(), Ok(None)))
+    }
+
+    /// SIGTERM, then up to `within` for the exit; SIGKILL after that. Returns the exit status when it exited in time.
+    /// Never panics (safe in `Drop`).
+    pub fn terminate(&mut self, within: Duration) -> Option<ExitStatus> {
+        let mut child = self.child.take()?;
+        let _ = Command::new("kill").arg("-TERM").arg(child.id().to_string()).status();
+        let deadline = Instant::now() + within;
+        loop {
+            if let Ok(Some(status)) = child.try_wait() {
+                return Some(status);
+            }
+            if Instant::now() >= deadline {
+                let _ = child.kill();
+                let _ = child.wait();
+                return None;
+            }
             thread::sleep(Duration::from_millis(25));
         }
     }

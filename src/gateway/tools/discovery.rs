@@ -82,6 +82,7 @@ pub fn configured_tools(entry: &ServerEntry) -> Vec<Value> {
 pub fn upstream_failure(err: &UpstreamError) -> Failure {
     match err {
         UpstreamError::Timeout(d) => Failure::new("TIMEOUT", crate::gateway::timeouts::TimedOut(*d).to_string()),
+        UpstreamError::OutputTooLarge { .. } => Failure::new("UPSTREAM_OUTPUT_TOO_LARGE", err.to_string()),
         other => Failure::new("UPSTREAM_ERROR", other.to_string()),
     }
 }
