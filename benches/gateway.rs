@@ -16,11 +16,11 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-use rmcp::ServiceExt;
-use rmcp::model::CallToolRequestParams;
+use rmcp::model::{CallToolRequestParams, ClientCapabilities, ClientConfig, Implementation, ProtocolVersion};
 use rmcp::service::{Peer, RoleClient};
 use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
 use rmcp::transport::{StreamableHttpClientTransport, TokioChildProcess};
+use rmcp::{ClientLifecycleMode, ClientServiceExt, ServiceExt};
 use serde_json::{Map, Value, json};
 
 const KEY: &str = "gw_bench-key-0000000000000000000000000000000000";
@@ -106,18 +106,32 @@ fn args(value: Value) -> Map<String, Value> {
     }
 }
 
-/// One echo call, directly or through the gateway; panics on a wrong answer so a broken path cannot look fast.
-async fn call(peer: &Peer<RoleClient>, through_gateway: bool) {
-    let params = if through_gateway {
-        CallToolRequestParams::new("gw_secure_call_tools").with_arguments(args(json!({
-            "server_name": "mock", "tool_calls": [{"name": "echo", "args": {"text": "hello"}}]
-        })))
-    } else {
-        CallToolRequestParams::new("echo").with_arguments(args(json!({"text": "hello"})))
+/// What one measured call is.
+#[derive(Clone, Copy)]
+enum Call {
+    /// `echo` on the mock upstream, directly.
+    Direct,
+    /// `gw_secure_call_tools` with one `echo` call.
+    Gateway,
+    /// `gw_get_cache_status`: the gateway alone, no upstream.
+    GatewayOnly,
+}
+
+/// One call; panics on a wrong answer so a broken path cannot look fast.
+async fn call(peer: &Peer<RoleClient>, what: Call) {
+    let (params, expect) = match what {
+        Call::Gateway => (
+            CallToolRequestParams::new("gw_secure_call_tools").with_arguments(args(json!({
+                "server_name": "mock", "tool_calls": [{"name": "echo", "args": {"text": "hello"}}]
+            }))),
+            "hello",
+        ),
+        Call::Direct => (CallToolRequestParams::new("echo").with_arguments(args(json!({"text": "hello"}))), "hello"),
+        Call::GatewayOnly => (CallToolRequestParams::new("gw_get_cache_status"), "tool_cache"),
     };
     let response = peer.call_tool_once(params).await.expect("call");
     let text = format!("{response:?}");
-    assert!(text.contains("hello") && !text.contains("\"error\""), "unexpected answer: {text}");
+    assert!(text.contains(expect) && !text.contains("\"error\""), "unexpected answer: {text}");
 }
 
 async fn direct_client() -> rmcp::service::RunningService<RoleClient, ()> {
@@ -126,31 +140,50 @@ async fn direct_client() -> rmcp::service::RunningService<RoleClient, ()> {
     ().serve(transport).await.expect("initialize mock")
 }
 
-async fn gateway_client(url: &str) -> rmcp::service::RunningService<RoleClient, ()> {
+type Client = rmcp::service::RunningService<RoleClient, ClientConfig>;
+
+/// A gateway client: a session opened with `initialize` (2025-11-25), or the stateless 2026-07-28 revision.
+async fn gateway_client(url: &str, stateless: bool) -> Client {
     let config = StreamableHttpClientTransportConfig::with_uri(url.to_string()).auth_header(KEY);
-    let transport = StreamableHttpClientTransport::from_config(config);
-    ().serve(transport).await.expect("initialize gateway session")
+    // rmcp's default HTTP client opens a new connection for every request (it turns connection pooling off); a
+    // pooled client measures the gateway rather than TCP handshakes, and is what long-running agents use.
+    let transport = StreamableHttpClientTransport::with_client(reqwest::Client::new(), config);
+    let info = Implementation::new("mcpgw-bench", "1.0.0");
+    if stateless {
+        let mode = ClientLifecycleMode::Discover { preferred_versions: vec![ProtocolVersion::V_2026_07_28] };
+        ClientConfig::new(ClientCapabilities::default(), info)
+            .with_protocol_version(ProtocolVersion::V_2026_07_28)
+            .serve_with_lifecycle(transport, mode)
+            .await
+            .expect("discover gateway")
+    } else {
+        ClientConfig::new(ClientCapabilities::default(), info)
+            .with_protocol_version(ProtocolVersion::V_2025_11_25)
+            .serve(transport)
+            .await
+            .expect("initialize gateway session")
+    }
 }
 
 fn percentile(sorted: &[Duration], p: f64) -> Duration {
     sorted[((sorted.len() as f64 - 1.0) * p).round() as usize]
 }
 
-async fn latency(peer: &Peer<RoleClient>, through_gateway: bool, calls: u64) -> (Duration, Duration) {
+async fn latency(peer: &Peer<RoleClient>, what: Call, calls: u64) -> (Duration, Duration) {
     for _ in 0..50 {
-        call(peer, through_gateway).await;
+        call(peer, what).await;
     }
     let mut samples = Vec::with_capacity(calls as usize);
     for _ in 0..calls {
         let start = Instant::now();
-        call(peer, through_gateway).await;
+        call(peer, what).await;
         samples.push(start.elapsed());
     }
     samples.sort();
     (percentile(&samples, 0.5), percentile(&samples, 0.99))
 }
 
-async fn throughput(peers: Vec<Peer<RoleClient>>, through_gateway: bool, seconds: u64) -> f64 {
+async fn throughput(peers: Vec<Peer<RoleClient>>, what: Call, seconds: u64) -> f64 {
     let done = Arc::new(AtomicU64::new(0));
     let deadline = Instant::now() + Duration::from_secs(seconds);
     let started = Instant::now();
@@ -160,7 +193,7 @@ async fn throughput(peers: Vec<Peer<RoleClient>>, through_gateway: bool, seconds
             let done = Arc::clone(&done);
             tokio::spawn(async move {
                 while Instant::now() < deadline {
-                    call(&peer, through_gateway).await;
+                    call(&peer, what).await;
                     done.fetch_add(1, Ordering::Relaxed);
                 }
             })
@@ -187,28 +220,38 @@ fn main() {
         println!("gateway: ready after {} (goal < 100 ms); idle RSS {:.1} MiB (goal <= 20 MiB)", ms(gw.ready_after), idle_rss as f64 / 1024.0);
 
         let direct = direct_client().await;
-        let via = gateway_client(&gw.gateway).await;
-        let (d50, d99) = latency(direct.peer(), false, calls).await;
-        let (g50, g99) = latency(via.peer(), true, calls).await;
-        println!("latency c=1 ({calls} calls): direct p50 {} p99 {}; gateway p50 {} p99 {}; added p50 {} (goal <= 0.300 ms), ratio p50 {:.2}x",
-            ms(d50), ms(d99), ms(g50), ms(g99), ms(g50.saturating_sub(d50)), g50.as_secs_f64() / d50.as_secs_f64());
+        let (d50, d99) = latency(direct.peer(), Call::Direct, calls).await;
+        println!("latency c=1 ({calls} calls), direct echo: p50 {} p99 {}", ms(d50), ms(d99));
+        for stateless in [false, true] {
+            let mode = if stateless { "stateless 2026-07-28" } else { "session 2025-11-25" };
+            let via = gateway_client(&gw.gateway, stateless).await;
+            let (o50, o99) = latency(via.peer(), Call::GatewayOnly, calls).await;
+            let (g50, g99) = latency(via.peer(), Call::Gateway, calls).await;
+            println!("latency c=1, gateway {mode}: gw_get_cache_status p50 {} p99 {}; secure echo p50 {} p99 {}; added p50 {} (goal <= 0.300 ms), ratio p50 {:.2}x",
+                ms(o50), ms(o99), ms(g50), ms(g99), ms(g50.saturating_sub(d50)), g50.as_secs_f64() / d50.as_secs_f64());
+            let _ = via.cancel().await;
+        }
 
         for concurrency in [16usize, 64] {
             let direct_peers = vec![direct.peer().clone(); concurrency];
-            let direct_rate = throughput(direct_peers, false, seconds).await;
-            let mut sessions = Vec::with_capacity(concurrency);
-            for _ in 0..concurrency {
-                sessions.push(gateway_client(&gw.gateway).await);
-            }
-            let gateway_rate = throughput(sessions.iter().map(|s| s.peer().clone()).collect(), true, seconds).await;
-            println!("throughput c={concurrency}: direct {direct_rate:.0} calls/s (one process, one session); gateway {gateway_rate:.0} calls/s ({concurrency} sessions, up to {processes} upstream processes); ratio {:.2} (goal at c=16 >= 0.5)",
-                gateway_rate / direct_rate);
-            for session in sessions {
-                let _ = session.cancel().await;
+            let direct_rate = throughput(direct_peers, Call::Direct, seconds).await;
+            println!("throughput c={concurrency}, direct: {direct_rate:.0} calls/s (one process, one session)");
+            for stateless in [false, true] {
+                let mode = if stateless { "stateless 2026-07-28" } else { "session 2025-11-25" };
+                let mut clients = Vec::with_capacity(concurrency);
+                for _ in 0..concurrency {
+                    clients.push(gateway_client(&gw.gateway, stateless).await);
+                }
+                let peers = clients.iter().map(|c| c.peer().clone()).collect();
+                let gateway_rate = throughput(peers, Call::Gateway, seconds).await;
+                println!("throughput c={concurrency}, gateway {mode}: {gateway_rate:.0} calls/s ({concurrency} clients, up to {processes} upstream processes); ratio {:.2} (goal at c=16 >= 0.5)",
+                    gateway_rate / direct_rate);
+                for client in clients {
+                    let _ = client.cancel().await;
+                }
             }
         }
         println!("gateway RSS after the runs: {:.1} MiB", rss_kib(gw.child.id()) as f64 / 1024.0);
         let _ = direct.cancel().await;
-        let _ = via.cancel().await;
     });
 }

@@ -12,6 +12,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use axum::Router;
+use axum::serve::ListenerExt;
 use tokio::net::TcpListener;
 use tokio::sync::watch;
 use tokio::task::JoinSet;
@@ -132,6 +133,10 @@ pub async fn serve(opts: ServeOptions) -> Result<(), ServeError> {
             let shutdown = async move {
                 let _ = stop.wait_for(|stopped| *stopped).await;
             };
+            // Small answers (JSON-RPC messages, SSE events) go out at once instead of waiting on Nagle's algorithm.
+            let listener = listener.tap_io(|tcp| {
+                let _ = tcp.set_nodelay(true);
+            });
             if let Err(e) = axum::serve(listener, router).with_graceful_shutdown(shutdown).await {
                 tracing::error!(listener = name, error = %e, "listener failed");
             }

@@ -39,7 +39,8 @@ use timeouts::TimeoutMetrics;
 /// Tools found by live discovery, with what the server said about itself.
 #[derive(Debug, Clone)]
 pub struct CachedTools {
-    pub tools: Vec<Value>,
+    /// Shared, so a cache hit costs a pointer copy rather than a copy of every tool's schema.
+    pub tools: Arc<Vec<Value>>,
     pub server_metadata: Value,
     /// The server entry they were discovered with; a changed entry drops them.
     pub entry: ServerEntry,

@@ -15,7 +15,7 @@ use crate::upstream::{PoolKey, ServerSpec, UpstreamError};
 /// What discovery found and where.
 #[derive(Debug, Clone)]
 pub struct DiscoveryResult {
-    pub tools: Vec<Value>,
+    pub tools: Arc<Vec<Value>>,
     pub source: &'static str,
     pub server_metadata: Option<Value>,
 }
@@ -103,11 +103,11 @@ pub async fn discover(
     if let Ok(Some(hit)) = cached
         && hit.entry == *entry
     {
-        return Ok(DiscoveryResult { tools: hit.tools.clone(), source: "cache", server_metadata: None });
+        return Ok(DiscoveryResult { tools: Arc::clone(&hit.tools), source: "cache", server_metadata: None });
     }
     let configured = configured_tools(entry);
     if !configured.is_empty() {
-        return Ok(DiscoveryResult { tools: configured, source: "config", server_metadata: None });
+        return Ok(DiscoveryResult { tools: Arc::new(configured), source: "config", server_metadata: None });
     }
     let limit = settings.timeouts.discovery;
     let spec = ServerSpec::from_entry(entry);
@@ -122,13 +122,13 @@ pub async fn discover(
         .await
         .map_err(|t| Failure::new("TIMEOUT", t.to_string()))?
         .map_err(|e| upstream_failure(&e))?;
-    let tools: Vec<Value> = live.tools.iter().filter_map(|t| serde_json::to_value(t).ok()).collect();
+    let tools: Arc<Vec<Value>> = Arc::new(live.tools.iter().filter_map(|t| serde_json::to_value(t).ok()).collect());
     let metadata = json!({
         "name": live.server_name,
         "version": live.server_version,
         "description": live.server_description.clone().or_else(|| entry.description.clone()),
     });
-    let cached = CachedTools { tools: tools.clone(), server_metadata: metadata.clone(), entry: entry.clone() };
+    let cached = CachedTools { tools: Arc::clone(&tools), server_metadata: metadata.clone(), entry: entry.clone() };
     ctx.tool_cache.insert(key, Arc::new(cached));
     Ok(DiscoveryResult { tools, source: "discovery", server_metadata: Some(metadata) })
 }
