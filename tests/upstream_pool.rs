@@ -22,7 +22,7 @@ fn key() -> PoolKey {
 }
 
 fn pool(max_processes_per_server: usize, idle_timeout: Duration) -> Arc<UpstreamPool> {
-    UpstreamPool::new(PoolSettings { max_processes_per_server, idle_timeout })
+    UpstreamPool::new(PoolSettings { max_processes_per_server, idle_timeout, ..PoolSettings::default() })
 }
 
 async fn call(

@@ -121,6 +121,7 @@ fn pool_settings(snapshot: &Snapshot) -> PoolSettings {
     PoolSettings {
         max_processes_per_server: snapshot.settings.max_processes_per_server as usize,
         idle_timeout: snapshot.settings.idle_timeout,
+        connect_timeout: snapshot.settings.timeouts.connectivity,
     }
 }
 

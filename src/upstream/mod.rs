@@ -80,12 +80,18 @@ impl ServerSpec {
 pub struct PoolSettings {
     pub max_processes_per_server: usize,
     pub idle_timeout: Duration,
+    /// How long starting a process and its `initialize` handshake may take (`connectivity_timeout`).
+    pub connect_timeout: Duration,
 }
 
 impl Default for PoolSettings {
     /// The contract's defaults (`upstream_pool`: 4 processes, 300 s).
     fn default() -> PoolSettings {
-        PoolSettings { max_processes_per_server: 4, idle_timeout: Duration::from_secs(300) }
+        PoolSettings {
+            max_processes_per_server: 4,
+            idle_timeout: Duration::from_secs(300),
+            connect_timeout: Duration::from_secs(2),
+        }
     }
 }
 
@@ -109,6 +115,10 @@ pub struct PoolStats {
     pub restarts: u64,
     /// Processes started since the pool was created.
     pub started: u64,
+    /// Process starts attempted (spawn and `initialize`).
+    pub connect_attempts: u64,
+    /// Process starts that ran out of `connect_timeout`.
+    pub connect_timeouts: u64,
 }
 
 /// Why an upstream operation failed.

@@ -166,6 +166,8 @@ impl UpstreamPool {
             processes: self.shared.processes.len(),
             restarts: self.shared.restarts.load(Ordering::Relaxed),
             started: self.shared.started.load(Ordering::Relaxed),
+            connect_attempts: self.shared.connect_attempts.load(Ordering::Relaxed),
+            connect_timeouts: self.shared.connect_timeouts.load(Ordering::Relaxed),
         }
     }
 
@@ -195,7 +197,11 @@ impl UpstreamPool {
                         max_message_bytes: self.max_message_bytes.load(Ordering::Relaxed),
                     };
                     let start = process::start(spec, &options, &self.shared.processes);
-                    return match tokio::time::timeout_at(deadline, start).await {
+                    // Starting is bounded by the connectivity timeout as well as by the caller's deadline.
+                    let connect_timeout = lock(&self.settings).connect_timeout;
+                    let connect_deadline = deadline.min(Instant::now() + connect_timeout);
+                    self.shared.connect_attempts.fetch_add(1, Ordering::Relaxed);
+                    return match tokio::time::timeout_at(connect_deadline, start).await {
                         Ok(Ok(process)) => {
                             self.shared.started.fetch_add(1, Ordering::Relaxed);
                             Ok(slot.into_lease(process))
@@ -203,6 +209,11 @@ impl UpstreamPool {
                         Ok(Err(error)) => {
                             tracing::warn!(server = %server.label, %error, "upstream process did not start");
                             Err(error)
+                        }
+                        Err(_elapsed) if connect_deadline < deadline => {
+                            self.shared.connect_timeouts.fetch_add(1, Ordering::Relaxed);
+                            tracing::warn!(server = %server.label, "upstream process did not start within connectivity_timeout");
+                            Err(UpstreamError::Timeout(connect_timeout))
                         }
                         Err(_elapsed) => Err(UpstreamError::Timeout(timeout)),
                     };

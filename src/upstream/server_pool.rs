@@ -26,6 +26,8 @@ pub(super) struct Shared {
     pub processes: Arc<ProcessSet>,
     pub started: AtomicU64,
     pub restarts: AtomicU64,
+    pub connect_attempts: AtomicU64,
+    pub connect_timeouts: AtomicU64,
     pub shutting_down: AtomicBool,
 }
 

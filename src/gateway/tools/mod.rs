@@ -17,6 +17,7 @@ use serde::Deserialize;
 use serde::de::DeserializeOwned;
 use serde_json::{Map, Value, json};
 
+use super::timeouts::TimeoutKind;
 use super::{GatewayContext, Identity};
 
 pub use discovery::{DiscoveryResult, discover};
@@ -158,6 +159,15 @@ fn parse<T: DeserializeOwned>(tool: &str, args: Map<String, Value>) -> Result<T,
         .map_err(|e| ToolCallError::InvalidArguments { tool: tool.to_string(), reason: e.to_string() })
 }
 
+/// Runs `answer` under `default_timeout`.
+async fn bounded(ctx: &GatewayContext, identity: &Identity, answer: impl Future<Output = Value>) -> Value {
+    let limit = identity.snapshot.settings.timeouts.default;
+    ctx.timeouts
+        .run(TimeoutKind::Default, limit, answer)
+        .await
+        .unwrap_or_else(|t| Failure::new("TIMEOUT", t.to_string()).to_value())
+}
+
 /// Runs the tool `name` for `identity`; the answer object or a protocol-level refusal.
 pub async fn call(
     ctx: &GatewayContext,
@@ -170,14 +180,18 @@ pub async fn call(
         "gw_get_server_info" => discovery::server_info(ctx, identity, parse(name, args)?).await,
         "gw_discover_all_tools" => discovery::discover_tool(ctx, identity, parse(name, args)?).await,
         "gw_secure_call_tools" => execute::secure_call(ctx, identity, parse(name, args)?).await,
+        // The tools that touch no upstream run under `default_timeout`.
         "gw_get_cache_status" => {
             let _: NoInput = parse(name, args)?;
-            status::cache_status(ctx, identity)
+            bounded(ctx, identity, async { status::cache_status(ctx, identity) }).await
         }
-        "gw_clear_cache" => status::clear_cache(ctx, identity, parse(name, args)?),
+        "gw_clear_cache" => {
+            let input = parse(name, args)?;
+            bounded(ctx, identity, async { status::clear_cache(ctx, identity, input) }).await
+        }
         "gw_get_timeout_metrics" => {
             let _: NoInput = parse(name, args)?;
-            status::timeout_metrics(ctx, identity)
+            bounded(ctx, identity, async { status::timeout_metrics(ctx, identity) }).await
         }
         other => return Err(ToolCallError::UnknownTool(other.to_string())),
     })

@@ -50,9 +50,10 @@ pub fn clear_cache(ctx: &GatewayContext, identity: &Identity, input: ClearCacheI
 
 /// `gw_get_timeout_metrics`.
 pub fn timeout_metrics(ctx: &GatewayContext, identity: &Identity) -> Value {
+    let pool = ctx.pool.stats();
     json!({
         "status": "success",
-        "timeout_metrics": ctx.timeouts.report(),
+        "timeout_metrics": ctx.timeouts.report((pool.connect_attempts, pool.connect_timeouts)),
         "timeout_config": config_report(&identity.snapshot.settings.timeouts),
     })
 }
