@@ -64,8 +64,6 @@ pub enum ServeError {
     Bind { listener: &'static str, addr: SocketAddr, source: std::io::Error },
     #[error("cannot watch the config file for changes: {0}")]
     Watch(#[from] notify::Error),
-    #[error("{0}")]
-    Unsupported(String),
 }
 
 /// Default listener addresses (contract section 1).
