@@ -11,6 +11,7 @@
 
 pub mod admin;
 pub mod app;
+pub mod body_limit;
 pub mod cache;
 pub mod cli;
 pub mod config;

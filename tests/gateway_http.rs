@@ -433,6 +433,18 @@ fn malformed_requests_get_jsonrpc_errors_never_5xx() {
 
     let r = post(&http, &format!("{}/elsewhere", gw.gw.gateway), Some(API_KEY), &[], &tool_list_body(12));
     assert_eq!(r.status, 404, "{}", r.text);
+
+    let r = post_bytes(&http, &gw.mcp, Some(API_KEY), &[], b"[1, 2]".to_vec());
+    assert_eq!(r.status, 400, "{}", r.text);
+    assert_eq!(r.message["error"]["code"], json!(-32600), "a batch is an invalid request: {}", r.text);
+
+    // Over the 4 MiB request limit: 413 with a JSON-RPC error, and the client gets to read it.
+    let mut big = br#"{"jsonrpc":"2.0","id":13,"method":"tools/list","params":{"pad":""#.to_vec();
+    big.extend(std::iter::repeat_n(b'x', 5 * 1024 * 1024));
+    big.extend(br#""}}"#);
+    let r = post_bytes(&http, &gw.mcp, Some(API_KEY), &[], big);
+    assert_eq!(r.status, 413, "{}", r.text);
+    assert_eq!(r.message["error"]["data"]["error_code"], json!("PAYLOAD_TOO_LARGE"), "{}", r.text);
 }
 
 #[test]

@@ -2,12 +2,12 @@
 //! is sent (415 `UNSUPPORTED_MEDIA_TYPE`), well-formed JSON (400 `VALIDATION_ERROR`). An empty body is `null`, so each
 //! operation decides whether it needs one. Rejections use the API's error body, unlike axum's own `Json`.
 
-use axum::body::to_bytes;
 use axum::extract::{FromRequest, Request};
 use axum::http::{StatusCode, header};
 use serde_json::Value;
 
 use super::response::ApiError;
+use crate::body_limit::{BodyError, read_limited};
 
 /// Largest admin request body.
 pub const MAX_BODY_BYTES: usize = 1024 * 1024;
@@ -32,19 +32,11 @@ impl<S: Send + Sync> FromRequest<S> for JsonBody {
     type Rejection = ApiError;
 
     async fn from_request(req: Request, _state: &S) -> Result<Self, Self::Rejection> {
-        let headers = req.headers();
-        let declared_length =
-            headers.get(header::CONTENT_LENGTH).and_then(|v| v.to_str().ok()).and_then(|v| v.parse::<u64>().ok());
-        if declared_length.is_some_and(|n| n > MAX_BODY_BYTES as u64) {
-            return Err(too_large());
-        }
-        let content_type = headers.get(header::CONTENT_TYPE).map(|v| v.to_str().unwrap_or("?").to_string());
-        let bytes = to_bytes(req.into_body(), MAX_BODY_BYTES).await.map_err(|e| {
-            let length_limit =
-                std::error::Error::source(&e).is_some_and(|s| s.is::<http_body_util::LengthLimitError>());
-            if length_limit || e.to_string().contains("length limit") {
-                too_large()
-            } else {
+        let content_type = req.headers().get(header::CONTENT_TYPE).map(|v| v.to_str().unwrap_or("?").to_string());
+        // An oversized body is read and discarded (up to a cap) before the 413, so the client sees the answer.
+        let bytes = read_limited(req.into_body(), MAX_BODY_BYTES).await.map_err(|e| match e {
+            BodyError::TooLarge => too_large(),
+            BodyError::Read(e) => {
                 ApiError::new(StatusCode::BAD_REQUEST, "VALIDATION_ERROR", format!("cannot read request body: {e}"))
             }
         })?;

@@ -6,13 +6,14 @@
 use std::convert::Infallible;
 use std::task::{Context, Poll};
 
-use axum::body::{Body, to_bytes};
+use axum::body::Body;
 use axum::http::{Method, Request, Response, StatusCode};
 use futures_util::future::BoxFuture;
 use serde_json::{Value, json};
 use tower::{Layer, Service};
 
 use super::auth::jsonrpc_error;
+use crate::body_limit::{BodyError, read_limited};
 
 /// Adds [`JsonRpcGuard`] in front of a service.
 #[derive(Clone)]
@@ -91,9 +92,13 @@ where
                 return inner.call(req).await;
             }
             let (parts, body) = req.into_parts();
-            let bytes = match to_bytes(body, limit).await {
+            let bytes = match read_limited(body, limit).await {
                 Ok(bytes) => bytes,
-                Err(_) => {
+                Err(BodyError::Read(e)) => {
+                    let message = format!("cannot read the request body: {e}");
+                    return Ok(jsonrpc_error(StatusCode::BAD_REQUEST, -32700, &message, Value::Null));
+                }
+                Err(BodyError::TooLarge) => {
                     let data = json!({"status": "error", "error_code": "PAYLOAD_TOO_LARGE",
                                       "message": format!("request body exceeds {limit} bytes")});
                     return Ok(jsonrpc_error(StatusCode::PAYLOAD_TOO_LARGE, -32600, "Request body too large", data));
