@@ -152,7 +152,8 @@ pub async fn serve(opts: ServeOptions) -> Result<(), ServeError> {
         Transport::Http => signal::terminated().await,
         Transport::Stdio => {
             let mut signalled = None;
-            let ended = gateway::stdio::serve(Arc::clone(&ctx), async { signalled = Some(signal::terminated().await) });
+            let on_signal = async { signalled = Some(signal::terminated().await) };
+            let ended = gateway::stdio::serve(Arc::clone(&ctx), on_signal, opts.shutdown_grace);
             if let Err(e) = ended.await {
                 tracing::error!(error = %e, "stdio front failed");
             }

@@ -172,7 +172,11 @@ fn serve(args: ServeArgs) -> ExitCode {
         Ok(rt) => rt,
         Err(e) => return fail(format!("cannot start the async runtime: {e}")),
     };
-    match runtime.block_on(app::serve(opts)) {
+    let result = runtime.block_on(app::serve(opts));
+    // A read of stdin (the stdio front) sits on a blocking thread that nothing can interrupt; waiting for it would
+    // keep the process alive after the drain, so the runtime's leftover blocking threads are not waited for.
+    runtime.shutdown_background();
+    match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(app::ServeError::Config(LoadError::Invalid { path, problems })) => print_invalid(&path, &problems),
         Err(e) => fail(e),

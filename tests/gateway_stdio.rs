@@ -213,3 +213,60 @@ fn stdout_carries_only_jsonrpc_and_closing_stdin_ends_everything() {
         "upstream process {pid} left after the gateway exited"
     );
 }
+
+#[test]
+fn sigterm_over_stdio_lets_a_running_call_answer_then_exits_0() {
+    let (_dir, path) = mock_config();
+    let mut child = stdio_command(&path, &[("GW_GATEWAY_KEY", API_KEY)])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("spawn mcpgw serve --transport stdio");
+    let mut stdin = child.stdin.take().unwrap();
+    let (tx, rx) = mpsc::channel::<Value>();
+    let stdout = child.stdout.take().unwrap();
+    thread::spawn(move || {
+        for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+            if let Ok(v) = serde_json::from_str::<Value>(&line) {
+                let _ = tx.send(v);
+            }
+        }
+    });
+    let mut send = |v: Value| {
+        stdin.write_all(format!("{v}\n").as_bytes()).unwrap();
+        stdin.flush().unwrap();
+    };
+    let wait_for = |id: u64| -> Value {
+        let deadline = Instant::now() + CALL_DEADLINE;
+        loop {
+            let left = deadline.saturating_duration_since(Instant::now());
+            let v = rx.recv_timeout(left).unwrap_or_else(|_| panic!("no answer to request {id}"));
+            if v["id"] == json!(id) {
+                return v;
+            }
+        }
+    };
+    send(initialize_body(1, "2025-06-18"));
+    wait_for(1);
+    send(json!({"jsonrpc": "2.0", "method": "notifications/initialized"}));
+    // Warm the upstream so the slow call below is running when the signal arrives.
+    send(tools_call_body(2, "gw_secure_call_tools", calls("mock", &[("echo", json!({"text": "warm"}))])));
+    wait_for(2);
+    send(tools_call_body(3, "gw_secure_call_tools", calls("mock", &[("slow", json!({"ms": 1500}))])));
+    thread::sleep(Duration::from_millis(300));
+    let signalled = std::process::Command::new("kill").args(["-TERM", &child.id().to_string()]).status().unwrap();
+    assert!(signalled.success());
+
+    let answer = answer_of(&wait_for(3)["result"]);
+    assert_eq!(answer["results"][0]["status"], json!("success"), "the running call finished: {answer}");
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let status = loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            break status;
+        }
+        assert!(Instant::now() < deadline, "mcpgw did not exit after SIGTERM");
+        thread::sleep(Duration::from_millis(25));
+    };
+    assert!(status.success(), "exit status {status}");
+}

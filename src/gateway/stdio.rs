@@ -23,13 +23,18 @@ pub fn credentials_from_env() -> Credentials {
     }
 }
 
-/// Serves MCP on stdin/stdout until the client closes stdin or `shutdown` completes.
-pub async fn serve(ctx: Arc<GatewayContext>, shutdown: impl Future<Output = ()>) -> Result<(), String> {
+/// Serves MCP on stdin/stdout until the client closes stdin or `shutdown` completes; then tool calls still running get
+/// up to `grace` to finish and answer before the session ends.
+pub async fn serve(
+    ctx: Arc<GatewayContext>,
+    shutdown: impl Future<Output = ()>,
+    grace: std::time::Duration,
+) -> Result<(), String> {
     let credentials = credentials_from_env();
     if credentials.key.is_empty() {
         tracing::warn!("GW_GATEWAY_KEY is not set; every tool will answer AUTH_FAILED");
     }
-    let handler = GatewayHandler::stdio(ctx, credentials);
+    let handler = GatewayHandler::stdio(Arc::clone(&ctx), credentials);
     tokio::pin!(shutdown);
     let running = tokio::select! {
         started = handler.serve(rmcp::transport::io::stdio()) => match started {
@@ -48,6 +53,13 @@ pub async fn serve(ctx: Arc<GatewayContext>, shutdown: impl Future<Output = ()>)
     tokio::select! {
         ended = &mut waiting => ended.map(|_| ()).map_err(|e| format!("stdio session failed: {e}")),
         () = &mut shutdown => {
+            if tokio::time::timeout(grace, ctx.in_flight.wait_idle()).await.is_err() {
+                tracing::warn!("grace period over; cancelling the stdio calls still running");
+            }
+            // The last answers leave through the transport's task right after their handlers return; let it run.
+            for _ in 0..16 {
+                tokio::task::yield_now().await;
+            }
             token.cancel();
             let _ = waiting.await;
             Ok(())
