@@ -242,9 +242,11 @@ fn main() {
                 for _ in 0..concurrency {
                     clients.push(gateway_client(&gw.gateway, stateless).await);
                 }
-                let peers = clients.iter().map(|c| c.peer().clone()).collect();
-                let gateway_rate = throughput(peers, Call::Gateway, seconds).await;
-                println!("throughput c={concurrency}, gateway {mode}: {gateway_rate:.0} calls/s ({concurrency} clients, up to {processes} upstream processes); ratio {:.2} (goal at c=16 >= 0.5)",
+                let peers: Vec<_> = clients.iter().map(|c| c.peer().clone()).collect();
+                let gateway_rate = throughput(peers.clone(), Call::Gateway, seconds).await;
+                // The same clients calling a tool that touches no upstream: the ceiling of the HTTP leg alone.
+                let http_only = throughput(peers, Call::GatewayOnly, seconds).await;
+                println!("throughput c={concurrency}, gateway {mode}: {gateway_rate:.0} calls/s ({concurrency} clients, up to {processes} upstream processes); ratio {:.2} (goal at c=16 >= 0.5); gw_get_cache_status alone {http_only:.0} calls/s",
                     gateway_rate / direct_rate);
                 for client in clients {
                     let _ = client.cancel().await;
