@@ -60,17 +60,6 @@ fn tool_list_body(id: u64) -> Value {
     json!({"jsonrpc": "2.0", "id": id, "method": "tools/list", "params": {}})
 }
 
-fn names_in(list_result: &Value) -> Vec<String> {
-    let mut names: Vec<String> = list_result["tools"]
-        .as_array()
-        .unwrap_or_else(|| panic!("tools/list result without tools: {list_result}"))
-        .iter()
-        .map(|t| t["name"].as_str().unwrap_or_default().to_string())
-        .collect();
-    names.sort();
-    names
-}
-
 fn sorted_gw_tools() -> Vec<String> {
     let mut v: Vec<String> = GW_TOOLS.iter().map(|s| s.to_string()).collect();
     v.sort();
@@ -115,7 +104,7 @@ fn initialize_works_with_every_revision_over_raw_http_and_rmcp() {
         assert_eq!(ack.status, 202, "notification on {version}: {}", ack.text);
         let list = post(&http, &gw.mcp, Some(API_KEY), &headers, &tool_list_body(2));
         assert_eq!(list.status, 200, "tools/list on {version}: {}", list.text);
-        assert_eq!(names_in(&list.message["result"]), sorted_gw_tools(), "{version}");
+        assert_eq!(sorted_tool_names(&list.message["result"]), sorted_gw_tools(), "{version}");
         let call = post(&http, &gw.mcp, Some(API_KEY), &headers, &tools_call_body(3, "gw_get_cache_status", json!({})));
         assert_eq!(call.status, 200, "tools/call on {version}: {}", call.text);
         assert_eq!(answer_of(&call.message["result"])["status"], json!("success"));
@@ -168,7 +157,7 @@ fn the_stateless_2026_07_28_form_works_without_a_session() {
     let list = json!({"jsonrpc": "2.0", "id": 2, "method": "tools/list", "params": {"_meta": stateless_meta()}});
     let r = post(&http, &gw.mcp, Some(API_KEY), &stateless_headers("tools/list", None), &list);
     assert_eq!(r.status, 200, "stateless tools/list: {}", r.text);
-    assert_eq!(names_in(&r.message["result"]), sorted_gw_tools());
+    assert_eq!(sorted_tool_names(&r.message["result"]), sorted_gw_tools());
     assert!(r.header("mcp-session-id").is_none());
 
     let body = |id: u64, tool: &str, args: Value| {
@@ -280,7 +269,7 @@ fn a_session_id_is_bound_to_the_key_that_opened_it() {
     };
     let own = with(API_KEY, &session);
     assert_eq!(own.status, 200, "{}", own.text);
-    assert_eq!(names_in(&own.message["result"]).len(), 7);
+    assert_eq!(sorted_tool_names(&own.message["result"]).len(), 7);
 
     let foreign = with(KEY_B, &session);
     assert_eq!(foreign.status, 404, "a session used with another valid key: {}", foreign.text);
@@ -373,7 +362,7 @@ fn notifications_get_202_and_answers_use_a_type_the_client_accepts() {
     assert_eq!(r.status, 200, "{}", r.text);
     assert!(r.is_json() || r.is_sse(), "content type {:?}", r.content_type);
     assert_eq!(r.message["id"], json!(5), "answer: {}", r.text);
-    assert_eq!(names_in(&r.message["result"]).len(), 7);
+    assert_eq!(sorted_tool_names(&r.message["result"]).len(), 7);
 
     // Accepting one type only: never the other one (refusing with 406 is allowed).
     for (accept, sse) in [("application/json", false), ("text/event-stream", true)] {

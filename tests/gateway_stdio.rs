@@ -26,6 +26,26 @@ fn mock_config() -> (tempfile::TempDir, std::path::PathBuf) {
     (dir, path)
 }
 
+/// Writes one JSON-RPC message as a line to the gateway's stdin.
+fn send_line(stdin: &mut std::process::ChildStdin, message: Value) {
+    stdin.write_all(format!("{message}\n").as_bytes()).unwrap();
+    stdin.flush().unwrap();
+}
+
+/// The next line on `lines` that answers request `id`, within [`CALL_DEADLINE`].
+fn answer_to(lines: &mpsc::Receiver<String>, id: u64) -> Value {
+    let deadline = Instant::now() + CALL_DEADLINE;
+    loop {
+        let left = deadline.saturating_duration_since(Instant::now());
+        let line = lines.recv_timeout(left).unwrap_or_else(|_| panic!("no answer to request {id}"));
+        if let Ok(v) = serde_json::from_str::<Value>(&line)
+            && v["id"] == json!(id)
+        {
+            return v;
+        }
+    }
+}
+
 /// Valid arguments for each gateway tool.
 fn sample_args(tool: &str) -> Value {
     match tool {
@@ -147,22 +167,8 @@ fn stdout_carries_only_jsonrpc_and_closing_stdin_ends_everything() {
         }
         all
     });
-    let mut send = |v: Value| {
-        stdin.write_all(format!("{v}\n").as_bytes()).unwrap();
-        stdin.flush().unwrap();
-    };
-    let wait_for = |id: u64| -> Value {
-        let deadline = Instant::now() + CALL_DEADLINE;
-        loop {
-            let left = deadline.saturating_duration_since(Instant::now());
-            let line = rx.recv_timeout(left).unwrap_or_else(|_| panic!("no answer to request {id}"));
-            if let Ok(v) = serde_json::from_str::<Value>(&line)
-                && v["id"] == json!(id)
-            {
-                return v;
-            }
-        }
-    };
+    let mut send = |v: Value| send_line(&mut stdin, v);
+    let wait_for = |id: u64| answer_to(&rx, id);
 
     send(initialize_body(1, "2025-06-18"));
     assert_eq!(wait_for(1)["result"]["protocolVersion"], json!("2025-06-18"));
@@ -224,29 +230,15 @@ fn sigterm_over_stdio_lets_a_running_call_answer_then_exits_0() {
         .spawn()
         .expect("spawn mcpgw serve --transport stdio");
     let mut stdin = child.stdin.take().unwrap();
-    let (tx, rx) = mpsc::channel::<Value>();
+    let (tx, rx) = mpsc::channel::<String>();
     let stdout = child.stdout.take().unwrap();
     thread::spawn(move || {
         for line in BufReader::new(stdout).lines().map_while(Result::ok) {
-            if let Ok(v) = serde_json::from_str::<Value>(&line) {
-                let _ = tx.send(v);
-            }
+            let _ = tx.send(line);
         }
     });
-    let mut send = |v: Value| {
-        stdin.write_all(format!("{v}\n").as_bytes()).unwrap();
-        stdin.flush().unwrap();
-    };
-    let wait_for = |id: u64| -> Value {
-        let deadline = Instant::now() + CALL_DEADLINE;
-        loop {
-            let left = deadline.saturating_duration_since(Instant::now());
-            let v = rx.recv_timeout(left).unwrap_or_else(|_| panic!("no answer to request {id}"));
-            if v["id"] == json!(id) {
-                return v;
-            }
-        }
-    };
+    let mut send = |v: Value| send_line(&mut stdin, v);
+    let wait_for = |id: u64| answer_to(&rx, id);
     send(initialize_body(1, "2025-06-18"));
     wait_for(1);
     send(json!({"jsonrpc": "2.0", "method": "notifications/initialized"}));

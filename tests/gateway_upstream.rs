@@ -25,17 +25,6 @@ fn start_mock(common: Value) -> TestGateway {
     TestGateway::start(&config_with(vec![mock_server("mock")], common))
 }
 
-fn tool_names_of(found: &Value) -> Vec<String> {
-    let mut names: Vec<String> = found["tools"]
-        .as_array()
-        .unwrap_or_else(|| panic!("no tools: {found}"))
-        .iter()
-        .map(|t| t["name"].as_str().unwrap_or_default().to_string())
-        .collect();
-    names.sort();
-    names
-}
-
 #[test]
 fn discovery_goes_to_the_live_server_then_the_cache_and_clear_cache_resets_it() {
     let mut mixed = mock_server("mixed");
@@ -49,7 +38,7 @@ fn discovery_goes_to_the_live_server_then_the_cache_and_clear_cache_resets_it() 
         let first = discover(json!({"server_name": "mock"})).await;
         assert_eq!(first["status"], json!("success"), "{first}");
         assert_eq!(first["source"], json!("discovery"), "first discovery after start: {first}");
-        assert_eq!(tool_names_of(&first), MOCK_TOOLS, "{first}");
+        assert_eq!(sorted_tool_names(&first), MOCK_TOOLS, "{first}");
         assert!(first["message"].as_str().is_some_and(|m| m.contains('9')), "message gives the count: {first}");
         let meta = &first["server_metadata"];
         assert_eq!(meta["name"], json!("mcpgw-mock-upstream"), "server_metadata: {first}");
@@ -72,7 +61,7 @@ fn discovery_goes_to_the_live_server_then_the_cache_and_clear_cache_resets_it() 
         // Configured tools win over the live server.
         let configured = discover(json!({"server_name": "mixed"})).await;
         assert_eq!(configured["source"], json!("config"), "{configured}");
-        assert_eq!(tool_names_of(&configured), ["configured_only"]);
+        assert_eq!(sorted_tool_names(&configured), ["configured_only"]);
 
         let status = call(&client, "gw_get_cache_status", json!({})).await;
         assert!(status["tool_cache"]["entries"].as_u64().unwrap() >= 1, "{status}");
@@ -104,7 +93,7 @@ fn discovery_goes_to_the_live_server_then_the_cache_and_clear_cache_resets_it() 
         let listed = call(&client, "gw_list_all_servers", json!({"discover_tools": true})).await;
         let mock = listed["servers"].as_array().unwrap().iter().find(|s| s["server_name"] == json!("mock")).cloned();
         let mock = mock.unwrap_or_else(|| panic!("mock not listed: {listed}"));
-        assert_eq!(tool_names_of(&mock), MOCK_TOOLS, "{listed}");
+        assert_eq!(sorted_tool_names(&mock), MOCK_TOOLS, "{listed}");
 
         let info = call(&client, "gw_get_server_info", json!({"server_name": "mock"})).await;
         assert_eq!(info["server_info"]["tools"].as_array().map(Vec::len), Some(9), "{info}");

@@ -657,3 +657,15 @@ impl Drop for KillOnDrop {
         }
     }
 }
+
+/// The sorted names of the `tools` array of `value` (a `tools/list` result or a discovery answer).
+pub fn sorted_tool_names(value: &Value) -> Vec<String> {
+    let mut names: Vec<String> = value["tools"]
+        .as_array()
+        .unwrap_or_else(|| panic!("no tools array in {value}"))
+        .iter()
+        .map(|t| t["name"].as_str().unwrap_or_default().to_string())
+        .collect();
+    names.sort();
+    names
+}
