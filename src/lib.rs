@@ -19,6 +19,7 @@ pub mod gateway;
 pub mod ids;
 pub mod manage;
 pub mod middleware;
+pub mod outbound;
 pub mod secrets;
 pub mod signal;
 pub mod telemetry;
