@@ -16,6 +16,7 @@ pub mod cache;
 pub mod cli;
 pub mod config;
 pub mod gateway;
+pub mod guardrails;
 pub mod ids;
 pub mod manage;
 pub mod middleware;
