@@ -144,6 +144,8 @@ type Client = rmcp::service::RunningService<RoleClient, ClientConfig>;
 
 /// A gateway client: a session opened with `initialize` (2025-11-25), or the stateless 2026-07-28 revision.
 async fn gateway_client(url: &str, stateless: bool) -> Client {
+    // reqwest is built with rustls but without a default crypto provider (see src/outbound.rs).
+    mcpgw::outbound::ensure_crypto_provider();
     let config = StreamableHttpClientTransportConfig::with_uri(url.to_string()).auth_header(KEY);
     // rmcp's default HTTP client opens a new connection for every request (it turns connection pooling off); a
     // pooled client measures the gateway rather than TCP handshakes, and is what long-running agents use.

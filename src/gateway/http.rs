@@ -14,6 +14,7 @@ use tokio_util::sync::CancellationToken;
 use tower::Layer;
 
 use super::GatewayContext;
+use super::fast_path::FastToolCallLayer;
 use super::handler::GatewayHandler;
 use crate::middleware::auth::{GatewayAuthLayer, jsonrpc_error};
 use crate::middleware::jsonrpc::JsonRpcGuardLayer;
@@ -27,16 +28,19 @@ pub fn router(ctx: Arc<GatewayContext>, sessions: CancellationToken) -> Router {
         .disable_allowed_hosts()
         .with_json_response(true)
         .with_max_request_body_bytes(MAX_REQUEST_BODY_BYTES)
-        .with_cancellation_token(sessions);
+        .with_cancellation_token(sessions.clone());
     let handler_ctx = Arc::clone(&ctx);
     let protocol = StreamableHttpService::new(
         move || Ok(GatewayHandler::http(Arc::clone(&handler_ctx))),
         Arc::new(LocalSessionManager::default()),
         config,
     );
-    // Outermost first: Host/Origin and authentication, then JSON-RPC well-formedness, then the protocol.
+    // Outermost first: Host/Origin and authentication, then JSON-RPC well-formedness, then the fast route for plain
+    // tool calls, then the protocol.
     let protocol =
         tower::util::MapResponseLayer::new(|r: axum::http::Response<_>| r.map(axum::body::Body::new)).layer(protocol);
+    // A plain tools/call is answered next to rmcp rather than through it (see fast_path.rs).
+    let protocol = FastToolCallLayer::new(Arc::clone(&ctx), sessions).layer(protocol);
     let service = GatewayAuthLayer::new(ctx).layer(JsonRpcGuardLayer::new(MAX_REQUEST_BODY_BYTES).layer(protocol));
     Router::new().route_service("/mcp", service.clone()).route_service("/mcp/", service).fallback(|| async {
         let data = json!({"status": "error", "error_code": "NOT_FOUND", "message": "the MCP endpoint is /mcp/"});

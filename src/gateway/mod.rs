@@ -14,6 +14,7 @@
 //!
 //! The stdio front ([`stdio`]) enters at step 4 with credentials from the environment.
 
+pub mod fast_path;
 pub mod handler;
 pub mod http;
 pub mod identity;

@@ -1,7 +1,8 @@
 //! Well-formed JSON-RPC before the protocol layer: a POST body that is not JSON gets a JSON-RPC parse error (-32700),
 //! JSON that is not one JSON-RPC message gets invalid request (-32600), a body over the limit gets 413 with a JSON-RPC
 //! error, all as HTTP 400/413 with a JSON body: never a 5xx and never a plain-text answer. Everything else goes on
-//! unchanged (the body is buffered once, up to the limit).
+//! unchanged (the body is buffered once, up to the limit), with the parsed message in the request's extensions as a
+//! [`ParsedMessage`] so that later layers need not parse it again.
 
 use std::convert::Infallible;
 use std::task::{Context, Poll};
@@ -41,17 +42,26 @@ pub struct JsonRpcGuard<S> {
     max_body_bytes: usize,
 }
 
+/// A POST body that passed the guard: one JSON-RPC message, parsed.
+#[derive(Clone, Debug)]
+pub struct ParsedMessage(pub Value);
+
 /// Why a body is not one JSON-RPC message; `None` when it is.
 pub fn check_message(body: &[u8]) -> Option<(i64, String, Value)> {
+    parse_message(body).err()
+}
+
+/// The body as one JSON-RPC message, or why it is not one (JSON-RPC error code, message, request id).
+pub fn parse_message(body: &[u8]) -> Result<Value, (i64, String, Value)> {
     let value: Value = match serde_json::from_slice(body) {
         Ok(v) => v,
-        Err(e) => return Some((-32700, format!("Parse error: {e}"), Value::Null)),
+        Err(e) => return Err((-32700, format!("Parse error: {e}"), Value::Null)),
     };
     let Value::Object(message) = &value else {
-        return Some((-32600, "Invalid Request: the body must be one JSON-RPC message object".into(), Value::Null));
+        return Err((-32600, "Invalid Request: the body must be one JSON-RPC message object".into(), Value::Null));
     };
     let id = message.get("id").cloned().unwrap_or(Value::Null);
-    let invalid = |why: &str| Some((-32600, format!("Invalid Request: {why}"), id.clone()));
+    let invalid = |why: &str| Err((-32600, format!("Invalid Request: {why}"), id.clone()));
     if message.get("jsonrpc").and_then(Value::as_str) != Some("2.0") {
         return invalid("\"jsonrpc\" must be \"2.0\"");
     }
@@ -67,7 +77,7 @@ pub fn check_message(body: &[u8]) -> Option<(i64, String, Value)> {
     if !matches!(message.get("params"), None | Some(Value::Object(_) | Value::Array(_))) {
         return invalid("\"params\" must be an object or an array");
     }
-    None
+    Ok(value)
 }
 
 impl<S> Service<Request<Body>> for JsonRpcGuard<S>
@@ -104,15 +114,20 @@ where
                     return Ok(jsonrpc_error(StatusCode::PAYLOAD_TOO_LARGE, -32600, "Request body too large", data));
                 }
             };
-            if let Some((code, message, id)) = check_message(&bytes) {
-                let mut response = jsonrpc_error(StatusCode::BAD_REQUEST, code, &message, Value::Null);
-                if !id.is_null() {
-                    let body = json!({"jsonrpc": "2.0", "id": id, "error": {"code": code, "message": message}});
-                    *response.body_mut() = Body::from(body.to_string());
+            let parsed = match parse_message(&bytes) {
+                Ok(message) => message,
+                Err((code, message, id)) => {
+                    let mut response = jsonrpc_error(StatusCode::BAD_REQUEST, code, &message, Value::Null);
+                    if !id.is_null() {
+                        let body = json!({"jsonrpc": "2.0", "id": id, "error": {"code": code, "message": message}});
+                        *response.body_mut() = Body::from(body.to_string());
+                    }
+                    return Ok(response);
                 }
-                return Ok(response);
-            }
-            inner.call(Request::from_parts(parts, Body::from(bytes))).await
+            };
+            let mut req = Request::from_parts(parts, Body::from(bytes));
+            req.extensions_mut().insert(ParsedMessage(parsed));
+            inner.call(req).await
         })
     }
 }

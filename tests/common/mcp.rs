@@ -259,6 +259,8 @@ fn http_transport(url: &str, key: &str, headers: &[(&str, &str)]) -> StreamableH
             reqwest::header::HeaderValue::from_str(value).unwrap(),
         );
     }
+    // reqwest is built with rustls but without a default crypto provider (see src/outbound.rs).
+    mcpgw::outbound::ensure_crypto_provider();
     let config = StreamableHttpClientTransportConfig::with_uri(url.to_string())
         .auth_header(key.to_string())
         .custom_headers(custom)
@@ -388,6 +390,8 @@ impl Rpc {
 }
 
 pub fn http() -> Client {
+    // reqwest is built with rustls but without a default crypto provider (see src/outbound.rs).
+    mcpgw::outbound::ensure_crypto_provider();
     Client::builder().no_proxy().timeout(Duration::from_secs(60)).build().unwrap()
 }
 

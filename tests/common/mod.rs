@@ -220,6 +220,8 @@ impl Resp {
 }
 
 pub fn client() -> Client {
+    // reqwest is built with rustls but without a default crypto provider (see src/outbound.rs).
+    mcpgw::outbound::ensure_crypto_provider();
     Client::builder().no_proxy().timeout(Duration::from_secs(30)).build().unwrap()
 }
 

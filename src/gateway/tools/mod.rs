@@ -168,6 +168,51 @@ async fn bounded(ctx: &GatewayContext, identity: &Identity, answer: impl Future<
         .unwrap_or_else(|t| Failure::new("TIMEOUT", t.to_string()).to_value())
 }
 
+/// A tool call whose name and arguments have been checked: running it is the only step left.
+pub enum ToolInvocation {
+    ListServers(ListServersInput),
+    ServerInfo(ServerInput),
+    Discover(DiscoverInput),
+    SecureCall(SecureCallInput),
+    CacheStatus,
+    ClearCache(ClearCacheInput),
+    TimeoutMetrics,
+}
+
+impl ToolInvocation {
+    /// Checks the tool name and its arguments; nothing has run yet when this fails.
+    pub fn parse(name: &str, args: Map<String, Value>) -> Result<ToolInvocation, ToolCallError> {
+        Ok(match name {
+            "gw_list_all_servers" => ToolInvocation::ListServers(parse(name, args)?),
+            "gw_get_server_info" => ToolInvocation::ServerInfo(parse(name, args)?),
+            "gw_discover_all_tools" => ToolInvocation::Discover(parse(name, args)?),
+            "gw_secure_call_tools" => ToolInvocation::SecureCall(parse(name, args)?),
+            "gw_get_cache_status" => parse::<NoInput>(name, args).map(|_| ToolInvocation::CacheStatus)?,
+            "gw_clear_cache" => ToolInvocation::ClearCache(parse(name, args)?),
+            "gw_get_timeout_metrics" => parse::<NoInput>(name, args).map(|_| ToolInvocation::TimeoutMetrics)?,
+            other => return Err(ToolCallError::UnknownTool(other.to_string())),
+        })
+    }
+
+    /// Runs the call for `identity`: the answer object.
+    pub async fn run(self, ctx: &GatewayContext, identity: &Identity) -> Value {
+        match self {
+            ToolInvocation::ListServers(input) => discovery::list_servers(ctx, identity, input).await,
+            ToolInvocation::ServerInfo(input) => discovery::server_info(ctx, identity, input).await,
+            ToolInvocation::Discover(input) => discovery::discover_tool(ctx, identity, input).await,
+            ToolInvocation::SecureCall(input) => execute::secure_call(ctx, identity, input).await,
+            // The tools that touch no upstream run under `default_timeout`.
+            ToolInvocation::CacheStatus => bounded(ctx, identity, async { status::cache_status(ctx, identity) }).await,
+            ToolInvocation::ClearCache(input) => {
+                bounded(ctx, identity, async { status::clear_cache(ctx, identity, input) }).await
+            }
+            ToolInvocation::TimeoutMetrics => {
+                bounded(ctx, identity, async { status::timeout_metrics(ctx, identity) }).await
+            }
+        }
+    }
+}
+
 /// Runs the tool `name` for `identity`; the answer object or a protocol-level refusal.
 pub async fn call(
     ctx: &GatewayContext,
@@ -175,26 +220,7 @@ pub async fn call(
     name: &str,
     args: Map<String, Value>,
 ) -> Result<Value, ToolCallError> {
-    Ok(match name {
-        "gw_list_all_servers" => discovery::list_servers(ctx, identity, parse(name, args)?).await,
-        "gw_get_server_info" => discovery::server_info(ctx, identity, parse(name, args)?).await,
-        "gw_discover_all_tools" => discovery::discover_tool(ctx, identity, parse(name, args)?).await,
-        "gw_secure_call_tools" => execute::secure_call(ctx, identity, parse(name, args)?).await,
-        // The tools that touch no upstream run under `default_timeout`.
-        "gw_get_cache_status" => {
-            let _: NoInput = parse(name, args)?;
-            bounded(ctx, identity, async { status::cache_status(ctx, identity) }).await
-        }
-        "gw_clear_cache" => {
-            let input = parse(name, args)?;
-            bounded(ctx, identity, async { status::clear_cache(ctx, identity, input) }).await
-        }
-        "gw_get_timeout_metrics" => {
-            let _: NoInput = parse(name, args)?;
-            bounded(ctx, identity, async { status::timeout_metrics(ctx, identity) }).await
-        }
-        other => return Err(ToolCallError::UnknownTool(other.to_string())),
-    })
+    Ok(ToolInvocation::parse(name, args)?.run(ctx, identity).await)
 }
 
 #[cfg(test)]

@@ -1,0 +1,268 @@
+//! The direct route for the one message that carries the traffic: a plain `tools/call` of a `gw_*` tool.
+//!
+//! rmcp's streamable HTTP service is general: it deserialises every message into its protocol types, routes session
+//! requests through a per-session worker task and answers them as an SSE stream, and starts a whole service for each
+//! stateless request. For a `tools/call` that is most of the gateway's own cost per call. This layer sits between
+//! the JSON-RPC guard (which has parsed the body once, see [`ParsedMessage`]) and rmcp, and answers such a call itself,
+//! as one `application/json` body, through the same [`ToolInvocation`] the MCP handler runs, so both routes give the
+//! same result.
+//!
+//! It takes only the plain, unambiguous case and leaves everything else to rmcp, which stays the authority on the
+//! protocol's corner cases:
+//! - a `tools/call` request (with an id) whose params hold only `name`, `arguments` and `_meta`, naming one of our
+//!   tools with arguments that fit its schema (a refusal is rmcp's to phrase);
+//! - `Accept` naming both `application/json` and `text/event-stream`, and `Content-Type: application/json`;
+//! - in a session (`Mcp-Session-Id`, already checked against the caller's key by the auth layer): a protocol version
+//!   header that is absent or a session revision, and no SEP-2243 `Mcp-Method`/`Mcp-Name`/`Mcp-Param-*` headers;
+//! - stateless (no session id): `MCP-Protocol-Version: 2026-07-28`, `Mcp-Method: tools/call`, `Mcp-Name` equal to
+//!   the tool's name, no `Mcp-Param-*` headers, and `_meta` carrying that protocol version and the client's
+//!   capabilities; the result then carries `resultType: "complete"` as that revision requires.
+//!
+//! Once the gateway has started to end its sessions (the end of a drain) every request goes to rmcp, which refuses it.
+
+use std::convert::Infallible;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+
+use axum::body::Body;
+use axum::http::{HeaderMap, HeaderValue, Method, Request, Response, StatusCode, header};
+use futures_util::future::BoxFuture;
+use serde_json::{Map, Value, json};
+use tokio_util::sync::CancellationToken;
+use tower::{Layer, Service};
+
+use super::handler::tool_result;
+use super::tools::ToolInvocation;
+use super::{GatewayContext, Identity};
+use crate::middleware::jsonrpc::ParsedMessage;
+
+/// The stateless protocol revision.
+const STATELESS_REVISION: &str = "2026-07-28";
+/// Revisions a session may name in `MCP-Protocol-Version`.
+const SESSION_REVISIONS: [&str; 4] = ["2024-11-05", "2025-03-26", "2025-06-18", "2025-11-25"];
+const META_PROTOCOL_VERSION: &str = "io.modelcontextprotocol/protocolVersion";
+const META_CLIENT_CAPABILITIES: &str = "io.modelcontextprotocol/clientCapabilities";
+
+/// Adds [`FastToolCall`] in front of the protocol service.
+#[derive(Clone)]
+pub struct FastToolCallLayer {
+    ctx: Arc<GatewayContext>,
+    sessions: CancellationToken,
+}
+
+impl FastToolCallLayer {
+    /// `sessions` is the token whose cancellation ends the MCP sessions; after it the fast path stands aside.
+    pub fn new(ctx: Arc<GatewayContext>, sessions: CancellationToken) -> FastToolCallLayer {
+        FastToolCallLayer { ctx, sessions }
+    }
+}
+
+impl<S> Layer<S> for FastToolCallLayer {
+    type Service = FastToolCall<S>;
+    fn layer(&self, inner: S) -> FastToolCall<S> {
+        FastToolCall { inner, ctx: Arc::clone(&self.ctx), sessions: self.sessions.clone() }
+    }
+}
+
+/// See the module documentation.
+#[derive(Clone)]
+pub struct FastToolCall<S> {
+    inner: S,
+    ctx: Arc<GatewayContext>,
+    sessions: CancellationToken,
+}
+
+/// A call the fast path will answer.
+struct Accepted {
+    id: Value,
+    invocation: ToolInvocation,
+    stateless: bool,
+}
+
+/// The single value of a header, as text; `None` when absent, repeated or not text.
+fn single<'a>(headers: &'a HeaderMap, name: &str) -> Option<&'a str> {
+    let mut values = headers.get_all(name).iter();
+    let first = values.next()?;
+    if values.next().is_some() {
+        return None;
+    }
+    first.to_str().ok()
+}
+
+fn media_types_ok(headers: &HeaderMap) -> bool {
+    let (mut json, mut sse) = (false, false);
+    for value in headers.get_all(header::ACCEPT) {
+        for item in value.to_str().unwrap_or("").split(',') {
+            let essence = item.split(';').next().unwrap_or("").trim();
+            json |= essence.eq_ignore_ascii_case("application/json");
+            sse |= essence.eq_ignore_ascii_case("text/event-stream");
+        }
+    }
+    let content_json = single(headers, header::CONTENT_TYPE.as_str())
+        .map(|v| v.split(';').next().unwrap_or("").trim())
+        .is_some_and(|essence| essence.eq_ignore_ascii_case("application/json"));
+    json && sse && content_json
+}
+
+/// Whether the headers fit a plain call in a session, or a plain stateless call of tool `name`.
+fn headers_ok(headers: &HeaderMap, name: &str, meta: Option<&Value>) -> Option<bool> {
+    if !media_types_ok(headers) {
+        return None;
+    }
+    let has = |name: &str| headers.contains_key(name);
+    if headers.keys().any(|k| k.as_str().starts_with("mcp-param-")) {
+        return None;
+    }
+    let version = headers.get("mcp-protocol-version");
+    if has("mcp-session-id") {
+        let version_ok = version.is_none()
+            || single(headers, "mcp-protocol-version").is_some_and(|v| SESSION_REVISIONS.contains(&v));
+        return (version_ok && !has("mcp-method") && !has("mcp-name")).then_some(false);
+    }
+    let stateless = single(headers, "mcp-protocol-version") == Some(STATELESS_REVISION)
+        && single(headers, "mcp-method") == Some("tools/call")
+        && single(headers, "mcp-name") == Some(name)
+        && meta.and_then(|m| m.get(META_PROTOCOL_VERSION)).and_then(Value::as_str) == Some(STATELESS_REVISION)
+        && meta.and_then(|m| m.get(META_CLIENT_CAPABILITIES)).is_some_and(Value::is_object);
+    stateless.then_some(true)
+}
+
+/// Takes the call out of a parsed message when the fast path may answer it.
+fn accept(headers: &HeaderMap, message: Value) -> Option<Accepted> {
+    let Value::Object(mut message) = message else { return None };
+    if message.get("method").and_then(Value::as_str) != Some("tools/call") {
+        return None;
+    }
+    let id = message.remove("id").filter(|id| id.is_string() || id.is_number())?;
+    let Some(Value::Object(mut params)) = message.remove("params") else { return None };
+    if params.keys().any(|k| !matches!(k.as_str(), "name" | "arguments" | "_meta")) {
+        return None;
+    }
+    let Some(Value::String(name)) = params.remove("name") else { return None };
+    let stateless = headers_ok(headers, &name, params.get("_meta"))?;
+    let arguments = match params.remove("arguments") {
+        None | Some(Value::Null) => Map::new(),
+        Some(Value::Object(map)) => map,
+        Some(_) => return None,
+    };
+    let invocation = ToolInvocation::parse(&name, arguments).ok()?;
+    Some(Accepted { id, invocation, stateless })
+}
+
+/// The JSON-RPC answer to an accepted call.
+fn answer(id: Value, answer: Value, stateless: bool) -> Response<Body> {
+    let mut result = serde_json::to_value(tool_result(answer)).unwrap_or_else(|_| json!({}));
+    if stateless && let Value::Object(fields) = &mut result {
+        fields.insert("resultType".into(), json!("complete"));
+    }
+    let body = json!({"jsonrpc": "2.0", "id": id, "result": result});
+    let mut response = Response::new(Body::from(body.to_string()));
+    *response.status_mut() = StatusCode::OK;
+    response.headers_mut().insert(header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
+    response
+}
+
+impl<S> Service<Request<Body>> for FastToolCall<S>
+where
+    S: Service<Request<Body>, Response = Response<Body>, Error = Infallible> + Clone + Send + 'static,
+    S::Future: Send + 'static,
+{
+    type Response = Response<Body>;
+    type Error = Infallible;
+    type Future = BoxFuture<'static, Result<Response<Body>, Infallible>>;
+
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Infallible>> {
+        self.inner.poll_ready(cx)
+    }
+
+    fn call(&mut self, mut req: Request<Body>) -> Self::Future {
+        let taken = (req.method() == Method::POST && !self.sessions.is_cancelled())
+            .then(|| req.extensions_mut().remove::<ParsedMessage>())
+            .flatten();
+        let identity = req.extensions().get::<Arc<Identity>>().cloned();
+        let accepted = match (taken, identity) {
+            (Some(ParsedMessage(message)), Some(identity)) => accept(req.headers(), message).map(|a| (a, identity)),
+            _ => None,
+        };
+        let Some((call, identity)) = accepted else {
+            let clone = self.inner.clone();
+            let mut inner = std::mem::replace(&mut self.inner, clone);
+            return Box::pin(async move { inner.call(req).await });
+        };
+        let ctx = Arc::clone(&self.ctx);
+        Box::pin(async move {
+            let result = call.invocation.run(&ctx, &identity).await;
+            Ok(answer(call.id, result, call.stateless))
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn headers(pairs: &[(&'static str, &'static str)]) -> HeaderMap {
+        let mut map = HeaderMap::new();
+        map.insert(header::ACCEPT, HeaderValue::from_static("application/json, text/event-stream"));
+        map.insert(header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
+        for (name, value) in pairs {
+            map.append(*name, HeaderValue::from_static(value));
+        }
+        map
+    }
+
+    fn call(name: &str, meta: Value) -> Value {
+        json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+               "params": {"name": name, "arguments": {}, "_meta": meta}})
+    }
+
+    fn stateless_meta() -> Value {
+        json!({META_PROTOCOL_VERSION: STATELESS_REVISION, META_CLIENT_CAPABILITIES: {}})
+    }
+
+    #[test]
+    fn takes_plain_session_calls() {
+        let h = headers(&[("mcp-session-id", "s1"), ("mcp-protocol-version", "2025-11-25")]);
+        let accepted = accept(&h, call("gw_get_cache_status", json!({}))).map(|a| a.stateless);
+        assert_eq!(accepted, Some(false));
+    }
+
+    #[test]
+    fn takes_complete_stateless_calls_only() {
+        let full = [
+            ("mcp-protocol-version", STATELESS_REVISION),
+            ("mcp-method", "tools/call"),
+            ("mcp-name", "gw_get_cache_status"),
+        ];
+        let ok = accept(&headers(&full), call("gw_get_cache_status", stateless_meta())).map(|a| a.stateless);
+        assert_eq!(ok, Some(true));
+        // Without the name header, with another name, without _meta: rmcp answers (and refuses).
+        assert!(accept(&headers(&full[..2]), call("gw_get_cache_status", stateless_meta())).is_none());
+        assert!(accept(&headers(&full), call("gw_clear_cache", stateless_meta())).is_none());
+        assert!(accept(&headers(&full), call("gw_get_cache_status", json!({}))).is_none());
+    }
+
+    #[test]
+    fn leaves_everything_unusual_to_rmcp() {
+        let session = [("mcp-session-id", "s1")];
+        let h = headers(&session);
+        assert!(accept(&h, call("nope", json!({}))).is_none(), "unknown tool");
+        let bad_args = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+                              "params": {"name": "gw_get_server_info", "arguments": {"server_name": 1}}});
+        assert!(accept(&h, bad_args).is_none(), "arguments that do not fit");
+        let task = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+                          "params": {"name": "gw_get_cache_status", "task": {}}});
+        assert!(accept(&h, task).is_none(), "unknown params");
+        let note = json!({"jsonrpc": "2.0", "method": "tools/call", "params": {"name": "gw_get_cache_status"}});
+        assert!(accept(&h, note).is_none(), "no id");
+        let list = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/list"});
+        assert!(accept(&h, list).is_none(), "another method");
+        let old = headers(&[("mcp-session-id", "s1"), ("mcp-protocol-version", "1999-01-01")]);
+        assert!(accept(&old, call("gw_get_cache_status", json!({}))).is_none(), "unknown revision");
+        let mut json_only = headers(&session);
+        json_only.insert(header::ACCEPT, HeaderValue::from_static("application/json"));
+        assert!(accept(&json_only, call("gw_get_cache_status", json!({}))).is_none(), "406 is rmcp's");
+        let param = headers(&[("mcp-session-id", "s1"), ("mcp-param-x", "1")]);
+        assert!(accept(&param, call("gw_get_cache_status", json!({}))).is_none(), "SEP-2243 params");
+    }
+}
