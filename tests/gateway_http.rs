@@ -611,3 +611,37 @@ fn a_session_key_deleted_by_editing_the_file_stops_working() {
     assert!(gone, "a key removed from the file still works after {RELOAD_DEADLINE:?}");
     assert_auth_failed(&post(&http, &gw.mcp, Some(KEY_B), &[], &initialize_body(1, "2025-03-26")));
 }
+
+/// A plain `tools/call` is answered as one JSON body in both modes, shaped for the revision in use (`resultType`
+/// only in the stateless revision), while anything unusual still gets the protocol layer's answer.
+#[test]
+fn plain_tool_calls_are_answered_as_json_in_both_modes() {
+    let gw = start_configured();
+    let http = http();
+    let session = open_session(&http, &gw.mcp, API_KEY, "2025-11-25");
+    let sid = [("mcp-session-id", session.as_str()), ("mcp-protocol-version", "2025-11-25")];
+    let r = post(&http, &gw.mcp, Some(API_KEY), &sid, &tools_call_body(3, "gw_get_cache_status", json!({})));
+    assert_eq!(r.status, 200, "{}", r.text);
+    assert!(r.is_json(), "a session's plain tool call answered as {:?}", r.content_type);
+    assert_eq!(r.message["id"], json!(3));
+    assert_eq!(r.message["result"]["structuredContent"]["status"], json!("success"), "{}", r.text);
+    assert!(r.message["result"].get("resultType").is_none(), "no resultType before 2026-07-28: {}", r.text);
+
+    let mut body = tools_call_body(4, "gw_get_cache_status", json!({}));
+    body["params"]["_meta"] = stateless_meta();
+    let headers = stateless_headers("tools/call", Some("gw_get_cache_status"));
+    let r = post(&http, &gw.mcp, Some(API_KEY), &headers, &body);
+    assert_eq!(r.status, 200, "{}", r.text);
+    assert!(r.is_json(), "{:?}", r.content_type);
+    assert_eq!(r.message["result"]["resultType"], json!("complete"), "{}", r.text);
+    assert_eq!(r.message["result"]["structuredContent"]["cache_type"], json!("local"));
+
+    // The same call with a header that contradicts the body: the protocol layer refuses it.
+    let wrong = stateless_headers("tools/call", Some("gw_clear_cache"));
+    let r = post(&http, &gw.mcp, Some(API_KEY), &wrong, &body);
+    assert_eq!(r.status, 400, "Mcp-Name contradicting the body: {}", r.text);
+    // Arguments that do not fit: a JSON-RPC invalid-params error, in a session too.
+    let bad = tools_call_body(5, "gw_get_server_info", json!({"server_name": 1}));
+    let r = post(&http, &gw.mcp, Some(API_KEY), &sid, &bad);
+    assert_eq!(r.message["error"]["code"], json!(-32602), "{}", r.text);
+}

@@ -152,8 +152,14 @@ fn accept(headers: &HeaderMap, message: Value) -> Option<Accepted> {
 /// The JSON-RPC answer to an accepted call.
 fn answer(id: Value, answer: Value, stateless: bool) -> Response<Body> {
     let mut result = serde_json::to_value(tool_result(answer)).unwrap_or_else(|_| json!({}));
-    if stateless && let Value::Object(fields) = &mut result {
-        fields.insert("resultType".into(), json!("complete"));
+    // rmcp's result types always serialise `resultType`; only the stateless revision has it (rmcp strips it for
+    // session peers too).
+    if let Value::Object(fields) = &mut result {
+        if stateless {
+            fields.insert("resultType".into(), json!("complete"));
+        } else {
+            fields.remove("resultType");
+        }
     }
     let body = json!({"jsonrpc": "2.0", "id": id, "result": result});
     let mut response = Response::new(Body::from(body.to_string()));
