@@ -427,13 +427,14 @@ fn luhn_valid(candidate: &[u8]) -> bool {
     (13..=19).contains(&count) && sum % 10 == 0
 }
 
-/// Enough digits for a dialable number (8 to 15, E.164's maximum), and not a quantity in thousands such as
-/// `+1 000 000`.
+/// Enough digits for a dialable number (8 to 15, E.164's maximum; exactly 11 for the North American `+1`, which stops
+/// a following year or count from being swallowed), and not a quantity in thousands such as `+10 000 000`.
 fn international_phone_valid(candidate: &str) -> bool {
     let digits = candidate.bytes().filter(u8::is_ascii_digit).count();
+    let dialable = if candidate.starts_with("+1") { digits == 11 } else { (8..=15).contains(&digits) };
     let groups = || candidate.split([' ', '-']).filter(|group| !group.is_empty()).skip(1);
     let thousands = groups().count() >= 2 && groups().all(|group| group.len() == 3 && !group.contains(['(', ')']));
-    (8..=15).contains(&digits) && !thousands
+    dialable && !thousands
 }
 
 /// Registered IBAN lengths per country (ISO 13616 registry).
@@ -528,6 +529,8 @@ mod tests {
             assert_redacted_as(phone, "[PHONE_1]");
             assert_eq!(redact(&format!("call {phone}, please")), "call [PHONE_1], please");
         }
+        assert_eq!(redact("call +1 555-123-4567 2024 times"), "call [PHONE_1] 2024 times");
+        assert_eq!(redact("+7 495 123-45-67 or 1 (800) 555-1234"), "[PHONE_1] or [PHONE_2]");
     }
 
     #[test]
@@ -547,6 +550,10 @@ mod tests {
             "version 10.555.123.4567",
             "ref 555-123-45678",
             "id x555-123-4567",
+            "id 123e4567-e89b-12d3-a456-426614174000",
+            "at 2026-11-22T10:30:00+01:00",
+            "sha a3f1234567890123456bc9, 0x1234567890123456",
+            "ISBN 978-3-16-148410-0",
         ] {
             assert_untouched(text);
         }
