@@ -17,6 +17,7 @@
 pub mod handler;
 pub mod http;
 pub mod identity;
+pub mod remote_auth;
 pub mod sessions;
 pub mod stdio;
 pub mod timeouts;
