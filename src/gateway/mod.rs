@@ -18,6 +18,7 @@ pub mod fast_path;
 pub mod handler;
 pub mod http;
 pub mod identity;
+pub mod remote_auth;
 pub mod sessions;
 pub mod stdio;
 pub mod timeouts;
