@@ -21,6 +21,7 @@
 
 mod environment;
 mod lease;
+pub mod oauth;
 mod pool;
 mod process;
 mod server_pool;
