@@ -56,6 +56,10 @@ pub struct GatewayContext {
     pub config_cache: GatewayConfigCache,
     pub timeouts: TimeoutMetrics,
     pub sessions: SessionRegistry,
+    /// The guardrail provider of the current snapshot.
+    pub guardrails: crate::guardrails::provider::ProviderCache,
+    /// Upstream OAuth tokens per (server, MCP config, project).
+    pub oauth: crate::upstream::oauth::TokenManager,
     /// Tool calls being answered now; the drain waits for them.
     pub in_flight: InFlight,
 }
@@ -137,6 +141,8 @@ impl GatewayContext {
             config_cache: GatewayConfigCache::new(snapshot.settings.gateway_cache_expiry),
             timeouts: TimeoutMetrics::default(),
             sessions: SessionRegistry::default(),
+            guardrails: Default::default(),
+            oauth: crate::upstream::oauth::TokenManager::new(snapshot.settings.timeouts.auth),
             in_flight: InFlight::default(),
             store,
         });

@@ -10,7 +10,9 @@ use serde::Serialize;
 pub mod keyword;
 pub mod moderation;
 pub mod pii;
+pub mod provider;
 pub mod remote;
+pub mod stage;
 
 /// One finding of a check, as it appears in a blocked result's `violations` (contract 4).
 #[derive(Debug, Clone, PartialEq, Serialize)]

@@ -1,6 +1,7 @@
 //! `gw_secure_call_tools` (spec 4.1): each call in order, each with its own result; a failed or blocked call does not
 //! stop the batch. Per call: the tool must exist on the server (discovery), then the upstream call runs under
-//! `tool_execution_timeout` in a pooled process.
+//! `tool_execution_timeout` in a pooled process, wrapped in the server's guardrails (`guardrails/stage.rs`): input
+//! check and redaction before, output check, quality checks and restoring after.
 
 use std::time::{Duration, Instant};
 
@@ -10,6 +11,7 @@ use super::discovery::{discover, find_server, upstream_failure};
 use super::{Failure, SecureCallInput, ToolCall};
 use crate::gateway::timeouts::TimeoutKind;
 use crate::gateway::{GatewayContext, Identity};
+use crate::guardrails::stage::{CallGuard, GuardSettings};
 use crate::upstream::{PoolKey, ServerSpec, UpstreamError};
 
 /// The pool enforces a timeout itself (and kills the process); the outer timer is a backstop just behind it.
@@ -28,6 +30,14 @@ pub async fn secure_call(ctx: &GatewayContext, identity: &Identity, input: Secur
         server_name: entry.server_name.clone(),
     };
     let spec = ServerSpec::from_entry(entry);
+    let provider = ctx.guardrails.get(&identity.snapshot);
+    let settings = &identity.snapshot.settings;
+    let guard_settings = GuardSettings {
+        timeout: settings.timeouts.guardrail,
+        relevancy_threshold: settings.relevancy_threshold,
+        adherence_threshold: settings.adherence_threshold,
+    };
+    let mut guardrails_applied = false;
     let mut results = Vec::with_capacity(input.tool_calls.len());
     for call in input.tool_calls {
         let outcome = match &known {
@@ -35,7 +45,16 @@ pub async fn secure_call(ctx: &GatewayContext, identity: &Identity, input: Secur
             Ok(found) => {
                 let exists = found.tools.iter().any(|t| t.get("name").and_then(Value::as_str) == Some(&call.name));
                 if exists {
-                    run_call(ctx, identity, &key, &spec, call).await
+                    let guard = CallGuard::new(
+                        &provider,
+                        entry.input_guardrails_policy.as_ref(),
+                        entry.output_guardrails_policy.as_ref(),
+                        guard_settings,
+                        &ctx.timeouts,
+                        &entry.server_name,
+                    );
+                    guardrails_applied |= guard.applies();
+                    guarded_call(ctx, identity, &key, &spec, call, guard).await
                 } else {
                     Err(Failure::new(
                         "TOOL_NOT_FOUND",
@@ -52,35 +71,56 @@ pub async fn secure_call(ctx: &GatewayContext, identity: &Identity, input: Secur
         "metadata": {
             "server_name": entry.server_name,
             "execution_time_ms": started.elapsed().as_millis() as u64,
-            "guardrails_applied": false,
+            "guardrails_applied": guardrails_applied,
         },
     })
 }
 
-async fn run_call(
+/// One call through its guardrails: a blocked result, a failure, or the upstream's (restored) response.
+async fn guarded_call(
     ctx: &GatewayContext,
     identity: &Identity,
     key: &PoolKey,
     spec: &ServerSpec,
     call: ToolCall,
+    mut guard: CallGuard<'_>,
 ) -> Result<Value, Failure> {
     let args = match call.args {
         None | Some(Value::Null) => Map::new(),
         Some(Value::Object(map)) => map,
         Some(_) => return Err(Failure::new("INVALID_ARGUMENTS", "args must be an object")),
     };
+    let args = match guard.check_input(args).await {
+        Ok(args) => args,
+        Err(blocked) => return Ok(blocked),
+    };
+    let response = run_call(ctx, identity, key, spec, &call.name, args.clone()).await?;
+    Ok(match guard.check_output(&call.name, &args, response).await {
+        Ok(response) => json!({"status": "success", "tool_name": call.name, "response": response}),
+        Err(blocked) => blocked,
+    })
+}
+
+/// The upstream call itself: its `CallToolResult` as JSON.
+async fn run_call(
+    ctx: &GatewayContext,
+    identity: &Identity,
+    key: &PoolKey,
+    spec: &ServerSpec,
+    tool: &str,
+    args: Map<String, Value>,
+) -> Result<Value, Failure> {
     let limit = identity.snapshot.settings.timeouts.tool_execution;
     let result = ctx
         .timeouts
         .run_classified(
             TimeoutKind::ToolExecution,
             limit + TIMEOUT_MARGIN,
-            ctx.pool.call_tool(key, spec, &call.name, args, limit),
+            ctx.pool.call_tool(key, spec, tool, args, limit),
             |r| matches!(r, Err(UpstreamError::Timeout(_))),
         )
         .await
         .map_err(|t| Failure::new("TIMEOUT", crate::gateway::timeouts::TimedOut(t.0 - TIMEOUT_MARGIN).to_string()))?
         .map_err(|e| upstream_failure(&e))?;
-    let response = serde_json::to_value(&result).map_err(|e| Failure::new("UPSTREAM_ERROR", e.to_string()))?;
-    Ok(json!({"status": "success", "tool_name": call.name, "response": response}))
+    serde_json::to_value(&result).map_err(|e| Failure::new("UPSTREAM_ERROR", e.to_string()))
 }

@@ -1,0 +1,295 @@
+//! The guardrail stage of one upstream tool call, in the spec's order (4.1, contract 5):
+//!
+//! 1. [`CallGuard::check_input`]: PII redaction of the arguments (built in, or the `gw` provider's PII endpoint),
+//!    then the input policy check of the arguments' JSON (the provider, plus the policy's own `blocked_keywords`).
+//!    The check sees the redacted text, so personal data never leaves the gateway for a check either.
+//! 2. the upstream call (the caller's business);
+//! 3. [`CallGuard::check_output`]: the output policy check of the upstream's text, then relevancy, adherence and
+//!    hallucination (`gw` only), then restoring the redacted data in the upstream's text and structured output.
+//!
+//! Policy checks fail closed: a provider that errs or exceeds `guardrail_timeout` blocks the call with
+//! `GUARDRAIL_UNAVAILABLE`. Relevancy, adherence and hallucination fail open. Every violation is logged with
+//! `violation_type`, `detector` and `blocked`; the PII mapping lives in the guard, for this call only, and is never
+//! logged.
+
+use std::time::Duration;
+
+use serde_json::{Map, Value, json};
+
+use super::keyword::KeywordMatcher;
+use super::pii::PiiVault;
+use super::provider::{Provider, ProviderChoice, string_list};
+use super::remote::RemoteGuardrails;
+use super::{GuardrailError, Mode, Violation};
+use crate::config::model::GuardrailPolicy;
+use crate::gateway::timeouts::{TimeoutKind, TimeoutMetrics};
+
+/// The thresholds and limits a guard works with.
+#[derive(Debug, Clone, Copy)]
+pub struct GuardSettings {
+    pub timeout: Duration,
+    pub relevancy_threshold: f64,
+    pub adherence_threshold: f64,
+}
+
+/// The guardrails of one call. Built per call; holds the call's PII mapping.
+pub struct CallGuard<'a> {
+    provider: &'a ProviderChoice,
+    input: Option<&'a GuardrailPolicy>,
+    output: Option<&'a GuardrailPolicy>,
+    settings: GuardSettings,
+    timeouts: &'a TimeoutMetrics,
+    server_name: &'a str,
+    vault: PiiVault,
+    remote_pii_key: Option<String>,
+    redacted: bool,
+}
+
+fn flag(policy: &GuardrailPolicy, name: &str) -> bool {
+    policy.additional_config.as_ref().and_then(|c| c.get(name)).and_then(Value::as_bool).unwrap_or(false)
+}
+
+/// The text of an upstream `CallToolResult`: its text blocks, and its structured content as JSON.
+pub fn result_text(response: &Value) -> String {
+    let mut parts: Vec<String> = response
+        .get("content")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .filter_map(|block| block.get("text").and_then(Value::as_str).map(str::to_string))
+        .collect();
+    if let Some(structured) = response.get("structuredContent").filter(|v| !v.is_null()) {
+        parts.push(structured.to_string());
+    }
+    parts.join("\n")
+}
+
+fn stage_name(mode: Mode) -> &'static str {
+    match mode {
+        Mode::Prompt => "input",
+        Mode::Response => "output",
+    }
+}
+
+fn blocked(mode: Mode, violations: &[Violation]) -> Value {
+    let message = match mode {
+        Mode::Prompt => "request blocked by guardrails",
+        Mode::Response => "response blocked by guardrails",
+    };
+    json!({"status": "blocked", "error_code": "GUARDRAIL_VIOLATION", "stage": stage_name(mode),
+           "message": message, "violations": violations})
+}
+
+fn unavailable(mode: Mode, error: &GuardrailError) -> Value {
+    tracing::warn!(stage = stage_name(mode), error = %error, "guardrail provider unavailable; call blocked");
+    json!({"status": "blocked", "error_code": "GUARDRAIL_UNAVAILABLE", "stage": stage_name(mode),
+           "message": format!("guardrail check unavailable: {error}")})
+}
+
+impl<'a> CallGuard<'a> {
+    pub fn new(
+        provider: &'a ProviderChoice,
+        input: Option<&'a GuardrailPolicy>,
+        output: Option<&'a GuardrailPolicy>,
+        settings: GuardSettings,
+        timeouts: &'a TimeoutMetrics,
+        server_name: &'a str,
+    ) -> CallGuard<'a> {
+        CallGuard {
+            provider,
+            input: input.filter(|p| p.is_enabled()),
+            output: output.filter(|p| p.is_enabled()),
+            settings,
+            timeouts,
+            server_name,
+            vault: PiiVault::new(),
+            remote_pii_key: None,
+            redacted: false,
+        }
+    }
+
+    /// Whether any guardrail applies to this call (`metadata.guardrails_applied`).
+    pub fn applies(&self) -> bool {
+        self.input.is_some() || self.output.is_some()
+    }
+
+    /// A provider call under `guardrail_timeout`.
+    async fn bounded<T>(&self, op: impl Future<Output = Result<T, GuardrailError>>) -> Result<T, GuardrailError> {
+        match self.timeouts.run(TimeoutKind::Guardrail, self.settings.timeout, op).await {
+            Ok(result) => result,
+            Err(_) => Err(GuardrailError::Timeout),
+        }
+    }
+
+    fn log(&self, mode: Mode, violations: &[Violation], blocked: bool) {
+        for v in violations {
+            tracing::warn!(
+                server_name = self.server_name,
+                stage = stage_name(mode),
+                violation_type = %v.kind,
+                detector = %v.detector,
+                blocked,
+                "guardrail violation"
+            );
+        }
+    }
+
+    /// The policy check of `text`: provider plus the policy's own keywords. `Err` is the call's blocked result.
+    async fn policy_check(&self, policy: &GuardrailPolicy, mode: Mode, text: &str) -> Result<(), Value> {
+        let provider = match self.provider {
+            Ok(provider) => provider,
+            Err(e) => return Err(unavailable(mode, e)),
+        };
+        let name = policy.policy_name.as_deref().unwrap_or("default");
+        let block = policy.block.clone().unwrap_or_default();
+        let mut violations =
+            self.bounded(provider.check(name, mode, text, &block)).await.map_err(|e| unavailable(mode, &e))?;
+        let extra = string_list(policy.additional_config.as_ref().and_then(|c| c.get("blocked_keywords")));
+        if !extra.is_empty() {
+            violations.extend(KeywordMatcher::new(extra).violations(text));
+        }
+        if violations.is_empty() {
+            return Ok(());
+        }
+        self.log(mode, &violations, true);
+        Err(blocked(mode, &violations))
+    }
+
+    fn remote(&self) -> Option<&'a RemoteGuardrails> {
+        self.provider.as_ref().ok().and_then(Provider::remote)
+    }
+
+    /// Input stage: the arguments the upstream will see, or the call's blocked result.
+    pub async fn check_input(&mut self, args: Map<String, Value>) -> Result<Map<String, Value>, Value> {
+        let Some(policy) = self.input else { return Ok(args) };
+        let mut args = args;
+        if flag(policy, "pii_redaction") {
+            args = self.redact(args).await?;
+        }
+        let text = Value::Object(args.clone()).to_string();
+        self.policy_check(policy, Mode::Prompt, &text).await?;
+        Ok(args)
+    }
+
+    async fn redact(&mut self, args: Map<String, Value>) -> Result<Map<String, Value>, Value> {
+        self.redacted = true;
+        if let Some(remote) = self.remote() {
+            let text = Value::Object(args).to_string();
+            let answer =
+                self.bounded(remote.pii(&text, Mode::Prompt, None)).await.map_err(|e| unavailable(Mode::Prompt, &e))?;
+            self.remote_pii_key = answer.key;
+            return match serde_json::from_str(&answer.text) {
+                Ok(Value::Object(map)) => Ok(map),
+                _ => Err(unavailable(
+                    Mode::Prompt,
+                    &GuardrailError::BadAnswer("redacted arguments are not a JSON object".into()),
+                )),
+            };
+        }
+        let redacted = match self.vault.redact_value(&Value::Object(args)) {
+            Value::Object(map) => map,
+            _ => Map::new(),
+        };
+        if !self.vault.is_empty() {
+            self.log(Mode::Prompt, &self.vault.violations(), false);
+        }
+        Ok(redacted)
+    }
+
+    /// Output stage: the response the client gets (redacted data restored), or the call's result when it is blocked
+    /// or fails a relevancy or adherence check. `tool` and `args` describe the call (as the upstream saw it).
+    pub async fn check_output(&self, tool: &str, args: &Map<String, Value>, response: Value) -> Result<Value, Value> {
+        if let Some(policy) = self.output {
+            let text = result_text(&response);
+            self.policy_check(policy, Mode::Response, &text).await?;
+            self.quality_checks(policy, tool, args, &text).await?;
+        }
+        Ok(self.restore(response).await)
+    }
+
+    /// Relevancy, adherence and hallucination (provider `gw`); they fail open.
+    async fn quality_checks(
+        &self,
+        policy: &GuardrailPolicy,
+        tool: &str,
+        args: &Map<String, Value>,
+        answer: &str,
+    ) -> Result<(), Value> {
+        let wanted = ["relevancy", "adherence", "hallucination"].map(|name| flag(policy, name));
+        if !wanted.iter().any(|w| *w) {
+            return Ok(());
+        }
+        let Some(remote) = self.remote() else {
+            tracing::warn!(
+                server_name = self.server_name,
+                "relevancy, adherence and hallucination checks need the gw guardrail provider; skipped"
+            );
+            return Ok(());
+        };
+        let question = format!("{tool} {}", Value::Object(args.clone()));
+        let failed_open = |check: &str, e: GuardrailError| {
+            tracing::warn!(server_name = self.server_name, check, error = %e, "guardrail check unavailable; passed");
+        };
+        let below = |score: f64, threshold: f64| score < threshold;
+        if wanted[0] {
+            match self.bounded(remote.relevancy(&question, answer)).await {
+                Ok(score) if below(score, self.settings.relevancy_threshold) => {
+                    return Err(quality_error("response is not relevant"));
+                }
+                Ok(_) => {}
+                Err(e) => failed_open("relevancy", e),
+            }
+        }
+        if wanted[1] {
+            match self.bounded(remote.adherence(&question, answer)).await {
+                Ok(score) if below(score, self.settings.adherence_threshold) => {
+                    return Err(quality_error("response does not adhere to instructions"));
+                }
+                Ok(_) => {}
+                Err(e) => failed_open("adherence", e),
+            }
+        }
+        if wanted[2] {
+            match self.bounded(remote.hallucination(&question, answer, tool)).await {
+                Ok(true) => {
+                    let violation = Violation {
+                        kind: "hallucination".into(),
+                        detector: "gw".into(),
+                        message: "the response may be hallucinated".into(),
+                    };
+                    self.log(Mode::Response, std::slice::from_ref(&violation), true);
+                    let mut result = blocked(Mode::Response, std::slice::from_ref(&violation));
+                    result["message"] = json!("the response may be hallucinated");
+                    return Err(result);
+                }
+                Ok(false) => {}
+                Err(e) => failed_open("hallucination", e),
+            }
+        }
+        Ok(())
+    }
+
+    /// Puts the redacted data back into the upstream's text and structured output.
+    async fn restore(&self, response: Value) -> Value {
+        if !self.redacted {
+            return response;
+        }
+        if let Some(remote) = self.remote() {
+            let text = response.to_string();
+            let key = self.remote_pii_key.as_deref();
+            return match self.bounded(remote.pii(&text, Mode::Response, key)).await {
+                Ok(answer) => serde_json::from_str(&answer.text).unwrap_or(response),
+                Err(e) => {
+                    // The placeholders stay: the client sees less, never more.
+                    tracing::warn!(server_name = self.server_name, error = %e, "restoring redacted data failed");
+                    response
+                }
+            };
+        }
+        self.vault.restore_value(&response)
+    }
+}
+
+fn quality_error(message: &str) -> Value {
+    json!({"status": "error", "error_code": "GUARDRAIL_VIOLATION", "stage": "output", "message": message})
+}

@@ -1,0 +1,76 @@
+//! A scripted HTTP/1.1 server for the services the gateway calls that cannot run here (the remote guardrail API, a
+//! moderation API): answers each path with a fixed status and JSON body, and records what it was sent. One thread,
+//! one request per connection (`Connection: close`), enough for the gateway's few calls per test.
+
+use std::collections::HashMap;
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::TcpListener;
+use std::sync::{Arc, Mutex};
+
+use serde_json::Value;
+
+/// One request as the mock saw it.
+#[derive(Debug, Clone)]
+pub struct Seen {
+    pub path: String,
+    /// Header names lowercased.
+    pub headers: HashMap<String, String>,
+    pub body: Value,
+}
+
+/// The running mock; it stops with the test process.
+pub struct HttpMock {
+    pub base_url: String,
+    seen: Arc<Mutex<Vec<Seen>>>,
+}
+
+impl HttpMock {
+    /// Serves `routes`: path -> (status, JSON body). Unknown paths get 404.
+    pub fn start(routes: Vec<(&str, u16, Value)>) -> HttpMock {
+        let routes: HashMap<String, (u16, Value)> =
+            routes.into_iter().map(|(path, status, body)| (path.to_string(), (status, body))).collect();
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let base_url = format!("http://{}", listener.local_addr().unwrap());
+        let seen = Arc::new(Mutex::new(Vec::new()));
+        let log = Arc::clone(&seen);
+        std::thread::spawn(move || {
+            for stream in listener.incoming() {
+                let Ok(mut stream) = stream else { continue };
+                let mut reader = BufReader::new(stream.try_clone().unwrap());
+                let mut request_line = String::new();
+                if reader.read_line(&mut request_line).is_err() {
+                    continue;
+                }
+                let path = request_line.split_whitespace().nth(1).unwrap_or("/").to_string();
+                let mut headers = HashMap::new();
+                loop {
+                    let mut line = String::new();
+                    if reader.read_line(&mut line).unwrap_or(0) == 0 || line.trim().is_empty() {
+                        break;
+                    }
+                    if let Some((name, value)) = line.split_once(':') {
+                        headers.insert(name.trim().to_ascii_lowercase(), value.trim().to_string());
+                    }
+                }
+                let length = headers.get("content-length").and_then(|l| l.parse().ok()).unwrap_or(0);
+                let mut body = vec![0; length];
+                let _ = reader.read_exact(&mut body);
+                let body = serde_json::from_slice(&body).unwrap_or(Value::Null);
+                log.lock().unwrap().push(Seen { path: path.clone(), headers, body });
+                let (status, answer) = routes.get(&path).cloned().unwrap_or((404, Value::Null));
+                let text = answer.to_string();
+                let _ = write!(
+                    stream,
+                    "HTTP/1.1 {status} X\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{text}",
+                    text.len()
+                );
+            }
+        });
+        HttpMock { base_url, seen }
+    }
+
+    /// The requests seen so far.
+    pub fn seen(&self) -> Vec<Seen> {
+        self.seen.lock().unwrap().clone()
+    }
+}
