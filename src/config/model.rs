@@ -199,7 +199,7 @@ impl GuardrailPolicy {
 
 /// `oauth_config`: OAuth 2.0 client credentials for an upstream server (spec 5.3). Field names as the contract writes them.
 #[allow(non_snake_case)]
-#[derive(Debug, Clone, Default, Serialize, PartialEq)]
+#[derive(Clone, Default, Serialize, PartialEq)]
 pub struct OAuthConfig {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub enabled: Option<bool>,
@@ -225,6 +225,19 @@ pub struct OAuthConfig {
     pub OAUTH_CA_BUNDLE_PATH: Option<String>,
     #[serde(flatten)]
     pub extra: Map<String, Value>,
+}
+
+/// Written by hand so that the client secret never reaches a log or a panic message.
+impl std::fmt::Debug for OAuthConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("OAuthConfig")
+            .field("enabled", &self.enabled)
+            .field("OAUTH_CLIENT_ID", &self.OAUTH_CLIENT_ID)
+            .field("OAUTH_CLIENT_SECRET", &self.OAUTH_CLIENT_SECRET.as_ref().map(|_| "***"))
+            .field("OAUTH_TOKEN_URL", &self.OAUTH_TOKEN_URL)
+            .field("OAUTH_USE_MTLS", &self.OAUTH_USE_MTLS)
+            .finish_non_exhaustive()
+    }
 }
 
 /// A project: a name, the MCP configuration it uses, and its members.

@@ -170,6 +170,12 @@ impl Indexes {
                 if !servers.insert(server.server_name.as_str()) {
                     problems.push(format!("{path}: {:?} appears twice in this configuration", server.server_name));
                 }
+                if let Some(oauth) = &server.oauth_config
+                    && let Err(found) = crate::upstream::oauth::OAuthSettings::from_config(oauth)
+                {
+                    let path = format!("mcp_configs.{id}.mcp_config[{i}].oauth_config");
+                    problems.extend(found.into_iter().map(|why| format!("{path}: {why}")));
+                }
             }
         }
         let mut user_emails = HashMap::with_capacity(file.users.len());

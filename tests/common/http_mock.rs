@@ -1,5 +1,5 @@
 //! A scripted HTTP/1.1 server for the services the gateway calls that cannot run here (the remote guardrail API, a
-//! moderation API): answers each path with a fixed status and JSON body, and records what it was sent. One thread,
+//! moderation API, an OAuth token endpoint): answers each path with a fixed status and JSON body, and records what it was sent. One thread,
 //! one request per connection (`Connection: close`), enough for the gateway's few calls per test.
 
 use std::collections::HashMap;
@@ -16,6 +16,8 @@ pub struct Seen {
     /// Header names lowercased.
     pub headers: HashMap<String, String>,
     pub body: Value,
+    /// The body as text (form-encoded bodies are not JSON).
+    pub raw: String,
 }
 
 /// The running mock; it stops with the test process.
@@ -55,8 +57,9 @@ impl HttpMock {
                 let length = headers.get("content-length").and_then(|l| l.parse().ok()).unwrap_or(0);
                 let mut body = vec![0; length];
                 let _ = reader.read_exact(&mut body);
+                let raw = String::from_utf8_lossy(&body).into_owned();
                 let body = serde_json::from_slice(&body).unwrap_or(Value::Null);
-                log.lock().unwrap().push(Seen { path: path.clone(), headers, body });
+                log.lock().unwrap().push(Seen { path: path.clone(), headers, body, raw });
                 let (status, answer) = routes.get(&path).cloned().unwrap_or((404, Value::Null));
                 let text = answer.to_string();
                 let _ = write!(

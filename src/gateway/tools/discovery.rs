@@ -10,6 +10,7 @@ use super::{DiscoverInput, Failure, ListServersInput, ServerInput};
 use crate::config::model::ServerEntry;
 use crate::gateway::timeouts::TimeoutKind;
 use crate::gateway::{CachedTools, GatewayContext, Identity, server_entry};
+use crate::upstream::oauth::{self, OAuthSettings, TokenKey};
 use crate::upstream::{PoolKey, ServerSpec, UpstreamError};
 
 /// What discovery found and where.
@@ -87,6 +88,37 @@ pub fn upstream_failure(err: &UpstreamError) -> Failure {
     }
 }
 
+/// How to start `entry`'s server for this caller: its configured command, plus, for a server with `oauth_config`, an
+/// access token for (server, MCP config, project) in its environment (`OAUTH_ACCESS_TOKEN`, `OAUTH_TOKEN_TYPE`) and
+/// in any argument that names `${OAUTH_ACCESS_TOKEN}`. A new token makes a new spec, so the pool starts processes
+/// with it and lets the ones holding the old token go idle and end.
+pub async fn upstream_spec(
+    ctx: &GatewayContext,
+    identity: &Identity,
+    entry: &ServerEntry,
+) -> Result<ServerSpec, Failure> {
+    let mut spec = ServerSpec::from_entry(entry);
+    let Some(config) = &entry.oauth_config else { return Ok(spec) };
+    let settings = match OAuthSettings::from_config(config) {
+        Ok(Some(settings)) => settings,
+        Ok(None) => return Ok(spec),
+        Err(problems) => {
+            return Err(Failure::new("UPSTREAM_ERROR", format!("oauth_config is invalid: {}", problems.join("; "))));
+        }
+    };
+    let key = TokenKey::new(
+        entry.server_name.clone(),
+        identity.mcp_config_id.clone().unwrap_or_default(),
+        identity.project_id.clone(),
+    );
+    let token = ctx.oauth.token(&key, &settings).await.map_err(|e| {
+        tracing::warn!(server = %entry.server_name, error = %e, "no OAuth token for the upstream server");
+        Failure::new("UPSTREAM_ERROR", format!("could not obtain an OAuth access token for the server: {e}"))
+    })?;
+    oauth::inject(&token, &mut spec.env, &mut spec.args);
+    Ok(spec)
+}
+
 /// Discovers the tools of `entry` in the caller's configuration.
 pub async fn discover(
     ctx: &GatewayContext,
@@ -110,7 +142,7 @@ pub async fn discover(
         return Ok(DiscoveryResult { tools: Arc::new(configured), source: "config", server_metadata: None });
     }
     let limit = settings.timeouts.discovery;
-    let spec = ServerSpec::from_entry(entry);
+    let spec = upstream_spec(ctx, identity, entry).await?;
     let live = ctx
         .timeouts
         .run_classified(

@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Map, Value, json};
 
-use super::discovery::{discover, find_server, upstream_failure};
+use super::discovery::{discover, find_server, upstream_failure, upstream_spec};
 use super::{Failure, SecureCallInput, ToolCall};
 use crate::gateway::timeouts::TimeoutKind;
 use crate::gateway::{GatewayContext, Identity};
@@ -29,7 +29,6 @@ pub async fn secure_call(ctx: &GatewayContext, identity: &Identity, input: Secur
         mcp_config_id: identity.mcp_config_id.clone().unwrap_or_default(),
         server_name: entry.server_name.clone(),
     };
-    let spec = ServerSpec::from_entry(entry);
     let provider = ctx.guardrails.get(&identity.snapshot);
     let settings = &identity.snapshot.settings;
     let guard_settings = GuardSettings {
@@ -38,6 +37,8 @@ pub async fn secure_call(ctx: &GatewayContext, identity: &Identity, input: Secur
         adherence_threshold: settings.adherence_threshold,
     };
     let mut guardrails_applied = false;
+    // Made on the first call that reaches the upstream (it may need an OAuth token).
+    let mut spec: Option<ServerSpec> = None;
     let mut results = Vec::with_capacity(input.tool_calls.len());
     for call in input.tool_calls {
         let outcome = match &known {
@@ -45,6 +46,16 @@ pub async fn secure_call(ctx: &GatewayContext, identity: &Identity, input: Secur
             Ok(found) => {
                 let exists = found.tools.iter().any(|t| t.get("name").and_then(Value::as_str) == Some(&call.name));
                 if exists {
+                    let spec = match &spec {
+                        Some(spec) => spec,
+                        None => match upstream_spec(ctx, identity, entry).await {
+                            Ok(made) => spec.insert(made),
+                            Err(f) => {
+                                results.push(f.to_value());
+                                continue;
+                            }
+                        },
+                    };
                     let guard = CallGuard::new(
                         &provider,
                         entry.input_guardrails_policy.as_ref(),
@@ -54,7 +65,7 @@ pub async fn secure_call(ctx: &GatewayContext, identity: &Identity, input: Secur
                         &entry.server_name,
                     );
                     guardrails_applied |= guard.applies();
-                    guarded_call(ctx, identity, &key, &spec, call, guard).await
+                    guarded_call(ctx, identity, &key, spec, call, guard).await
                 } else {
                     Err(Failure::new(
                         "TOOL_NOT_FOUND",

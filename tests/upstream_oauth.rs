@@ -1,0 +1,89 @@
+//! Upstream OAuth 2.0 client credentials from outside (spec 5.3): the gateway obtains a token from the issuer (a local
+//! HTTP mock), hands it to the upstream process in its environment, caches it across calls, keeps the client secret
+//! and the token out of its logs, and turns an issuer that refuses into an `UPSTREAM_ERROR` for that call.
+
+mod common;
+#[path = "common/http_mock.rs"]
+mod http_mock;
+#[path = "common/mcp.rs"]
+mod mcp;
+
+use common::API_KEY;
+use http_mock::HttpMock;
+use mcp::*;
+use serde_json::{Value, json};
+
+const SECRET: &str = "client-secret-0123456789";
+const TOKEN: &str = "access-token-abcdefghijklmnop";
+
+fn gateway_with_oauth(token_url: &str) -> TestGateway {
+    let mut server = mock_server("mock");
+    server["oauth_config"] = json!({
+        "enabled": true, "OAUTH_GRANT_TYPE": "client_credentials", "OAUTH_CLIENT_ID": "gateway-client",
+        "OAUTH_CLIENT_SECRET": SECRET, "OAUTH_TOKEN_URL": token_url, "OAUTH_SCOPE": "tools.read"
+    });
+    TestGateway::start(&config_with(vec![server], json!({})))
+}
+
+fn env_calls(gw: &TestGateway, names: &[&str]) -> Vec<Value> {
+    runtime().block_on(async {
+        let client = connect(&gw.mcp, API_KEY).await;
+        let list: Vec<(&str, Value)> = names.iter().map(|n| ("env", json!({"name": n}))).collect();
+        let answer = call(&client, "gw_secure_call_tools", calls("mock", &list)).await;
+        client.cancel().await.unwrap();
+        answer["results"].as_array().cloned().unwrap_or_default()
+    })
+}
+
+#[test]
+fn the_token_reaches_the_upstream_environment_and_is_cached() {
+    let issuer = HttpMock::start(vec![(
+        "/token",
+        200,
+        json!({"access_token": TOKEN, "token_type": "Bearer", "expires_in": 3600}),
+    )]);
+    let gw = gateway_with_oauth(&format!("{}/token", issuer.base_url));
+    let results = env_calls(&gw, &["OAUTH_ACCESS_TOKEN", "OAUTH_TOKEN_TYPE"]);
+    assert_eq!(success_text(&results[0], "env"), TOKEN, "the upstream sees the token");
+    assert_eq!(success_text(&results[1], "env"), "Bearer");
+    let again = env_calls(&gw, &["OAUTH_ACCESS_TOKEN"]);
+    assert_eq!(success_text(&again[0], "env"), TOKEN);
+
+    let seen = issuer.seen();
+    assert_eq!(seen.len(), 1, "one token request for all calls: {seen:?}");
+    let form = &seen[0].raw;
+    for field in ["grant_type=client_credentials", "client_id=gateway-client", "scope=tools.read"] {
+        assert!(form.contains(field), "{field} in {form}");
+    }
+    let logs = gw.logs();
+    assert!(!logs.contains(SECRET) && !logs.contains(TOKEN), "secret or token in the logs");
+}
+
+#[test]
+fn an_issuer_that_refuses_is_an_upstream_error_for_the_call() {
+    let issuer = HttpMock::start(vec![("/token", 401, json!({"error": "invalid_client"}))]);
+    let gw = gateway_with_oauth(&format!("{}/token", issuer.base_url));
+    let results = env_calls(&gw, &["OAUTH_ACCESS_TOKEN"]);
+    let message = assert_error(&results[0], "UPSTREAM_ERROR");
+    assert!(message.contains("invalid_client"), "{message}");
+    assert!(!message.contains(SECRET), "{message}");
+}
+
+#[test]
+fn an_invalid_oauth_config_is_refused_at_load() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut server = mock_server("mock");
+    server["oauth_config"] = json!({"enabled": true, "OAUTH_CLIENT_SECRET": SECRET});
+    let path = dir.path().join("gw.json");
+    std::fs::write(&path, config_with(vec![server], json!({})).to_string()).unwrap();
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_mcpgw"))
+        .args(["check-config", "--config"])
+        .arg(&path)
+        .output()
+        .unwrap();
+    let text = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    assert!(!out.status.success(), "{text}");
+    assert!(text.contains("oauth_config") && text.contains("OAUTH_CLIENT_ID"), "{text}");
+    assert!(text.contains("OAUTH_TOKEN_URL"), "{text}");
+    assert!(!text.contains(SECRET), "{text}");
+}
