@@ -51,6 +51,10 @@ fn the_token_reaches_the_upstream_environment_and_is_cached() {
 
     let seen = issuer.seen();
     assert_eq!(seen.len(), 1, "one token request for all calls: {seen:?}");
+    assert_eq!(seen[0].path, "/token");
+    let content_type = seen[0].headers.get("content-type").cloned().unwrap_or_default();
+    assert!(content_type.starts_with("application/x-www-form-urlencoded"), "{content_type}");
+    assert!(seen[0].body.is_null(), "a form, not JSON");
     let form = &seen[0].raw;
     for field in ["grant_type=client_credentials", "client_id=gateway-client", "scope=tools.read"] {
         assert!(form.contains(field), "{field} in {form}");
