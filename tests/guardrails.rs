@@ -157,4 +157,5 @@ fn a_moderation_api_flags_categories() {
     let seen = api.seen();
     assert_eq!(seen[0].headers.get("authorization").map(String::as_str), Some("Bearer mod-key"));
     assert_eq!(seen[0].body["model"], json!("m1"));
+    assert!(seen[0].raw.contains("something violent"), "the checked text is the input: {}", seen[0].raw);
 }
