@@ -14,7 +14,8 @@ use rmcp::service::RequestContext;
 use rmcp::{ErrorData as McpError, RoleServer, ServerHandler};
 use serde_json::{Value, json};
 
-use super::identity::{AuthFailure, Credentials, authenticate};
+use super::identity::{AuthFailure, Credentials};
+use super::timeouts::TimeoutKind;
 use super::{GatewayContext, Identity, tools};
 
 /// The gateway's MCP server handler.
@@ -50,9 +51,13 @@ impl GatewayHandler {
         GatewayHandler { ctx, credentials: Some(Arc::new(credentials)) }
     }
 
-    fn identity(&self, context: &RequestContext<RoleServer>) -> Result<Arc<Identity>, AuthFailure> {
+    async fn identity(&self, context: &RequestContext<RoleServer>) -> Result<Arc<Identity>, AuthFailure> {
         if let Some(creds) = &self.credentials {
-            return authenticate(&self.ctx.store.snapshot(), creds, &self.ctx.config_cache);
+            let snapshot = self.ctx.store.snapshot();
+            let limit = snapshot.settings.timeouts.auth;
+            let resolved =
+                self.ctx.timeouts.run(TimeoutKind::Auth, limit, self.ctx.authenticate(&snapshot, creds)).await;
+            return resolved.unwrap_or_else(|t| Err(AuthFailure(t.to_string())));
         }
         context
             .extensions
@@ -86,7 +91,7 @@ impl ServerHandler for GatewayHandler {
         request: CallToolRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, McpError> {
-        let identity = match self.identity(&context) {
+        let identity = match self.identity(&context).await {
             Ok(identity) => identity,
             Err(failure) => return Ok(tool_result(auth_failed(&failure)).into()),
         };

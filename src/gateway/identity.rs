@@ -4,11 +4,19 @@
 //! project and user, the project gives the MCP configuration. The result travels with the request together with the
 //! snapshot it came from, so one request sees one configuration from start to end. Resolutions are cached for
 //! `gw_gateway_cache_expiration` (the gateway config cache) and the cache is dropped when the configuration changes.
+//!
+//! With the `gw` provider the key is resolved by a remote service (`remote_auth.rs`, protocol in its documentation
+//! and the README) under `auth_timeout`; its answer may carry the servers themselves (`gateway_config.mcp_config`),
+//! which then serve this caller instead of a local MCP configuration. Answers are cached the same way, by key digest,
+//! never by the key itself.
 
 use std::sync::Arc;
 
+use super::remote_auth::{RemoteAuth, RemoteAuthError, RemoteIdentity};
 use crate::cache::TtlCache;
 use crate::config::Snapshot;
+use crate::config::model::{ServerEntry, decode_server_at};
+use crate::config::per_snapshot::PerSnapshot;
 use crate::secrets;
 
 /// Credentials as a client presents them.
@@ -30,6 +38,9 @@ pub struct Identity {
     pub user_id: String,
     pub email: String,
     pub mcp_config_id: Option<String>,
+    /// Servers supplied by a remote authentication service; `None`: the MCP configuration `mcp_config_id` of the
+    /// snapshot.
+    pub servers: Option<Arc<Vec<ServerEntry>>>,
 }
 
 /// Why authentication failed; the text is the `details` of the `AUTH_FAILED` answer.
@@ -40,20 +51,106 @@ pub struct AuthFailure(pub String);
 /// Resolved identities by key digest, valid for one snapshot.
 pub type GatewayConfigCache = TtlCache<[u8; 32], Identity>;
 
-/// Resolves `creds` against `snapshot`, using and filling `cache`.
-pub fn authenticate(
+/// The remote authentication client of a snapshot (provider `gw`), or why it could not be built.
+pub type RemoteAuthCache = PerSnapshot<Result<RemoteAuth, RemoteAuthError>>;
+
+fn remote_client(snapshot: &Snapshot) -> Result<RemoteAuth, RemoteAuthError> {
+    RemoteAuth::new(&snapshot.settings.auth.config, snapshot.settings.timeouts.auth)
+}
+
+/// Resolves `creds` against `snapshot` with the configured provider, using and filling `cache`.
+pub async fn authenticate(
     snapshot: &Arc<Snapshot>,
     creds: &Credentials,
     cache: &GatewayConfigCache,
+    remote: &RemoteAuthCache,
 ) -> Result<Arc<Identity>, AuthFailure> {
-    let provider = snapshot.settings.auth.provider.as_str();
-    if provider != "local_apikey" {
-        return Err(AuthFailure(format!("authentication provider {provider:?} is not available in this version")));
+    match snapshot.settings.auth.provider.as_str() {
+        "local_apikey" => authenticate_local(snapshot, creds, cache),
+        "gw" => {
+            let key = presented_key(creds)?;
+            let digest = secrets::digest(key);
+            let identity = match cache.get(&digest) {
+                Some(hit) if Arc::ptr_eq(&hit.snapshot, snapshot) => hit,
+                _ => {
+                    let client = remote.get(snapshot, remote_client);
+                    let client = client.as_ref().as_ref().map_err(|e| AuthFailure(e.to_string()))?;
+                    let answer = client
+                        .resolve(key, non_empty(&creds.project_id), non_empty(&creds.user_id))
+                        .await
+                        .map_err(|e| match e {
+                            RemoteAuthError::Refused(why) => AuthFailure(why),
+                            other => AuthFailure(format!("the authentication service is unavailable: {other}")),
+                        })?;
+                    let resolved = Arc::new(from_remote(snapshot, digest, answer)?);
+                    cache.insert(digest, Arc::clone(&resolved));
+                    resolved
+                }
+            };
+            check_context(identity, creds)
+        }
+        other => Err(AuthFailure(format!("authentication provider {other:?} is not available"))),
     }
+}
+
+fn non_empty(value: &Option<String>) -> Option<&str> {
+    value.as_deref().filter(|v| !v.is_empty())
+}
+
+fn presented_key(creds: &Credentials) -> Result<&str, AuthFailure> {
     let key = creds.key.trim();
     if key.is_empty() {
         return Err(AuthFailure("missing API key: send Authorization: Bearer <gateway key>".into()));
     }
+    Ok(key)
+}
+
+/// An identity from the remote service's answer; servers it supplies are checked like a config file's.
+fn from_remote(snapshot: &Arc<Snapshot>, digest: [u8; 32], answer: RemoteIdentity) -> Result<Identity, AuthFailure> {
+    let key_id = secrets::key_id_from_digest(&digest);
+    let servers = match answer.servers {
+        None => None,
+        Some(values) => {
+            let mut problems = crate::config::Problems::default();
+            let entries: Vec<ServerEntry> = values
+                .into_iter()
+                .enumerate()
+                .filter_map(|(i, v)| decode_server_at(v, &format!("gateway_config.mcp_config[{i}]"), &mut problems))
+                .collect();
+            if !problems.is_empty() {
+                tracing::warn!(problems = %problems.join("; "), "the authentication service sent servers that are not valid");
+                return Err(AuthFailure("the authentication service returned an invalid gateway configuration".into()));
+            }
+            Some(Arc::new(entries))
+        }
+    };
+    let mcp_config_id = match (&answer.mcp_config_id, &servers) {
+        (Some(id), _) => Some(id.clone()),
+        (None, Some(_)) => Some(format!("remote-{key_id}")),
+        (None, None) => None,
+    };
+    let project = snapshot.file.projects.get(&answer.project_id);
+    let user = snapshot.file.users.get(&answer.user_id);
+    Ok(Identity {
+        snapshot: Arc::clone(snapshot),
+        key_digest: digest,
+        key_id,
+        project_name: project.map(|p| p.project_name.clone()).unwrap_or_else(|| answer.project_id.clone()),
+        project_id: answer.project_id,
+        email: user.map(|u| u.email.clone()).unwrap_or_default(),
+        user_id: answer.user_id,
+        mcp_config_id,
+        servers,
+    })
+}
+
+/// Resolves `creds` against the snapshot's own keys (`local_apikey`), using and filling `cache`.
+pub fn authenticate_local(
+    snapshot: &Arc<Snapshot>,
+    creds: &Credentials,
+    cache: &GatewayConfigCache,
+) -> Result<Arc<Identity>, AuthFailure> {
+    let key = presented_key(creds)?;
     let digest = secrets::digest(key);
     let identity = match cache.get(&digest) {
         Some(hit) if Arc::ptr_eq(&hit.snapshot, snapshot) => hit,
@@ -63,6 +160,11 @@ pub fn authenticate(
             resolved
         }
     };
+    check_context(identity, creds)
+}
+
+/// The optional project and user the client named must be the identity's.
+fn check_context(identity: Arc<Identity>, creds: &Credentials) -> Result<Arc<Identity>, AuthFailure> {
     if let Some(project) = creds.project_id.as_deref().filter(|p| !p.is_empty())
         && project != identity.project_id
         && project != identity.project_name
@@ -94,6 +196,7 @@ fn resolve(snapshot: &Arc<Snapshot>, key: &str, digest: [u8; 32]) -> Result<Iden
         user_id: entry.user_id.clone(),
         email: user.map(|u| u.email.clone()).unwrap_or_default(),
         mcp_config_id: entry.mcp_config_id.clone(),
+        servers: None,
     })
 }
 
@@ -124,10 +227,10 @@ mod tests {
     fn keys_resolve_and_mismatches_fail() {
         let snap = snapshot();
         let cache = GatewayConfigCache::new(Duration::from_secs(60));
-        let id = authenticate(&snap, &creds("good", None, None), &cache).unwrap();
+        let id = authenticate_local(&snap, &creds("good", None, None), &cache).unwrap();
         assert_eq!((id.project_name.as_str(), id.mcp_config_id.as_deref()), ("proj", Some("c1")));
-        assert!(authenticate(&snap, &creds("good", Some("p1"), Some("u1")), &cache).is_ok());
-        assert!(authenticate(&snap, &creds("good", Some("proj"), Some("ANN@example.com")), &cache).is_ok());
+        assert!(authenticate_local(&snap, &creds("good", Some("p1"), Some("u1")), &cache).is_ok());
+        assert!(authenticate_local(&snap, &creds("good", Some("proj"), Some("ANN@example.com")), &cache).is_ok());
         for bad in [
             creds("", None, None),
             creds("nope", None, None),
@@ -135,7 +238,7 @@ mod tests {
             creds("good", Some("p2"), None),
             creds("good", None, Some("u2")),
         ] {
-            assert!(authenticate(&snap, &bad, &cache).is_err(), "{bad:?}");
+            assert!(authenticate_local(&snap, &bad, &cache).is_err(), "{bad:?}");
         }
         assert_eq!(cache.stats().hits, 4);
     }
@@ -143,9 +246,9 @@ mod tests {
     #[test]
     fn a_new_snapshot_is_not_served_from_the_cache() {
         let cache = GatewayConfigCache::new(Duration::from_secs(60));
-        let first = authenticate(&snapshot(), &creds("good", None, None), &cache).unwrap();
+        let first = authenticate_local(&snapshot(), &creds("good", None, None), &cache).unwrap();
         let second_snap = snapshot();
-        let second = authenticate(&second_snap, &creds("good", None, None), &cache).unwrap();
+        let second = authenticate_local(&second_snap, &creds("good", None, None), &cache).unwrap();
         assert!(!Arc::ptr_eq(&first.snapshot, &second.snapshot));
     }
 }

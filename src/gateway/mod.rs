@@ -56,6 +56,8 @@ pub struct GatewayContext {
     pub config_cache: GatewayConfigCache,
     pub timeouts: TimeoutMetrics,
     pub sessions: SessionRegistry,
+    /// The remote authentication client of the current snapshot (auth provider `gw`).
+    pub remote_auth: identity::RemoteAuthCache,
     /// The guardrail provider of the current snapshot.
     pub guardrails: crate::guardrails::provider::ProviderCache,
     /// Upstream OAuth tokens per (server, MCP config, project).
@@ -141,6 +143,7 @@ impl GatewayContext {
             config_cache: GatewayConfigCache::new(snapshot.settings.gateway_cache_expiry),
             timeouts: TimeoutMetrics::default(),
             sessions: SessionRegistry::default(),
+            remote_auth: Default::default(),
             guardrails: Default::default(),
             oauth: crate::upstream::oauth::TokenManager::new(snapshot.settings.timeouts.auth),
             in_flight: InFlight::default(),
@@ -174,6 +177,15 @@ impl GatewayContext {
         });
         self.pool.set_settings(pool_settings(snapshot));
         self.pool.retain(&live);
+    }
+
+    /// Resolves credentials against `snapshot` with the configured authentication provider.
+    pub async fn authenticate(
+        &self,
+        snapshot: &Arc<Snapshot>,
+        creds: &identity::Credentials,
+    ) -> Result<Arc<Identity>, identity::AuthFailure> {
+        identity::authenticate(snapshot, creds, &self.config_cache, &self.remote_auth).await
     }
 
     /// Ends every upstream process.

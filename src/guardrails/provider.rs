@@ -3,14 +3,13 @@
 //! A provider answers the policy checks (input and output); only `gw` also answers relevancy, adherence,
 //! hallucination and remote PII redaction. Adding a provider means one new file (its client) and one arm here.
 
-use serde_json::Value;
-use std::sync::{Arc, Mutex};
-
 use super::keyword::KeywordMatcher;
 use super::moderation::Moderation;
 use super::remote::RemoteGuardrails;
 use super::{GuardrailError, Mode, Violation};
 use crate::config::Snapshot;
+use crate::config::per_snapshot::PerSnapshot;
+use serde_json::Value;
 
 /// The configured provider.
 #[derive(Debug, Clone)]
@@ -81,24 +80,5 @@ pub fn string_list(value: Option<&Value>) -> Vec<String> {
     value.and_then(Value::as_array).into_iter().flatten().filter_map(Value::as_str).map(str::to_string).collect()
 }
 
-/// The provider of the current snapshot, rebuilt when the snapshot changes (clients hold connection pools, so they
-/// are not built per call).
-#[derive(Default)]
-pub struct ProviderCache {
-    current: Mutex<Option<(Arc<Snapshot>, Arc<ProviderChoice>)>>,
-}
-
-impl ProviderCache {
-    /// The provider for `snapshot`.
-    pub fn get(&self, snapshot: &Arc<Snapshot>) -> Arc<ProviderChoice> {
-        let mut current = self.current.lock().unwrap_or_else(|p| p.into_inner());
-        if let Some((built_for, provider)) = current.as_ref()
-            && Arc::ptr_eq(built_for, snapshot)
-        {
-            return Arc::clone(provider);
-        }
-        let provider = Arc::new(Provider::from_snapshot(snapshot));
-        *current = Some((Arc::clone(snapshot), Arc::clone(&provider)));
-        provider
-    }
-}
+/// The provider of the current snapshot, rebuilt when the snapshot changes.
+pub type ProviderCache = PerSnapshot<ProviderChoice>;

@@ -23,7 +23,7 @@ use tower::{Layer, Service};
 
 use crate::config::Snapshot;
 use crate::gateway::handler::auth_failed;
-use crate::gateway::identity::{AuthFailure, Credentials, authenticate};
+use crate::gateway::identity::{AuthFailure, Credentials};
 use crate::gateway::sessions::SessionCheck;
 use crate::gateway::timeouts::TimeoutKind;
 use crate::gateway::{GatewayContext, Identity, OwnedInFlightGuard};
@@ -192,7 +192,10 @@ where
             let resolved = ctx
                 .timeouts
                 .run(TimeoutKind::Auth, limit, async {
-                    presented.and_then(|c| authenticate(&snapshot, &c, &ctx.config_cache))
+                    match presented {
+                        Ok(creds) => ctx.authenticate(&snapshot, &creds).await,
+                        Err(failure) => Err(failure),
+                    }
                 })
                 .await
                 .unwrap_or_else(|t| Err(AuthFailure(t.to_string())));

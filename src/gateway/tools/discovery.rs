@@ -9,7 +9,7 @@ use serde_json::{Value, json};
 use super::{DiscoverInput, Failure, ListServersInput, ServerInput};
 use crate::config::model::ServerEntry;
 use crate::gateway::timeouts::TimeoutKind;
-use crate::gateway::{CachedTools, GatewayContext, Identity, server_entry};
+use crate::gateway::{CachedTools, GatewayContext, Identity};
 use crate::upstream::oauth::{self, OAuthSettings, TokenKey};
 use crate::upstream::{PoolKey, ServerSpec, UpstreamError};
 
@@ -40,6 +40,9 @@ impl DiscoveryResult {
 
 /// The servers of the caller's configuration, or the failure to answer instead.
 pub fn servers(identity: &Identity) -> Result<&[ServerEntry], Failure> {
+    if let Some(remote) = &identity.servers {
+        return Ok(remote.as_slice());
+    }
     let Some(config_id) = identity.mcp_config_id.as_deref() else {
         return Err(Failure::new("NO_MCP_CONFIG", "the project of this API key has no MCP configuration"));
     };
@@ -54,9 +57,9 @@ pub fn servers(identity: &Identity) -> Result<&[ServerEntry], Failure> {
 
 /// The server entry `name` of the caller's configuration, or `SERVER_NOT_FOUND`.
 pub fn find_server<'a>(identity: &'a Identity, name: &str) -> Result<&'a ServerEntry, Failure> {
-    let config_id = identity.mcp_config_id.as_deref().unwrap_or_default();
-    servers(identity)?;
-    server_entry(&identity.snapshot, config_id, name)
+    servers(identity)?
+        .iter()
+        .find(|s| s.server_name == name)
         .ok_or_else(|| Failure::new("SERVER_NOT_FOUND", format!("no server named {name:?} in your MCP configuration")))
 }
 

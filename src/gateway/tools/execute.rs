@@ -11,6 +11,7 @@ use super::discovery::{discover, find_server, upstream_failure, upstream_spec};
 use super::{Failure, SecureCallInput, ToolCall};
 use crate::gateway::timeouts::TimeoutKind;
 use crate::gateway::{GatewayContext, Identity};
+use crate::guardrails::provider::Provider;
 use crate::guardrails::stage::{CallGuard, GuardSettings};
 use crate::upstream::{PoolKey, ServerSpec, UpstreamError};
 
@@ -29,7 +30,7 @@ pub async fn secure_call(ctx: &GatewayContext, identity: &Identity, input: Secur
         mcp_config_id: identity.mcp_config_id.clone().unwrap_or_default(),
         server_name: entry.server_name.clone(),
     };
-    let provider = ctx.guardrails.get(&identity.snapshot);
+    let provider = ctx.guardrails.get(&identity.snapshot, Provider::from_snapshot);
     let settings = &identity.snapshot.settings;
     let guard_settings = GuardSettings {
         timeout: settings.timeouts.guardrail,
