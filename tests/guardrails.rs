@@ -65,6 +65,11 @@ fn keywords_block_input_and_output_and_the_batch_carries_on() {
     let logs = gw.logs();
     assert!(logs.contains("\"violation_type\":\"keyword_detector\""), "violations are logged: {logs}");
     assert!(logs.contains("\"blocked\":true"), "{logs}");
+    let metrics = http().get(format!("{}/metrics", gw.gw.metrics)).send().unwrap().text().unwrap();
+    for stage in ["input", "output"] {
+        let line = format!("mcpgw_guardrail_blocks_total{{detector=\"custom_keyword\",stage=\"{stage}\"}} 1");
+        assert!(metrics.contains(&line), "{line} in\n{metrics}");
+    }
 }
 
 #[test]

@@ -87,6 +87,11 @@ fn snapshot_from_bytes(bytes: &[u8]) -> Result<Snapshot, Problems> {
 
 impl ConfigStore {
     /// Loads the file at `path`; fails with every problem when it is unreadable or invalid.
+    /// The process's metrics (shared with everything that counts).
+    pub fn metrics(&self) -> &Arc<Metrics> {
+        &self.metrics
+    }
+
     pub fn open(path: impl Into<PathBuf>, metrics: Arc<Metrics>) -> Result<ConfigStore, LoadError> {
         let path = path.into();
         let snapshot = Arc::new(load_file(&path)?);

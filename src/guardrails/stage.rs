@@ -14,6 +14,7 @@
 
 use std::time::Duration;
 
+use prometheus::IntCounterVec;
 use serde_json::{Map, Value, json};
 
 use super::keyword::KeywordMatcher;
@@ -39,6 +40,7 @@ pub struct CallGuard<'a> {
     output: Option<&'a GuardrailPolicy>,
     settings: GuardSettings,
     timeouts: &'a TimeoutMetrics,
+    blocks: &'a IntCounterVec,
     server_name: &'a str,
     vault: PiiVault,
     remote_pii_key: Option<String>,
@@ -93,6 +95,7 @@ impl<'a> CallGuard<'a> {
         output: Option<&'a GuardrailPolicy>,
         settings: GuardSettings,
         timeouts: &'a TimeoutMetrics,
+        blocks: &'a IntCounterVec,
         server_name: &'a str,
     ) -> CallGuard<'a> {
         CallGuard {
@@ -101,6 +104,7 @@ impl<'a> CallGuard<'a> {
             output: output.filter(|p| p.is_enabled()),
             settings,
             timeouts,
+            blocks,
             server_name,
             vault: PiiVault::new(),
             remote_pii_key: None,
@@ -138,12 +142,14 @@ impl<'a> CallGuard<'a> {
     async fn policy_check(&self, policy: &GuardrailPolicy, mode: Mode, text: &str) -> Result<(), Value> {
         let provider = match self.provider {
             Ok(provider) => provider,
-            Err(e) => return Err(unavailable(mode, e)),
+            Err(e) => return Err(self.count(mode, "unavailable", unavailable(mode, e))),
         };
         let name = policy.policy_name.as_deref().unwrap_or("default");
         let block = policy.block.clone().unwrap_or_default();
-        let mut violations =
-            self.bounded(provider.check(name, mode, text, &block)).await.map_err(|e| unavailable(mode, &e))?;
+        let mut violations = self
+            .bounded(provider.check(name, mode, text, &block))
+            .await
+            .map_err(|e| self.count(mode, "unavailable", unavailable(mode, &e)))?;
         let extra = string_list(policy.additional_config.as_ref().and_then(|c| c.get("blocked_keywords")));
         if !extra.is_empty() {
             violations.extend(KeywordMatcher::new(extra).violations(text));
@@ -152,7 +158,15 @@ impl<'a> CallGuard<'a> {
             return Ok(());
         }
         self.log(mode, &violations, true);
-        Err(blocked(mode, &violations))
+        let detector = violations.first().map(|v| v.detector.as_str()).unwrap_or("unknown");
+        let detector = if detector == provider.name() { provider.name() } else { "custom_keyword" };
+        Err(self.count(mode, detector, blocked(mode, &violations)))
+    }
+
+    /// Counts a blocked call (`mcpgw_guardrail_blocks_total`) and passes its result on.
+    fn count(&self, mode: Mode, detector: &str, result: Value) -> Value {
+        self.blocks.with_label_values(&[stage_name(mode), detector]).inc();
+        result
     }
 
     fn remote(&self) -> Option<&'a RemoteGuardrails> {
@@ -258,6 +272,7 @@ impl<'a> CallGuard<'a> {
                         message: "the response may be hallucinated".into(),
                     };
                     self.log(Mode::Response, std::slice::from_ref(&violation), true);
+                    self.blocks.with_label_values(&["output", "gw"]).inc();
                     let mut result = blocked(Mode::Response, std::slice::from_ref(&violation));
                     result["message"] = json!("the response may be hallucinated");
                     return Err(result);

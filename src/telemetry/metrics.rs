@@ -10,6 +10,9 @@ pub struct Metrics {
     pub config_reloads: IntCounterVec,
     /// `mcpgw_admin_requests_total{status}`: admin API answers by status class.
     pub admin_requests: IntCounterVec,
+    /// `mcpgw_guardrail_blocks_total{stage="input"|"output", detector}`: blocked tool calls, by the detector that
+    /// blocked them (`custom_keyword`, `gw`, `thirdparty_moderation`, `unavailable` for a provider that failed closed).
+    pub guardrail_blocks: IntCounterVec,
 }
 
 impl Default for Metrics {
@@ -30,11 +33,17 @@ impl Metrics {
         );
         let admin_requests =
             counter_vec(&registry, "mcpgw_admin_requests_total", "Admin API requests by status class", &["status"]);
+        let guardrail_blocks = counter_vec(
+            &registry,
+            "mcpgw_guardrail_blocks_total",
+            "Tool calls blocked by guardrails, by stage and detector",
+            &["stage", "detector"],
+        );
         // Both label values exist from the start, so a scrape shows zero rather than nothing.
         for result in ["ok", "error"] {
             config_reloads.with_label_values(&[result]);
         }
-        Metrics { registry, config_reloads, admin_requests }
+        Metrics { registry, config_reloads, admin_requests, guardrail_blocks }
     }
 
     /// The metrics in Prometheus text format.

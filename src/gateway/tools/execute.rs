@@ -63,6 +63,7 @@ pub async fn secure_call(ctx: &GatewayContext, identity: &Identity, input: Secur
                         entry.output_guardrails_policy.as_ref(),
                         guard_settings,
                         &ctx.timeouts,
+                        &ctx.store.metrics().guardrail_blocks,
                         &entry.server_name,
                     );
                     guardrails_applied |= guard.applies();
