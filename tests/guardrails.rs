@@ -164,3 +164,121 @@ fn a_moderation_api_flags_categories() {
     assert_eq!(seen[0].body["model"], json!("m1"));
     assert!(seen[0].raw.contains("something violent"), "the checked text is the input: {}", seen[0].raw);
 }
+
+/// A gateway whose `mock` server has the given policies under the `gw` provider at `api`, with extra common settings.
+fn start_gw(api: &HttpMock, input: Value, output: Value, common: Value) -> TestGateway {
+    let mut server = mock_server("mock");
+    server["input_guardrails_policy"] = input;
+    server["output_guardrails_policy"] = output;
+    let mut config = config_with(vec![server], common);
+    config["plugins"]["guardrails"] = json!({"provider": "gw", "config": {"base_url": api.base_url, "api_key": "k"}});
+    TestGateway::start(&config)
+}
+
+fn quality_api(relevancy: f64, adherence: f64) -> HttpMock {
+    HttpMock::start(vec![
+        ("/guardrails/guardrail/detect", 200, json!({"summary": {}})),
+        ("/guardrails/relevancy", 200, json!({"score": relevancy})),
+        ("/guardrails/adherence", 200, json!({"score": adherence})),
+    ])
+}
+
+#[test]
+fn relevancy_and_adherence_just_under_and_just_over_the_threshold() {
+    let output = json!({"enabled": true, "additional_config": {"relevancy": true, "adherence": true}});
+    let cases = [
+        (0.76, 0.76, json!({}), None),
+        (0.74, 0.76, json!({}), Some("response is not relevant")),
+        (0.76, 0.74, json!({}), Some("response does not adhere to instructions")),
+        // The thresholds come from the config.
+        (0.74, 0.74, json!({"relevancy_threshold": 0.7, "adherence_threshold": 0.7}), None),
+    ];
+    for (relevancy, adherence, common, expected) in cases {
+        let api = quality_api(relevancy, adherence);
+        let gw = start_gw(&api, json!({"enabled": false}), output.clone(), common);
+        let answer = secure_call(&gw, &[("echo", json!({"text": "the answer"}))]);
+        let result = &answer["results"][0];
+        match expected {
+            None => assert_eq!(success_text(result, "echo"), "the answer", "{relevancy}/{adherence}"),
+            Some(message) => {
+                assert_eq!(assert_error(result, "GUARDRAIL_VIOLATION"), message, "{relevancy}/{adherence}");
+                assert_eq!(result["stage"], json!("output"), "{result}");
+            }
+        }
+    }
+}
+
+#[test]
+fn the_remote_api_checks_output_and_hallucination_and_quality_checks_fail_open() {
+    let api = HttpMock::start(vec![
+        ("/guardrails/guardrail/detect", 200, json!({"summary": {"toxicity": ["insult"]}})),
+        ("/guardrails/relevancy", 500, json!({"error": "down"})),
+    ]);
+    let output = json!({"enabled": true, "policy_name": "out", "block": ["toxicity"]});
+    let gw = start_gw(&api, json!({"enabled": false}), output, json!({}));
+    let answer = secure_call(&gw, &[("echo", json!({"text": "you fool"}))]);
+    let violations = assert_blocked(&answer["results"][0], "output");
+    assert_eq!(violations[0]["type"], json!("toxicity"), "{violations:?}");
+    let detect = api.seen().into_iter().find(|s| s.path == "/guardrails/guardrail/detect").unwrap();
+    assert_eq!(detect.headers.get("x-gw-mode").map(String::as_str), Some("response"));
+    assert!(detect.body["text"].as_str().unwrap_or("").contains("you fool"), "{:?}", detect.body);
+    drop(gw);
+
+    // A relevancy service that fails lets the answer through (fail open); hallucination blocks.
+    let halluc = HttpMock::start(vec![
+        ("/guardrails/guardrail/detect", 200, json!({"summary": {}})),
+        ("/guardrails/relevancy", 500, json!({"error": "down"})),
+        ("/guardrails/hallucination", 200, json!({"has_hallucination": true})),
+    ]);
+    let open = json!({"enabled": true, "additional_config": {"relevancy": true}});
+    let gw = start_gw(&halluc, json!({"enabled": false}), open, json!({}));
+    let answer = secure_call(&gw, &[("echo", json!({"text": "fine"}))]);
+    assert_eq!(success_text(&answer["results"][0], "echo"), "fine", "relevancy fails open");
+    drop(gw);
+    let checked = json!({"enabled": true, "additional_config": {"hallucination": true}});
+    let gw = start_gw(&halluc, json!({"enabled": false}), checked, json!({}));
+    let answer = secure_call(&gw, &[("echo", json!({"text": "the moon is cheese"}))]);
+    let violations = assert_blocked(&answer["results"][0], "output");
+    assert_eq!(answer["results"][0]["message"], json!("the response may be hallucinated"));
+    assert_eq!(violations[0]["type"], json!("hallucination"));
+}
+
+#[test]
+fn a_provider_that_does_not_answer_in_time_fails_closed_and_counts_a_guardrail_timeout() {
+    let api = HttpMock::start(vec![("/guardrails/guardrail/detect", 0, Value::Null)]);
+    let common = json!({"timeout_settings": {"guardrail_timeout": 0.5}});
+    let gw = start_gw(&api, json!({"enabled": true}), json!({"enabled": false}), common);
+    let started = std::time::Instant::now();
+    let answer = secure_call(&gw, &[("echo", json!({"text": "a"}))]);
+    assert!(started.elapsed() < std::time::Duration::from_secs(10), "bounded by guardrail_timeout");
+    let result = &answer["results"][0];
+    assert_eq!(result["error_code"], json!("GUARDRAIL_UNAVAILABLE"), "{result}");
+    let metrics = runtime().block_on(async {
+        let client = connect(&gw.mcp, API_KEY).await;
+        let metrics = call(&client, "gw_get_timeout_metrics", json!({})).await;
+        client.cancel().await.unwrap();
+        metrics
+    });
+    let guardrail = &metrics["timeout_metrics"]["by_kind"]["guardrail"];
+    assert!(guardrail["timeout_operations"].as_u64().unwrap_or(0) >= 1, "{metrics}");
+}
+
+#[test]
+fn with_the_remote_provider_its_pii_endpoint_redacts_and_restores() {
+    let api = HttpMock::start(vec![
+        ("/guardrails/guardrail/detect", 200, json!({"summary": {}})),
+        ("/guardrails/pii", 200, json!({"text": "{\"text\":\"<PERSON>\"}", "key": "mapping-7"})),
+    ]);
+    let input = json!({"enabled": true, "additional_config": {"pii_redaction": true}});
+    let gw = start_gw(&api, input, json!({"enabled": false}), json!({}));
+    secure_call(&gw, &[("echo", json!({"text": "Jane Doe"}))]);
+    let pii: Vec<_> = api.seen().into_iter().filter(|s| s.path == "/guardrails/pii").collect();
+    assert_eq!(pii.len(), 2, "redact then restore: {pii:?}");
+    assert_eq!(pii[0].body["mode"], json!("request"));
+    assert!(pii[0].body["text"].as_str().unwrap_or("").contains("Jane Doe"));
+    assert_eq!(pii[1].body["mode"], json!("response"));
+    assert_eq!(pii[1].body["key"], json!("mapping-7"), "the mapping key comes back for restoring");
+    assert!(pii[1].body["text"].as_str().unwrap_or("").contains("<PERSON>"), "the upstream saw the redacted text");
+    let detect = api.seen().into_iter().find(|s| s.path == "/guardrails/guardrail/detect").unwrap();
+    assert!(!detect.raw.contains("Jane Doe"), "the policy check sees the redacted arguments");
+}

@@ -119,7 +119,9 @@ impl<'a> CallGuard<'a> {
 
     /// A provider call under `guardrail_timeout`.
     async fn bounded<T>(&self, op: impl Future<Output = Result<T, GuardrailError>>) -> Result<T, GuardrailError> {
-        match self.timeouts.run(TimeoutKind::Guardrail, self.settings.timeout, op).await {
+        // The provider's client enforces the same limit itself; its timeout counts as one too.
+        let timed_out_inside = |r: &Result<T, GuardrailError>| matches!(r, Err(GuardrailError::Timeout));
+        match self.timeouts.run_classified(TimeoutKind::Guardrail, self.settings.timeout, op, timed_out_inside).await {
             Ok(result) => result,
             Err(_) => Err(GuardrailError::Timeout),
         }

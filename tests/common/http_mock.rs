@@ -1,6 +1,7 @@
 //! A scripted HTTP/1.1 server for the services the gateway calls that cannot run here (the remote guardrail API, a
-//! moderation API, an OAuth token endpoint): answers each path with a fixed status and JSON body, and records what it was sent. One thread,
-//! one request per connection (`Connection: close`), enough for the gateway's few calls per test.
+//! moderation API, an OAuth token endpoint): answers each path with a fixed status and JSON body (status 0: never
+//! answers, for timeouts), and records what it was sent. A thread per connection, one request per connection
+//! (`Connection: close`), enough for the gateway's few calls per test.
 
 use std::collections::HashMap;
 use std::io::{BufRead, BufReader, Read, Write};
@@ -35,38 +36,12 @@ impl HttpMock {
         let base_url = format!("http://{}", listener.local_addr().unwrap());
         let seen = Arc::new(Mutex::new(Vec::new()));
         let log = Arc::clone(&seen);
+        let routes = Arc::new(routes);
         std::thread::spawn(move || {
             for stream in listener.incoming() {
-                let Ok(mut stream) = stream else { continue };
-                let mut reader = BufReader::new(stream.try_clone().unwrap());
-                let mut request_line = String::new();
-                if reader.read_line(&mut request_line).is_err() {
-                    continue;
-                }
-                let path = request_line.split_whitespace().nth(1).unwrap_or("/").to_string();
-                let mut headers = HashMap::new();
-                loop {
-                    let mut line = String::new();
-                    if reader.read_line(&mut line).unwrap_or(0) == 0 || line.trim().is_empty() {
-                        break;
-                    }
-                    if let Some((name, value)) = line.split_once(':') {
-                        headers.insert(name.trim().to_ascii_lowercase(), value.trim().to_string());
-                    }
-                }
-                let length = headers.get("content-length").and_then(|l| l.parse().ok()).unwrap_or(0);
-                let mut body = vec![0; length];
-                let _ = reader.read_exact(&mut body);
-                let raw = String::from_utf8_lossy(&body).into_owned();
-                let body = serde_json::from_slice(&body).unwrap_or(Value::Null);
-                log.lock().unwrap().push(Seen { path: path.clone(), headers, body, raw });
-                let (status, answer) = routes.get(&path).cloned().unwrap_or((404, Value::Null));
-                let text = answer.to_string();
-                let _ = write!(
-                    stream,
-                    "HTTP/1.1 {status} X\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{text}",
-                    text.len()
-                );
+                let Ok(stream) = stream else { continue };
+                let (routes, log) = (Arc::clone(&routes), Arc::clone(&log));
+                std::thread::spawn(move || serve_one(stream, &routes, &log));
             }
         });
         HttpMock { base_url, seen }
@@ -76,4 +51,41 @@ impl HttpMock {
     pub fn seen(&self) -> Vec<Seen> {
         self.seen.lock().unwrap().clone()
     }
+}
+
+fn serve_one(mut stream: std::net::TcpStream, routes: &HashMap<String, (u16, Value)>, log: &Mutex<Vec<Seen>>) {
+    let Ok(clone) = stream.try_clone() else { return };
+    let mut reader = BufReader::new(clone);
+    let mut request_line = String::new();
+    if reader.read_line(&mut request_line).is_err() {
+        return;
+    }
+    let path = request_line.split_whitespace().nth(1).unwrap_or("/").to_string();
+    let mut headers = HashMap::new();
+    loop {
+        let mut line = String::new();
+        if reader.read_line(&mut line).unwrap_or(0) == 0 || line.trim().is_empty() {
+            break;
+        }
+        if let Some((name, value)) = line.split_once(':') {
+            headers.insert(name.trim().to_ascii_lowercase(), value.trim().to_string());
+        }
+    }
+    let length = headers.get("content-length").and_then(|l| l.parse().ok()).unwrap_or(0);
+    let mut body = vec![0; length];
+    let _ = reader.read_exact(&mut body);
+    let raw = String::from_utf8_lossy(&body).into_owned();
+    let body = serde_json::from_slice(&body).unwrap_or(Value::Null);
+    log.lock().unwrap().push(Seen { path: path.clone(), headers, body, raw });
+    let (status, answer) = routes.get(&path).cloned().unwrap_or((404, Value::Null));
+    if status == 0 {
+        std::thread::sleep(std::time::Duration::from_secs(60));
+        return;
+    }
+    let text = answer.to_string();
+    let _ = write!(
+        stream,
+        "HTTP/1.1 {status} X\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{text}",
+        text.len()
+    );
 }
