@@ -5,7 +5,8 @@
 //! rmcp's client; the baseline is rmcp's client calling the mock upstream's `echo` directly over stdio. Printed:
 //! - latency p50 and p99 at concurrency 1 (goal: the gateway adds at most 0.3 ms at p50);
 //! - throughput at concurrency 16 and 64 (goal at 16: at least half of direct);
-//! - the gateway's idle RSS (goal: at most 20 MiB) and the time from start to ready (goal: within 100 ms).
+//! - the gateway's idle RSS (goal: at most 20 MiB) and the time from start to ready (goal: within 100 ms);
+//! - the cost of local guardrails (keywords on input and output, PII redaction and restoration) on the same call.
 //!
 //! Knobs: `MCPGW_BENCH_CALLS` (latency samples, default 2000), `MCPGW_BENCH_SECONDS` (per throughput run, default 3),
 //! `MCPGW_BENCH_PROCESSES` (the gateway's `max_processes_per_server`, default 4).
@@ -50,8 +51,13 @@ fn start_gateway(processes: u64) -> Gateway {
     let config = json!({
         "admin_apikey": "bench-admin-key-0123456789abcdefghijklmnop",
         "common_mcp_gateway_config": {"gw_log_level": "WARNING", "upstream_pool": {"max_processes_per_server": processes}},
+        "plugins": {"guardrails": {"provider": "custom_keyword", "config": {"blocked_keywords": ["drop table", "rm -rf"]}}},
         "mcp_configs": {"c1": {"mcp_config_name": "bench", "mcp_config": [
-            {"server_name": "mock", "config": {"command": env!("CARGO_BIN_EXE_mcpgw-mock-upstream"), "args": []}}]}},
+            {"server_name": "mock", "config": {"command": env!("CARGO_BIN_EXE_mcpgw-mock-upstream"), "args": []}},
+            // The same server behind local guardrails: keywords on input and output, built-in PII redaction.
+            {"server_name": "guarded", "config": {"command": env!("CARGO_BIN_EXE_mcpgw-mock-upstream"), "args": []},
+             "input_guardrails_policy": {"enabled": true, "additional_config": {"pii_redaction": true}},
+             "output_guardrails_policy": {"enabled": true, "additional_config": {"blocked_keywords": ["secret"]}}}]}},
         "projects": {"p1": {"project_name": "bench", "mcp_config_id": "c1", "users": ["u1"]}},
         "users": {"u1": {"email": "bench@example.com"}},
         "apikeys": {KEY: {"project_id": "p1", "user_id": "u1"}}
@@ -115,6 +121,8 @@ enum Call {
     Gateway,
     /// `gw_get_cache_status`: the gateway alone, no upstream.
     GatewayOnly,
+    /// `gw_secure_call_tools` with one `echo` call on the server behind local guardrails.
+    Guarded,
 }
 
 /// One call; panics on a wrong answer so a broken path cannot look fast.
@@ -128,6 +136,13 @@ async fn call(peer: &Peer<RoleClient>, what: Call) {
         ),
         Call::Direct => (CallToolRequestParams::new("echo").with_arguments(args(json!({"text": "hello"}))), "hello"),
         Call::GatewayOnly => (CallToolRequestParams::new("gw_get_cache_status"), "tool_cache"),
+        Call::Guarded => (
+            CallToolRequestParams::new("gw_secure_call_tools").with_arguments(args(json!({
+                "server_name": "guarded",
+                "tool_calls": [{"name": "echo", "args": {"text": "hello from jane.doe@example.com"}}]
+            }))),
+            "hello from jane.doe@example.com",
+        ),
     };
     let response = peer.call_tool_once(params).await.expect("call");
     let text = format!("{response:?}");
@@ -229,6 +244,11 @@ fn main() {
             let via = gateway_client(&gw.gateway, stateless).await;
             let (o50, o99) = latency(via.peer(), Call::GatewayOnly, calls).await;
             let (g50, g99) = latency(via.peer(), Call::Gateway, calls).await;
+            if !stateless {
+                let (p50, p99) = latency(via.peer(), Call::Guarded, calls).await;
+                println!("latency c=1, gateway {mode}: secure echo with local guardrails (keywords in and out, PII redaction and restoration) p50 {} p99 {}; guardrails add {} at p50 ({:.2}x the unguarded call)",
+                    ms(p50), ms(p99), ms(p50.saturating_sub(g50)), p50.as_secs_f64() / g50.as_secs_f64());
+            }
             println!("latency c=1, gateway {mode}: gw_get_cache_status p50 {} p99 {}; secure echo p50 {} p99 {}; added p50 {} (goal <= 0.300 ms), ratio p50 {:.2}x",
                 ms(o50), ms(o99), ms(g50), ms(g99), ms(g50.saturating_sub(d50)), g50.as_secs_f64() / d50.as_secs_f64());
             let _ = via.cancel().await;

@@ -20,7 +20,14 @@ pub struct KeywordMatcher {
     folded: Vec<String>,
     /// `None` when there is nothing to search for, or in the fallback case.
     automaton: Option<AhoCorasick>,
+    /// Every keyword is ASCII: then the ASCII-case-insensitive automaton finds them in any text as it is, because
+    /// folding a non-ASCII character never yields an ASCII one (see [`FOLDS_TO_ASCII`] for the two that do).
+    ascii_keywords: bool,
 }
+
+/// The characters whose lowercase form contains ASCII letters (KELVIN SIGN to `k`, LATIN CAPITAL LETTER I WITH DOT
+/// ABOVE to `i` and a combining dot): a text holding one takes the folding path, so they cannot hide a keyword.
+const FOLDS_TO_ASCII: [char; 2] = ['\u{212A}', '\u{0130}'];
 
 impl KeywordMatcher {
     /// Compiles `keywords`. Each is trimmed; empty and whitespace-only entries are dropped, because an empty keyword
@@ -50,7 +57,8 @@ impl KeywordMatcher {
         } else {
             AhoCorasickBuilder::new().ascii_case_insensitive(true).match_kind(MatchKind::Standard).build(&folded).ok()
         };
-        Self { keywords: configured, folded, automaton }
+        let ascii_keywords = folded.iter().all(|k| k.is_ascii());
+        Self { keywords: configured, folded, automaton, ascii_keywords }
     }
 
     /// True when no keyword is configured: every text passes.
@@ -64,7 +72,9 @@ impl KeywordMatcher {
             return Vec::new();
         }
         let folded_text;
-        let haystack = if text.is_ascii() {
+        // Folding costs most of the time on non-ASCII text; with ASCII keywords it is needed only for the few
+        // characters that fold to ASCII.
+        let haystack = if text.is_ascii() || (self.ascii_keywords && !text.contains(FOLDS_TO_ASCII)) {
             text
         } else {
             folded_text = case_fold(text);
@@ -126,6 +136,14 @@ fn case_fold(text: &str) -> String {
 mod tests {
     use super::*;
     use proptest::prelude::*;
+
+    #[test]
+    fn ascii_keywords_are_found_in_non_ascii_text_without_folding_and_through_folding_to_ascii() {
+        let matcher = KeywordMatcher::new(["drop table", "kill"]);
+        assert_eq!(matcher.find_all("café: DROP Table users; üs"), vec!["drop table"]);
+        assert_eq!(matcher.find_all("\u{212A}ILL the process, café"), vec!["kill"], "KELVIN SIGN folds to k");
+        assert!(matcher.find_all("école élève").is_empty());
+    }
 
     #[test]
     fn matches_ignoring_ascii_case() {
