@@ -43,6 +43,11 @@ impl Metrics {
         for result in ["ok", "error"] {
             config_reloads.with_label_values(&[result]);
         }
+        for stage in ["input", "output"] {
+            for detector in ["custom_keyword", "gw", "thirdparty_moderation", "unavailable"] {
+                guardrail_blocks.with_label_values(&[stage, detector]);
+            }
+        }
         Metrics { registry, config_reloads, admin_requests, guardrail_blocks }
     }
 
