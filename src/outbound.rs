@@ -34,6 +34,27 @@ pub fn client(timeout: Duration) -> Result<reqwest::Client, reqwest::Error> {
     client_builder(timeout).build()
 }
 
+/// Why an answer's body could not be read whole.
+#[derive(Debug)]
+pub enum BodyReadError {
+    /// The connection failed or timed out while reading.
+    Transport(reqwest::Error),
+    /// The body is longer than the limit; reading stopped there.
+    TooLarge(usize),
+}
+
+/// Reads an answer's body, at most `limit` bytes: a remote service never makes the gateway buffer more than that.
+pub async fn read_body(response: &mut reqwest::Response, limit: usize) -> Result<Vec<u8>, BodyReadError> {
+    let mut body = Vec::new();
+    while let Some(chunk) = response.chunk().await.map_err(BodyReadError::Transport)? {
+        if body.len() + chunk.len() > limit {
+            return Err(BodyReadError::TooLarge(limit));
+        }
+        body.extend_from_slice(&chunk);
+    }
+    Ok(body)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -243,27 +243,14 @@ impl<'a> CallGuard<'a> {
             return Ok(());
         };
         let question = format!("{tool} {}", Value::Object(args.clone()));
-        let failed_open = |check: &str, e: GuardrailError| {
-            tracing::warn!(server_name = self.server_name, check, error = %e, "guardrail check unavailable; passed");
-        };
-        let below = |score: f64, threshold: f64| score < threshold;
         if wanted[0] {
-            match self.bounded(remote.relevancy(&question, answer)).await {
-                Ok(score) if below(score, self.settings.relevancy_threshold) => {
-                    return Err(quality_error("response is not relevant"));
-                }
-                Ok(_) => {}
-                Err(e) => failed_open("relevancy", e),
-            }
+            let score = self.bounded(remote.relevancy(&question, answer)).await;
+            self.score_check("relevancy", score, self.settings.relevancy_threshold, "response is not relevant")?;
         }
         if wanted[1] {
-            match self.bounded(remote.adherence(&question, answer)).await {
-                Ok(score) if below(score, self.settings.adherence_threshold) => {
-                    return Err(quality_error("response does not adhere to instructions"));
-                }
-                Ok(_) => {}
-                Err(e) => failed_open("adherence", e),
-            }
+            let score = self.bounded(remote.adherence(&question, answer)).await;
+            let message = "response does not adhere to instructions";
+            self.score_check("adherence", score, self.settings.adherence_threshold, message)?;
         }
         if wanted[2] {
             match self.bounded(remote.hallucination(&question, answer, tool)).await {
@@ -280,10 +267,33 @@ impl<'a> CallGuard<'a> {
                     return Err(result);
                 }
                 Ok(false) => {}
-                Err(e) => failed_open("hallucination", e),
+                Err(e) => self.failed_open("hallucination", &e),
             }
         }
         Ok(())
+    }
+
+    /// A relevancy or adherence score against its threshold: under it, the call's error result; a check that could
+    /// not be made passes (fail open).
+    fn score_check(
+        &self,
+        check: &str,
+        score: Result<f64, GuardrailError>,
+        threshold: f64,
+        message: &str,
+    ) -> Result<(), Value> {
+        match score {
+            Ok(score) if score < threshold => Err(quality_error(message)),
+            Ok(_) => Ok(()),
+            Err(e) => {
+                self.failed_open(check, &e);
+                Ok(())
+            }
+        }
+    }
+
+    fn failed_open(&self, check: &str, error: &GuardrailError) {
+        tracing::warn!(server_name = self.server_name, check, error = %error, "guardrail check unavailable; passed");
     }
 
     /// Puts the redacted data back into the upstream's text and structured output.

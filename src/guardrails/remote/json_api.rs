@@ -123,13 +123,12 @@ impl JsonApi {
         let (status, bytes) = tokio::time::timeout(self.timeout, async {
             let mut response = request.send().await.map_err(classify)?;
             let status = response.status();
-            let mut bytes = Vec::new();
-            while let Some(chunk) = response.chunk().await.map_err(classify)? {
-                if bytes.len() + chunk.len() > MAX_ANSWER_BYTES {
-                    return Err(CallError::BadAnswer(format!("answer larger than {MAX_ANSWER_BYTES} bytes")));
+            let bytes = crate::outbound::read_body(&mut response, MAX_ANSWER_BYTES).await.map_err(|e| match e {
+                crate::outbound::BodyReadError::Transport(e) => classify(e),
+                crate::outbound::BodyReadError::TooLarge(limit) => {
+                    CallError::BadAnswer(format!("answer larger than {limit} bytes"))
                 }
-                bytes.extend_from_slice(&chunk);
-            }
+            })?;
             Ok((status, bytes))
         })
         .await

@@ -64,13 +64,12 @@ pub(super) async fn request_token(
         .await
         .map_err(transport_error)?;
     let status = response.status();
-    let mut body = Vec::new();
-    while let Some(chunk) = response.chunk().await.map_err(transport_error)? {
-        if body.len() + chunk.len() > MAX_ANSWER_BYTES {
-            return Err(OAuthError::BadAnswer(format!("the answer is longer than {MAX_ANSWER_BYTES} bytes")));
+    let body = crate::outbound::read_body(&mut response, MAX_ANSWER_BYTES).await.map_err(|e| match e {
+        crate::outbound::BodyReadError::Transport(e) => transport_error(e),
+        crate::outbound::BodyReadError::TooLarge(limit) => {
+            OAuthError::BadAnswer(format!("the answer is longer than {limit} bytes"))
         }
-        body.extend_from_slice(&chunk);
-    }
+    })?;
     // The body is never quoted in an error: a success answer holds a token.
     let answer: Option<Map<String, Value>> = serde_json::from_slice(&body).ok();
     let field = |name: &str| answer.as_ref().and_then(|answer| answer.get(name));
