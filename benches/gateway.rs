@@ -1,15 +1,19 @@
 //! The gateway against the same mock upstream called directly, measured in one run.
 //!
 //! Run with `cargo bench --bench gateway`. It starts the release `mcpgw` binary with the mock upstream
-//! (`mcpgw-mock-upstream`) as its one server and measures `gw_secure_call_tools` echo calls over streamable HTTP with
-//! rmcp's client; the baseline is rmcp's client calling the mock upstream's `echo` directly over stdio. Printed:
+//! (`mcpgw-mock-upstream`) as its one server and measures `gw_secure_call_tools` echo calls over streamable HTTP; the
+//! baseline is the mock upstream's `echo` called directly over stdio. The main figures use light clients on both sides
+//! (raw HTTP/1.1 keep-alive with pre-built requests to the gateway, raw JSON-RPC lines to the mock, see
+//! `support/raw_clients.rs`), so that they measure the gateway and not a client library; a shorter section repeats the
+//! latency and the c=16 throughput with rmcp's client on both sides. Printed:
 //! - latency p50 and p99 at concurrency 1 (goal: the gateway adds at most 0.3 ms at p50);
 //! - throughput at concurrency 16 and 64 (goal at 16: at least half of direct);
 //! - the gateway's idle RSS (goal: at most 20 MiB) and the time from start to ready (goal: within 100 ms);
 //! - the cost of local guardrails (keywords on input and output, PII redaction and restoration) on the same call.
 //!
 //! Knobs: `MCPGW_BENCH_CALLS` (latency samples, default 2000), `MCPGW_BENCH_SECONDS` (per throughput run, default 3),
-//! `MCPGW_BENCH_PROCESSES` (the gateway's `max_processes_per_server`, default 4).
+//! `MCPGW_BENCH_PROCESSES` (the gateway's `max_processes_per_server`, default 4), `MCPGW_BENCH_CALLS_PER_PROCESS`
+//! (its `max_calls_per_process`, default 1).
 
 use std::io::{BufRead, BufReader};
 use std::process::{Child, Command, Stdio};
@@ -24,6 +28,10 @@ use rmcp::transport::{StreamableHttpClientTransport, TokioChildProcess};
 use rmcp::{ClientLifecycleMode, ClientServiceExt, ServiceExt};
 use serde_json::{Map, Value, json};
 
+#[path = "support/raw_clients.rs"]
+mod raw_clients;
+use raw_clients::{RawHttp, RawStdio};
+
 const KEY: &str = "gw_bench-key-0000000000000000000000000000000000";
 
 fn env_number(name: &str, default: u64) -> u64 {
@@ -33,7 +41,10 @@ fn env_number(name: &str, default: u64) -> u64 {
 /// A running gateway and its addresses.
 struct Gateway {
     child: Child,
-    gateway: String,
+    /// `http://127.0.0.1:port/mcp/`
+    url: String,
+    /// `127.0.0.1:port`
+    addr: String,
     ready_after: Duration,
     _dir: tempfile::TempDir,
 }
@@ -45,12 +56,13 @@ impl Drop for Gateway {
     }
 }
 
-fn start_gateway(processes: u64) -> Gateway {
+fn start_gateway(processes: u64, calls_per_process: u64) -> Gateway {
     let dir = tempfile::tempdir().expect("tempdir");
     let path = dir.path().join("gw.json");
     let config = json!({
         "admin_apikey": "bench-admin-key-0123456789abcdefghijklmnop",
-        "common_mcp_gateway_config": {"gw_log_level": "WARNING", "upstream_pool": {"max_processes_per_server": processes}},
+        "common_mcp_gateway_config": {"gw_log_level": "WARNING", "upstream_pool": {
+            "max_processes_per_server": processes, "max_calls_per_process": calls_per_process}},
         "plugins": {"guardrails": {"provider": "custom_keyword", "config": {"blocked_keywords": ["drop table", "rm -rf"]}}},
         "mcp_configs": {"c1": {"mcp_config_name": "bench", "mcp_config": [
             {"server_name": "mock", "config": {"command": env!("CARGO_BIN_EXE_mcpgw-mock-upstream"), "args": []}},
@@ -93,7 +105,13 @@ fn start_gateway(processes: u64) -> Gateway {
     if let Some(stderr) = child.stderr.take() {
         std::thread::spawn(move || for _ in BufReader::new(stderr).lines() {});
     }
-    Gateway { child, gateway: format!("http://127.0.0.1:{port}/mcp/"), ready_after, _dir: dir }
+    Gateway {
+        child,
+        url: format!("http://127.0.0.1:{port}/mcp/"),
+        addr: format!("127.0.0.1:{port}"),
+        ready_after,
+        _dir: dir,
+    }
 }
 
 fn rss_kib(pid: u32) -> u64 {
@@ -129,24 +147,64 @@ enum Call {
 async fn call(peer: &Peer<RoleClient>, what: Call) {
     let (params, expect) = match what {
         Call::Gateway => (
-            CallToolRequestParams::new("gw_secure_call_tools").with_arguments(args(json!({
-                "server_name": "mock", "tool_calls": [{"name": "echo", "args": {"text": "hello"}}]
-            }))),
+            CallToolRequestParams::new("gw_secure_call_tools").with_arguments(args(secure_echo("mock", "hello"))),
             "hello",
         ),
         Call::Direct => (CallToolRequestParams::new("echo").with_arguments(args(json!({"text": "hello"}))), "hello"),
         Call::GatewayOnly => (CallToolRequestParams::new("gw_get_cache_status"), "tool_cache"),
         Call::Guarded => (
-            CallToolRequestParams::new("gw_secure_call_tools").with_arguments(args(json!({
-                "server_name": "guarded",
-                "tool_calls": [{"name": "echo", "args": {"text": "hello from jane.doe@example.com"}}]
-            }))),
-            "hello from jane.doe@example.com",
+            CallToolRequestParams::new("gw_secure_call_tools")
+                .with_arguments(args(secure_echo("guarded", GUARDED_TEXT))),
+            GUARDED_TEXT,
         ),
     };
     let response = peer.call_tool_once(params).await.expect("call");
     let text = format!("{response:?}");
     assert!(text.contains(expect) && !text.contains("\"error\""), "unexpected answer: {text}");
+}
+
+const GUARDED_TEXT: &str = "hello from jane.doe@example.com";
+
+fn secure_echo(server: &str, text: &str) -> Value {
+    json!({"server_name": server, "tool_calls": [{"name": "echo", "args": {"text": text}}]})
+}
+
+/// A client making one kind of call again and again.
+enum Caller {
+    /// rmcp's client (over stdio or streamable HTTP).
+    Rmcp(Peer<RoleClient>, Call),
+    /// One raw keep-alive HTTP connection sending pre-built requests.
+    Http(Box<RawHttp>, Vec<u8>, &'static str),
+    /// Raw JSON-RPC lines to one mock process (callers share it, like rmcp's client does).
+    Stdio(Arc<RawStdio>),
+}
+
+impl Caller {
+    /// Ends a gateway session opened by a raw caller.
+    async fn close(self) {
+        if let Caller::Http(client, _, _) = self {
+            client.close().await;
+        }
+    }
+
+    async fn call(&mut self) {
+        match self {
+            Caller::Rmcp(peer, what) => call(peer, *what).await,
+            Caller::Http(client, request, expect) => client.call(request, expect).await,
+            Caller::Stdio(client) => client.echo().await,
+        }
+    }
+}
+
+/// A raw HTTP caller of `what` (not `Direct`).
+async fn raw_gateway(addr: &str, stateless: bool, what: Call) -> Caller {
+    let client = RawHttp::connect(addr, KEY, stateless).await;
+    let (request, expect) = match what {
+        Call::Gateway => (client.tool_call("gw_secure_call_tools", secure_echo("mock", "hello")), "hello"),
+        Call::Guarded => (client.tool_call("gw_secure_call_tools", secure_echo("guarded", GUARDED_TEXT)), GUARDED_TEXT),
+        Call::GatewayOnly | Call::Direct => (client.tool_call("gw_get_cache_status", json!({})), "tool_cache"),
+    };
+    Caller::Http(Box::new(client), request, expect)
 }
 
 async fn direct_client() -> rmcp::service::RunningService<RoleClient, ()> {
@@ -186,96 +244,128 @@ fn percentile(sorted: &[Duration], p: f64) -> Duration {
     sorted[((sorted.len() as f64 - 1.0) * p).round() as usize]
 }
 
-async fn latency(peer: &Peer<RoleClient>, what: Call, calls: u64) -> (Duration, Duration) {
+async fn latency(mut caller: Caller, calls: u64) -> (Duration, Duration) {
     for _ in 0..50 {
-        call(peer, what).await;
+        caller.call().await;
     }
     let mut samples = Vec::with_capacity(calls as usize);
     for _ in 0..calls {
         let start = Instant::now();
-        call(peer, what).await;
+        caller.call().await;
         samples.push(start.elapsed());
     }
     samples.sort();
+    caller.close().await;
     (percentile(&samples, 0.5), percentile(&samples, 0.99))
 }
 
-async fn throughput(peers: Vec<Peer<RoleClient>>, what: Call, seconds: u64) -> f64 {
+async fn throughput(callers: Vec<Caller>, seconds: u64) -> f64 {
     let done = Arc::new(AtomicU64::new(0));
     let deadline = Instant::now() + Duration::from_secs(seconds);
     let started = Instant::now();
-    let tasks: Vec<_> = peers
+    let tasks: Vec<_> = callers
         .into_iter()
-        .map(|peer| {
+        .map(|mut caller| {
             let done = Arc::clone(&done);
             tokio::spawn(async move {
                 while Instant::now() < deadline {
-                    call(&peer, what).await;
+                    caller.call().await;
                     done.fetch_add(1, Ordering::Relaxed);
                 }
+                caller
             })
         })
         .collect();
+    let mut callers = Vec::with_capacity(tasks.len());
     for task in tasks {
-        task.await.expect("throughput task");
+        callers.push(task.await.expect("throughput task"));
     }
-    done.load(Ordering::Relaxed) as f64 / started.elapsed().as_secs_f64()
+    let rate = done.load(Ordering::Relaxed) as f64 / started.elapsed().as_secs_f64();
+    for caller in callers {
+        caller.close().await;
+    }
+    rate
 }
 
 fn ms(d: Duration) -> String {
     format!("{:.3} ms", d.as_secs_f64() * 1e3)
 }
 
+fn mode_name(stateless: bool) -> &'static str {
+    if stateless { "stateless 2026-07-28" } else { "session 2025-11-25" }
+}
+
 fn main() {
     let calls = env_number("MCPGW_BENCH_CALLS", 2000);
     let seconds = env_number("MCPGW_BENCH_SECONDS", 3);
     let processes = env_number("MCPGW_BENCH_PROCESSES", 4);
+    let calls_per_process = env_number("MCPGW_BENCH_CALLS_PER_PROCESS", 1);
+    let mock = env!("CARGO_BIN_EXE_mcpgw-mock-upstream");
     let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build().expect("runtime");
     runtime.block_on(async {
-        let gw = start_gateway(processes);
+        let gw = start_gateway(processes, calls_per_process);
         let idle_rss = rss_kib(gw.child.id());
         println!("gateway: ready after {} (goal < 100 ms); idle RSS {:.1} MiB (goal <= 20 MiB)", ms(gw.ready_after), idle_rss as f64 / 1024.0);
 
-        let direct = direct_client().await;
-        let (d50, d99) = latency(direct.peer(), Call::Direct, calls).await;
+        println!("-- light clients: raw HTTP/1.1 keep-alive to the gateway, raw JSON-RPC lines to the mock upstream --");
+        let direct = RawStdio::start(mock).await;
+        let (d50, d99) = latency(Caller::Stdio(Arc::clone(&direct)), calls).await;
         println!("latency c=1 ({calls} calls), direct echo: p50 {} p99 {}", ms(d50), ms(d99));
         for stateless in [false, true] {
-            let mode = if stateless { "stateless 2026-07-28" } else { "session 2025-11-25" };
-            let via = gateway_client(&gw.gateway, stateless).await;
-            let (o50, o99) = latency(via.peer(), Call::GatewayOnly, calls).await;
-            let (g50, g99) = latency(via.peer(), Call::Gateway, calls).await;
+            let mode = mode_name(stateless);
+            let (o50, o99) = latency(raw_gateway(&gw.addr, stateless, Call::GatewayOnly).await, calls).await;
+            let (g50, g99) = latency(raw_gateway(&gw.addr, stateless, Call::Gateway).await, calls).await;
             if !stateless {
-                let (p50, p99) = latency(via.peer(), Call::Guarded, calls).await;
+                let (p50, p99) = latency(raw_gateway(&gw.addr, stateless, Call::Guarded).await, calls).await;
                 println!("latency c=1, gateway {mode}: secure echo with local guardrails (keywords in and out, PII redaction and restoration) p50 {} p99 {}; guardrails add {} at p50 ({:.2}x the unguarded call)",
                     ms(p50), ms(p99), ms(p50.saturating_sub(g50)), p50.as_secs_f64() / g50.as_secs_f64());
             }
             println!("latency c=1, gateway {mode}: gw_get_cache_status p50 {} p99 {}; secure echo p50 {} p99 {}; added p50 {} (goal <= 0.300 ms), ratio p50 {:.2}x",
                 ms(o50), ms(o99), ms(g50), ms(g99), ms(g50.saturating_sub(d50)), g50.as_secs_f64() / d50.as_secs_f64());
-            let _ = via.cancel().await;
         }
-
         for concurrency in [16usize, 64] {
-            let direct_peers = vec![direct.peer().clone(); concurrency];
-            let direct_rate = throughput(direct_peers, Call::Direct, seconds).await;
-            println!("throughput c={concurrency}, direct: {direct_rate:.0} calls/s (one process, one session)");
+            let direct_callers = (0..concurrency).map(|_| Caller::Stdio(Arc::clone(&direct))).collect();
+            let direct_rate = throughput(direct_callers, seconds).await;
+            println!("throughput c={concurrency}, direct: {direct_rate:.0} calls/s (one process, {concurrency} calls in flight)");
             for stateless in [false, true] {
-                let mode = if stateless { "stateless 2026-07-28" } else { "session 2025-11-25" };
-                let mut clients = Vec::with_capacity(concurrency);
+                let mode = mode_name(stateless);
+                let mut callers = Vec::with_capacity(concurrency);
+                let mut only = Vec::with_capacity(concurrency);
                 for _ in 0..concurrency {
-                    clients.push(gateway_client(&gw.gateway, stateless).await);
+                    callers.push(raw_gateway(&gw.addr, stateless, Call::Gateway).await);
+                    only.push(raw_gateway(&gw.addr, stateless, Call::GatewayOnly).await);
                 }
-                let peers: Vec<_> = clients.iter().map(|c| c.peer().clone()).collect();
-                let gateway_rate = throughput(peers.clone(), Call::Gateway, seconds).await;
-                // The same clients calling a tool that touches no upstream: the ceiling of the HTTP leg alone.
-                let http_only = throughput(peers, Call::GatewayOnly, seconds).await;
-                println!("throughput c={concurrency}, gateway {mode}: {gateway_rate:.0} calls/s ({concurrency} clients, up to {processes} upstream processes); ratio {:.2} (goal at c=16 >= 0.5); gw_get_cache_status alone {http_only:.0} calls/s",
+                let gateway_rate = throughput(callers, seconds).await;
+                // A tool that touches no upstream: the ceiling of the HTTP leg alone.
+                let http_only = throughput(only, seconds).await;
+                println!("throughput c={concurrency}, gateway {mode}: {gateway_rate:.0} calls/s ({concurrency} connections, up to {processes} upstream processes); ratio {:.2} (goal at c=16 >= 0.5); gw_get_cache_status alone {http_only:.0} calls/s",
                     gateway_rate / direct_rate);
-                for client in clients {
-                    let _ = client.cancel().await;
-                }
             }
         }
-        println!("gateway RSS after the runs: {:.1} MiB", rss_kib(gw.child.id()) as f64 / 1024.0);
+
+        println!("-- rmcp's client on both sides (streamable HTTP with a pooled reqwest client; stdio) --");
+        let direct = direct_client().await;
+        let (d50, d99) = latency(Caller::Rmcp(direct.peer().clone(), Call::Direct), calls).await;
+        println!("latency c=1 ({calls} calls), direct echo: p50 {} p99 {}", ms(d50), ms(d99));
+        let via = gateway_client(&gw.url, false).await;
+        let (g50, g99) = latency(Caller::Rmcp(via.peer().clone(), Call::Gateway), calls).await;
+        println!("latency c=1, gateway session 2025-11-25: secure echo p50 {} p99 {}; added p50 {}, ratio p50 {:.2}x",
+            ms(g50), ms(g99), ms(g50.saturating_sub(d50)), g50.as_secs_f64() / d50.as_secs_f64());
+        let concurrency = 16;
+        let direct_rate = throughput((0..concurrency).map(|_| Caller::Rmcp(direct.peer().clone(), Call::Direct)).collect(), seconds).await;
+        let mut clients = Vec::with_capacity(concurrency);
+        for _ in 0..concurrency {
+            clients.push(gateway_client(&gw.url, false).await);
+        }
+        let callers = clients.iter().map(|c| Caller::Rmcp(c.peer().clone(), Call::Gateway)).collect();
+        let gateway_rate = throughput(callers, seconds).await;
+        println!("throughput c={concurrency}: direct {direct_rate:.0} calls/s, gateway session {gateway_rate:.0} calls/s; ratio {:.2}",
+            gateway_rate / direct_rate);
+        for client in clients {
+            let _ = client.cancel().await;
+        }
+        let _ = via.cancel().await;
         let _ = direct.cancel().await;
+        println!("gateway RSS after the runs: {:.1} MiB", rss_kib(gw.child.id()) as f64 / 1024.0);
     });
 }

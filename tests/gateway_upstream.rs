@@ -253,38 +253,55 @@ fn fifty_concurrent_sessions_each_get_their_own_answer() {
     });
 }
 
+/// Six concurrent 700 ms `slow` calls, each from its own session: the pids that served them and how long it took.
+async fn six_slow_calls(gw: &TestGateway) -> (HashSet<u64>, Duration) {
+    let mut clients = Vec::new();
+    for _ in 0..6 {
+        clients.push(Arc::new(connect(&gw.mcp, API_KEY).await));
+    }
+    let started = Instant::now();
+    let mut tasks = Vec::new();
+    for client in &clients {
+        let client = Arc::clone(client);
+        tasks.push(tokio::spawn(async move {
+            let result = secure_call_one(&client, "mock", "slow", json!({"ms": 700})).await;
+            assert_eq!(success_text(&result, "slow"), "done", "{result}");
+            result["response"]["structuredContent"]["pid"].as_u64().expect("slow answers its pid")
+        }));
+    }
+    let mut pids = HashSet::new();
+    for task in tasks {
+        pids.insert(task.await.expect("a call task panicked"));
+    }
+    let elapsed = started.elapsed();
+    for client in clients {
+        if let Ok(client) = Arc::try_unwrap(client) {
+            client.cancel().await.unwrap();
+        }
+    }
+    (pids, elapsed)
+}
+
 #[test]
-fn max_processes_per_server_bounds_the_processes_serving_concurrent_calls() {
+fn max_processes_per_server_bounds_the_processes_and_max_calls_per_process_lets_them_share() {
     let gw = start_mock(json!({"upstream_pool": {"max_processes_per_server": 2, "idle_timeout_seconds": 300}}));
     let rt = runtime();
     rt.block_on(async {
-        let mut clients = Vec::new();
-        for _ in 0..6 {
-            clients.push(Arc::new(connect(&gw.mcp, API_KEY).await));
-        }
-        let started = Instant::now();
-        let mut tasks = Vec::new();
-        for client in &clients {
-            let client = Arc::clone(client);
-            tasks.push(tokio::spawn(async move {
-                let result = secure_call_one(&client, "mock", "slow", json!({"ms": 700})).await;
-                assert_eq!(success_text(&result, "slow"), "done", "{result}");
-                result["response"]["structuredContent"]["pid"].as_u64().expect("slow answers its pid")
-            }));
-        }
-        let mut pids = HashSet::new();
-        for task in tasks {
-            pids.insert(task.await.expect("a call task panicked"));
-        }
-        let elapsed = started.elapsed();
+        let (pids, elapsed) = six_slow_calls(&gw).await;
         assert_eq!(pids.len(), 2, "6 concurrent calls with max_processes_per_server 2 ran on {pids:?}");
         assert!(elapsed >= Duration::from_millis(2000), "6 calls of 700 ms on 2 processes took only {elapsed:?}");
         assert!(elapsed < Duration::from_millis(4000), "the 2 processes did not serve concurrently: {elapsed:?}");
-        for client in clients {
-            if let Ok(client) = Arc::try_unwrap(client) {
-                client.cancel().await.unwrap();
-            }
-        }
+
+        // Sharing, turned on by a config edit without a restart: three calls at once on each of the two processes.
+        let mut config = read_json(gw.config_path());
+        config["common_mcp_gateway_config"]["upstream_pool"]["max_calls_per_process"] = json!(3);
+        replace_json(gw.config_path(), &config);
+        let reloaded = wait_until(RELOAD_DEADLINE, || gw.logs().contains("configuration reloaded"));
+        assert!(reloaded, "no reload in the logs:\n{}", gw.logs());
+        let (shared, elapsed) = six_slow_calls(&gw).await;
+        assert!(shared.is_subset(&pids), "sharing started new processes: {shared:?} after {pids:?}");
+        assert!(elapsed >= Duration::from_millis(700), "{elapsed:?}");
+        assert!(elapsed < Duration::from_millis(1350), "6 calls of 700 ms sharing 2 processes took {elapsed:?}");
     });
 }
 

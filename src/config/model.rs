@@ -103,6 +103,8 @@ pub struct UpstreamPool {
     pub max_processes_per_server: Option<u64>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub idle_timeout_seconds: Option<Number>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub max_calls_per_process: Option<u64>,
     #[serde(flatten)]
     pub extra: Map<String, Value>,
 }
@@ -383,6 +385,7 @@ fn decode_common(mut f: Fields<'_>) -> CommonConfig {
         upstream_pool: f.nested("upstream_pool", |mut p| UpstreamPool {
             max_processes_per_server: p.integer("max_processes_per_server", 1024),
             idle_timeout_seconds: p.number("idle_timeout_seconds"),
+            max_calls_per_process: p.integer("max_calls_per_process", 1024),
             extra: p.rest(),
         }),
         gw_allowed_hosts: f.string_list("gw_allowed_hosts"),

@@ -149,6 +149,7 @@ impl GatewayContext {
             in_flight: InFlight::default(),
             store,
         });
+        ctx.pool.set_max_calls_per_process(snapshot.settings.max_calls_per_process as usize);
         ctx.follow_config();
         ctx
     }
@@ -176,6 +177,7 @@ impl GatewayContext {
             server_entry(snapshot, &key.mcp_config_id, &key.server_name) != Some(&cached.entry)
         });
         self.pool.set_settings(pool_settings(snapshot));
+        self.pool.set_max_calls_per_process(settings.max_calls_per_process as usize);
         self.pool.retain(&live);
     }
 

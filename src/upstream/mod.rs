@@ -15,7 +15,7 @@
 //! load, and a call that finds every process busy waits for one. Giving each call its own process keeps failures
 //! apart: a crash, a hang that gets its process killed, or garbage on stdout costs exactly one call, and servers that
 //! handle requests one after another (many do) never make a call queue behind another inside the server. For servers
-//! that do handle requests concurrently, [`UpstreamPool::set_max_calls_per_process`] lets calls share a process once
+//! that do handle requests concurrently, [`UpstreamPool::set_max_calls_per_process`] (`upstream_pool.max_calls_per_process`) lets calls share a process once
 //! all the pool's processes are busy (rmcp multiplexes them on one connection), for more throughput; a process that
 //! fails then ends only after the other calls on it are done, but a crash or garbage fails every call sharing it.
 
