@@ -11,9 +11,24 @@ pub fn timestamp() -> String {
     chrono::Utc::now().naive_utc().format("%Y-%m-%dT%H:%M:%S%.6f").to_string()
 }
 
+/// A request correlation id (spec 2.7 `custom_id`): 34 characters (`gw` and 32 hex digits), an underscore and the
+/// Unix time in milliseconds.
+pub fn correlation_id() -> String {
+    format!("gw{}_{}", uuid::Uuid::new_v4().simple(), chrono::Utc::now().timestamp_millis())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn correlation_ids_have_34_characters_an_underscore_and_a_timestamp() {
+        let id = correlation_id();
+        let (head, time) = id.split_once('_').unwrap();
+        assert_eq!(head.len(), 34, "{id}");
+        assert!(time.parse::<i64>().unwrap() > 1_700_000_000_000, "{id}");
+        assert_ne!(correlation_id(), id);
+    }
 
     #[test]
     fn timestamp_has_microseconds_and_no_zone() {

@@ -77,6 +77,17 @@ pub fn mask(secret: &str) -> String {
     }
 }
 
+/// An e-mail address for logs: the first character of the local part and the domain (`j***@example.com`).
+pub fn mask_email(email: &str) -> String {
+    match email.split_once('@') {
+        Some((local, domain)) => {
+            let first: String = local.chars().take(1).collect();
+            format!("{first}***@{domain}")
+        }
+        None => "***".to_string(),
+    }
+}
+
 /// Constant-time equality of two digests.
 pub fn ct_eq_digest(a: &[u8; 32], b: &[u8; 32]) -> bool {
     a.ct_eq(b).into()
@@ -107,6 +118,13 @@ mod tests {
         assert_eq!(key_id("abc"), "ba7816bf8f01");
         assert!(looks_like_key_id(&key_id("anything")));
         assert!(!looks_like_key_id("BA7816BF8F01"));
+    }
+
+    #[test]
+    fn emails_keep_their_first_character_and_domain() {
+        assert_eq!(mask_email("jane.doe@example.com"), "j***@example.com");
+        assert_eq!(mask_email("no-at-sign"), "***");
+        assert_eq!(mask_email(""), "***");
     }
 
     #[test]

@@ -91,10 +91,36 @@ impl ServerHandler for GatewayHandler {
         request: CallToolRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, McpError> {
+        let started = std::time::Instant::now();
+        let answer = self.answer_call(request, context).await;
+        if self.credentials.is_some() {
+            // Over HTTP the request metrics layer counts requests; over stdio each tool call is one.
+            let metrics = self.ctx.store.metrics();
+            let status = if answer.is_ok() { "ok" } else { "error" };
+            metrics.requests.with_label_values(&["stdio", "tools/call", status]).inc();
+            metrics.request_duration.with_label_values(&["stdio"]).observe(started.elapsed().as_secs_f64());
+        }
+        answer
+    }
+}
+
+impl GatewayHandler {
+    async fn answer_call(
+        &self,
+        request: CallToolRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, McpError> {
         let identity = match self.identity(&context).await {
             Ok(identity) => identity,
             Err(failure) => return Ok(tool_result(auth_failed(&failure)).into()),
         };
+        // Over HTTP the rate limit layer has already taken this request's cell.
+        if self.credentials.is_some()
+            && let Err(limited) = self.ctx.rate_limits.check(&identity.snapshot.settings, &identity.key_digest)
+        {
+            self.ctx.store.metrics().rate_limited.inc();
+            return Ok(tool_result(limited.answer()).into());
+        }
         let _running = self.ctx.in_flight.enter();
         let args = request.arguments.unwrap_or_default();
         match tools::call(&self.ctx, &identity, &request.name, args).await {

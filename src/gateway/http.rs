@@ -18,6 +18,8 @@ use super::fast_path::FastToolCallLayer;
 use super::handler::GatewayHandler;
 use crate::middleware::auth::{GatewayAuthLayer, jsonrpc_error};
 use crate::middleware::jsonrpc::JsonRpcGuardLayer;
+use crate::middleware::rate_limit::RateLimitLayer;
+use crate::middleware::request_metrics::RequestMetricsLayer;
 
 /// Largest MCP request body (contract section 4).
 pub const MAX_REQUEST_BODY_BYTES: usize = 4 * 1024 * 1024;
@@ -35,13 +37,16 @@ pub fn router(ctx: Arc<GatewayContext>, sessions: CancellationToken) -> Router {
         Arc::new(LocalSessionManager::default()),
         config,
     );
-    // Outermost first: Host/Origin and authentication, then JSON-RPC well-formedness, then the fast route for plain
-    // tool calls, then the protocol.
+    // Outermost first: request metrics, Host/Origin and authentication, the per-key rate limit, JSON-RPC
+    // well-formedness, the fast route for plain tool calls, then the protocol. Built innermost first below.
     let protocol =
         tower::util::MapResponseLayer::new(|r: axum::http::Response<_>| r.map(axum::body::Body::new)).layer(protocol);
     // A plain tools/call is answered next to rmcp rather than through it (see fast_path.rs).
     let protocol = FastToolCallLayer::new(Arc::clone(&ctx), sessions).layer(protocol);
-    let service = GatewayAuthLayer::new(ctx).layer(JsonRpcGuardLayer::new(MAX_REQUEST_BODY_BYTES).layer(protocol));
+    let service = JsonRpcGuardLayer::new(MAX_REQUEST_BODY_BYTES).layer(protocol);
+    let service = RateLimitLayer::new(Arc::clone(&ctx)).layer(service);
+    let service = GatewayAuthLayer::new(Arc::clone(&ctx)).layer(service);
+    let service = RequestMetricsLayer::new(Arc::clone(ctx.store.metrics())).layer(service);
     Router::new().route_service("/mcp", service.clone()).route_service("/mcp/", service).fallback(|| async {
         let data = json!({"status": "error", "error_code": "NOT_FOUND", "message": "the MCP endpoint is /mcp/"});
         jsonrpc_error(StatusCode::NOT_FOUND, -32601, "Not found", data)

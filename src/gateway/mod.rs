@@ -1,18 +1,22 @@
 //! The MCP gateway: what clients reach on port 8000 (`/mcp/`) or over stdio.
 //!
 //! The request path for streamable HTTP, outermost first (the order is written down once, here):
-//! 1. [`crate::middleware::auth::GatewayAuthLayer`]: `Host` and `Origin` checks (DNS-rebinding protection comes before
+//! 1. [`crate::middleware::request_metrics::RequestMetricsLayer`]: counts and times every request, refusals included.
+//! 2. [`crate::middleware::auth::GatewayAuthLayer`]: `Host` and `Origin` checks (DNS-rebinding protection comes before
 //!    anything else), then the bearer key is resolved against the current snapshot into an [`Identity`] (401 with
 //!    `AUTH_FAILED` when it does not resolve), then the `Mcp-Session-Id` is checked to belong to that key (404 when it
 //!    is unknown or foreign). The identity is put into the request's extensions.
-//! 2. [`crate::middleware::jsonrpc::JsonRpcGuardLayer`]: a POST body must be one well-formed JSON-RPC message
+//! 3. [`crate::middleware::rate_limit::RateLimitLayer`]: the key's rate limit (429 `RATE_LIMITED` over it).
+//! 4. [`crate::middleware::jsonrpc::JsonRpcGuardLayer`]: a POST body must be one well-formed JSON-RPC message
 //!    (parse error / invalid request answered here as JSON-RPC errors, 413 over 4 MiB).
-//! 3. rmcp's `StreamableHttpService`: the MCP protocol (every revision from 2024-11-05 through the stateless
+//! 5. [`fast_path::FastToolCallLayer`]: a plain `tools/call` is answered here with the same tool code (step 7).
+//! 6. rmcp's `StreamableHttpService`: the MCP protocol (every revision from 2024-11-05 through the stateless
 //!    2026-07-28), JSON or SSE answers, sessions.
-//! 4. [`handler::GatewayHandler`]: `tools/list` answers the seven `gw_*` tools; `tools/call` runs one in [`tools`].
-//! 5. For each upstream call: timeout (kind `tool_execution`) around the [`crate::upstream::UpstreamPool`].
+//! 7. [`handler::GatewayHandler`]: `tools/list` answers the seven `gw_*` tools; `tools/call` runs one in [`tools`]
+//!    (counted, timed and logged there).
+//! 8. For each upstream call: timeout (kind `tool_execution`) around the [`crate::upstream::UpstreamPool`].
 //!
-//! The stdio front ([`stdio`]) enters at step 4 with credentials from the environment.
+//! The stdio front ([`stdio`]) enters at step 7 with credentials from the environment (and the key's rate limit).
 
 pub mod fast_path;
 pub mod handler;
@@ -32,6 +36,7 @@ use serde_json::Value;
 use crate::cache::TtlCache;
 use crate::config::model::ServerEntry;
 use crate::config::{ConfigStore, Snapshot};
+use crate::telemetry::metrics::{Metrics, catch_up};
 use crate::upstream::{PoolKey, PoolSettings, ServerSpec, UpstreamPool};
 use identity::GatewayConfigCache;
 pub use identity::{AuthFailure, Credentials, Identity};
@@ -64,6 +69,8 @@ pub struct GatewayContext {
     pub oauth: crate::upstream::oauth::TokenManager,
     /// Tool calls being answered now; the drain waits for them.
     pub in_flight: InFlight,
+    /// Per-key rate limits (`rate_limits`).
+    pub rate_limits: crate::middleware::rate_limit::RateLimits,
 }
 
 /// Counts work in progress so a drain can wait for it to finish.
@@ -147,17 +154,46 @@ impl GatewayContext {
             guardrails: Default::default(),
             oauth: crate::upstream::oauth::TokenManager::new(snapshot.settings.timeouts.auth),
             in_flight: InFlight::default(),
+            rate_limits: Default::default(),
             store,
         });
         ctx.pool.set_max_calls_per_process(snapshot.settings.max_calls_per_process as usize);
         ctx.follow_config();
+        let weak = Arc::downgrade(&ctx);
+        ctx.store.metrics().on_scrape(move |metrics| {
+            if let Some(ctx) = weak.upgrade() {
+                ctx.report(metrics);
+            }
+        });
         ctx
+    }
+
+    /// Copies the pool's and the caches' own counts into the Prometheus metrics (before a scrape).
+    fn report(&self, metrics: &Metrics) {
+        let pool = self.pool.stats();
+        metrics.upstream_processes.set(i64::try_from(pool.processes).unwrap_or(i64::MAX));
+        catch_up(&metrics.upstream_restarts, pool.restarts);
+        catch_up(&metrics.upstream_starts, pool.started);
+        for (cache, stats) in [("tools", self.tool_cache.stats()), ("gateway_config", self.config_cache.stats())] {
+            catch_up(&metrics.cache_hits.with_label_values(&[cache]), stats.hits);
+            catch_up(&metrics.cache_misses.with_label_values(&[cache]), stats.misses);
+        }
     }
 
     /// Applies every new snapshot: settings, caches, and retiring upstream processes whose server changed.
     fn follow_config(self: &Arc<Self>) {
         let mut changes = self.store.subscribe();
         let weak = Arc::downgrade(self);
+        let housekeeping = weak.clone();
+        tokio::spawn(async move {
+            let mut every = tokio::time::interval(std::time::Duration::from_secs(60));
+            every.tick().await;
+            loop {
+                every.tick().await;
+                let Some(ctx) = housekeeping.upgrade() else { break };
+                ctx.rate_limits.shrink();
+            }
+        });
         tokio::spawn(async move {
             while changes.changed().await.is_ok() {
                 let snapshot = changes.borrow_and_update().clone();

@@ -2,3 +2,5 @@
 
 pub mod auth;
 pub mod jsonrpc;
+pub mod rate_limit;
+pub mod request_metrics;

@@ -1,11 +1,59 @@
 //! Prometheus metrics. One [`Metrics`] per process, shared by everything that counts; labels are of bounded
 //! cardinality (never keys, user ids or free text).
 
-use prometheus::{Encoder, IntCounterVec, Opts, Registry, TextEncoder};
+use std::sync::Mutex;
+
+use prometheus::{
+    Encoder, HistogramOpts, HistogramVec, IntCounter, IntCounterVec, IntGauge, Opts, Registry, TextEncoder,
+};
+
+/// Latency buckets (seconds): sub-millisecond gateway work up to the longest default timeout.
+const LATENCY_BUCKETS: &[f64] =
+    &[0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0];
+
+/// The seven gateway tools: the only values of the `tool` label.
+pub const GW_TOOLS: [&str; 7] = [
+    "gw_list_all_servers",
+    "gw_get_server_info",
+    "gw_discover_all_tools",
+    "gw_secure_call_tools",
+    "gw_get_cache_status",
+    "gw_clear_cache",
+    "gw_get_timeout_metrics",
+];
+
+/// Called before every scrape to bring values kept elsewhere (pool and cache statistics) up to date.
+type ScrapeHook = Box<dyn Fn(&Metrics) + Send + Sync>;
 
 /// The process's metrics and the registry that exposes them.
 pub struct Metrics {
     registry: Registry,
+    hooks: Mutex<Vec<ScrapeHook>>,
+    /// `mcpgw_requests_total{transport, method, status}`: gateway requests (HTTP: method and status code; stdio:
+    /// the JSON-RPC method class and `ok`/`error`).
+    pub requests: IntCounterVec,
+    /// `mcpgw_request_duration_seconds{transport}`: until the answer's head is ready (SSE streams end later).
+    pub request_duration: HistogramVec,
+    /// `mcpgw_tool_calls_total{tool, outcome}`: gateway tool calls by their answer (`success` or the error code).
+    pub tool_calls: IntCounterVec,
+    /// `mcpgw_tool_call_duration_seconds{tool}`.
+    pub tool_call_duration: HistogramVec,
+    /// `mcpgw_upstream_calls_total{outcome}`: the calls inside `gw_secure_call_tools`, one per upstream tool call.
+    pub upstream_calls: IntCounterVec,
+    /// `mcpgw_cache_hits_total{cache="tools"|"gateway_config"}`.
+    pub cache_hits: IntCounterVec,
+    /// `mcpgw_cache_misses_total{cache}`.
+    pub cache_misses: IntCounterVec,
+    /// `mcpgw_cache_errors_total{cache="external"}`: failed or timed-out operations on the shared cache.
+    pub cache_errors: IntCounterVec,
+    /// `mcpgw_upstream_processes`: upstream processes running now.
+    pub upstream_processes: IntGauge,
+    /// `mcpgw_upstream_restarts_total`: upstream processes that ended abnormally (crash, hang, garbage).
+    pub upstream_restarts: IntCounter,
+    /// `mcpgw_upstream_starts_total`: upstream processes started.
+    pub upstream_starts: IntCounter,
+    /// `mcpgw_rate_limited_total`: requests refused with 429.
+    pub rate_limited: IntCounter,
     /// `mcpgw_config_reloads_total{result="ok"|"error"}`.
     pub config_reloads: IntCounterVec,
     /// `mcpgw_admin_requests_total{status}`: admin API answers by status class.
@@ -25,21 +73,48 @@ impl Metrics {
     /// Creates and registers every metric.
     pub fn new() -> Metrics {
         let registry = Registry::new();
+        let r = &registry;
+        let requests = counter_vec(r, "mcpgw_requests_total", "Gateway requests", &["transport", "method", "status"]);
+        let request_duration = histogram_vec(
+            r,
+            "mcpgw_request_duration_seconds",
+            "Gateway request latency until the answer starts",
+            &["transport"],
+        );
+        let tool_calls =
+            counter_vec(r, "mcpgw_tool_calls_total", "Gateway tool calls by tool and outcome", &["tool", "outcome"]);
+        let tool_call_duration =
+            histogram_vec(r, "mcpgw_tool_call_duration_seconds", "Gateway tool call latency", &["tool"]);
+        let upstream_calls = counter_vec(
+            r,
+            "mcpgw_upstream_calls_total",
+            "Upstream tool calls made by gw_secure_call_tools, by outcome",
+            &["outcome"],
+        );
+        let cache_hits = counter_vec(r, "mcpgw_cache_hits_total", "Cache hits", &["cache"]);
+        let cache_misses = counter_vec(r, "mcpgw_cache_misses_total", "Cache misses", &["cache"]);
+        let cache_errors = counter_vec(r, "mcpgw_cache_errors_total", "Failed shared cache operations", &["cache"]);
+        let upstream_processes = register(r, IntGauge::new("mcpgw_upstream_processes", "Upstream processes running"));
+        let upstream_restarts =
+            register(r, IntCounter::new("mcpgw_upstream_restarts_total", "Upstream processes that ended abnormally"));
+        let upstream_starts = register(r, IntCounter::new("mcpgw_upstream_starts_total", "Upstream processes started"));
+        let rate_limited =
+            register(r, IntCounter::new("mcpgw_rate_limited_total", "Requests refused by the per-key rate limit"));
         let config_reloads = counter_vec(
-            &registry,
+            r,
             "mcpgw_config_reloads_total",
             "Config file reloads by result (error: the file failed validation and was not used)",
             &["result"],
         );
         let admin_requests =
-            counter_vec(&registry, "mcpgw_admin_requests_total", "Admin API requests by status class", &["status"]);
+            counter_vec(r, "mcpgw_admin_requests_total", "Admin API requests by status class", &["status"]);
         let guardrail_blocks = counter_vec(
-            &registry,
+            r,
             "mcpgw_guardrail_blocks_total",
             "Tool calls blocked by guardrails, by stage and detector",
             &["stage", "detector"],
         );
-        // Both label values exist from the start, so a scrape shows zero rather than nothing.
+        // Label values known in advance exist from the start, so a scrape shows zero rather than nothing.
         for result in ["ok", "error"] {
             config_reloads.with_label_values(&[result]);
         }
@@ -48,22 +123,78 @@ impl Metrics {
                 guardrail_blocks.with_label_values(&[stage, detector]);
             }
         }
-        Metrics { registry, config_reloads, admin_requests, guardrail_blocks }
+        for cache in ["tools", "gateway_config"] {
+            cache_hits.with_label_values(&[cache]);
+            cache_misses.with_label_values(&[cache]);
+        }
+        cache_errors.with_label_values(&["external"]);
+        for tool in GW_TOOLS {
+            tool_calls.with_label_values(&[tool, "success"]);
+            tool_call_duration.with_label_values(&[tool]);
+        }
+        for transport in ["http", "stdio"] {
+            request_duration.with_label_values(&[transport]);
+        }
+        upstream_calls.with_label_values(&["success"]);
+        Metrics {
+            registry,
+            hooks: Mutex::default(),
+            requests,
+            request_duration,
+            tool_calls,
+            tool_call_duration,
+            upstream_calls,
+            cache_hits,
+            cache_misses,
+            cache_errors,
+            upstream_processes,
+            upstream_restarts,
+            upstream_starts,
+            rate_limited,
+            config_reloads,
+            admin_requests,
+            guardrail_blocks,
+        }
+    }
+
+    /// Runs `hook` before every scrape (to copy in values that are counted elsewhere).
+    pub fn on_scrape(&self, hook: impl Fn(&Metrics) + Send + Sync + 'static) {
+        self.hooks.lock().unwrap_or_else(std::sync::PoisonError::into_inner).push(Box::new(hook));
     }
 
     /// The metrics in Prometheus text format.
     pub fn render(&self) -> String {
+        for hook in self.hooks.lock().unwrap_or_else(std::sync::PoisonError::into_inner).iter() {
+            hook(self);
+        }
         let mut buf = Vec::new();
         let _ = TextEncoder::new().encode(&self.registry.gather(), &mut buf);
         String::from_utf8(buf).unwrap_or_default()
     }
 }
 
+/// Raises `counter` to `total` (a count kept elsewhere that only grows).
+pub fn catch_up(counter: &prometheus::core::GenericCounter<prometheus::core::AtomicU64>, total: u64) {
+    let now = counter.get();
+    if total > now {
+        counter.inc_by(total - now);
+    }
+}
+
+fn register<M: prometheus::core::Collector + Clone + 'static>(registry: &Registry, metric: prometheus::Result<M>) -> M {
+    // Names are constants of this file; a failure here is a programming error caught by the unit test.
+    let metric = metric.unwrap_or_else(|e| panic!("metric: {e}"));
+    let _ = registry.register(Box::new(metric.clone()));
+    metric
+}
+
+fn histogram_vec(registry: &Registry, name: &str, help: &str, labels: &[&str]) -> HistogramVec {
+    let opts = HistogramOpts::new(name, help).buckets(LATENCY_BUCKETS.to_vec());
+    register(registry, HistogramVec::new(opts, labels))
+}
+
 fn counter_vec(registry: &Registry, name: &str, help: &str, labels: &[&str]) -> IntCounterVec {
-    // Names and labels are constants of this file; a failure here is a programming error caught by the unit test.
-    let counter = IntCounterVec::new(Opts::new(name, help), labels).unwrap_or_else(|e| panic!("metric {name}: {e}"));
-    let _ = registry.register(Box::new(counter.clone()));
-    counter
+    register(registry, IntCounterVec::new(Opts::new(name, help), labels))
 }
 
 #[cfg(test)]
@@ -73,9 +204,32 @@ mod tests {
     #[test]
     fn metrics_render_with_zeroes() {
         let m = Metrics::new();
+        m.requests.with_label_values(&["http", "POST", "200"]).inc();
         let text = m.render();
         assert!(text.contains("mcpgw_config_reloads_total{result=\"error\"} 0"), "{text}");
         m.config_reloads.with_label_values(&["ok"]).inc();
         assert!(m.render().contains("mcpgw_config_reloads_total{result=\"ok\"} 1"));
+        for name in [
+            "mcpgw_requests_total",
+            "mcpgw_request_duration_seconds",
+            "mcpgw_tool_calls_total",
+            "mcpgw_tool_call_duration_seconds",
+            "mcpgw_cache_hits_total",
+            "mcpgw_cache_misses_total",
+            "mcpgw_guardrail_blocks_total",
+            "mcpgw_upstream_processes",
+            "mcpgw_upstream_restarts_total",
+            "mcpgw_rate_limited_total",
+        ] {
+            assert!(text.contains(&format!("# TYPE {name} ")), "{name} missing:\n{text}");
+        }
+    }
+
+    #[test]
+    fn scrape_hooks_catch_counters_up() {
+        let m = Metrics::new();
+        m.on_scrape(|m| catch_up(&m.upstream_restarts, 3));
+        assert!(m.render().contains("mcpgw_upstream_restarts_total 3"));
+        assert!(m.render().contains("mcpgw_upstream_restarts_total 3"), "a second scrape adds nothing");
     }
 }

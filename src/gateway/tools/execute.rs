@@ -42,6 +42,8 @@ pub async fn secure_call(ctx: &GatewayContext, identity: &Identity, input: Secur
     let mut spec: Option<ServerSpec> = None;
     let mut results = Vec::with_capacity(input.tool_calls.len());
     for call in input.tool_calls {
+        let call_started = Instant::now();
+        let tool_name = call.name.clone();
         let outcome = match &known {
             Err(f) => Err(f.clone()),
             Ok(found) => {
@@ -52,7 +54,15 @@ pub async fn secure_call(ctx: &GatewayContext, identity: &Identity, input: Secur
                         None => match upstream_spec(ctx, identity, entry).await {
                             Ok(made) => spec.insert(made),
                             Err(f) => {
-                                results.push(f.to_value());
+                                let result = f.to_value();
+                                record_upstream_call(
+                                    ctx,
+                                    &entry.server_name,
+                                    &tool_name,
+                                    call_started.elapsed(),
+                                    &result,
+                                );
+                                results.push(result);
                                 continue;
                             }
                         },
@@ -76,7 +86,9 @@ pub async fn secure_call(ctx: &GatewayContext, identity: &Identity, input: Secur
                 }
             }
         };
-        results.push(outcome.unwrap_or_else(|f| f.to_value()));
+        let result = outcome.unwrap_or_else(|f| f.to_value());
+        record_upstream_call(ctx, &entry.server_name, &tool_name, call_started.elapsed(), &result);
+        results.push(result);
     }
     json!({
         "status": "success",
@@ -87,6 +99,22 @@ pub async fn secure_call(ctx: &GatewayContext, identity: &Identity, input: Secur
             "guardrails_applied": guardrails_applied,
         },
     })
+}
+
+/// Metrics and the log record of one call of a batch.
+fn record_upstream_call(ctx: &GatewayContext, server_name: &str, tool_name: &str, took: Duration, result: &Value) {
+    let outcome = super::outcome(result);
+    ctx.store.metrics().upstream_calls.with_label_values(&[outcome]).inc();
+    let success = outcome == "success";
+    let error_type = (!success).then_some(outcome);
+    tracing::info!(
+        server_name,
+        tool_name,
+        duration_ms = took.as_millis() as u64,
+        success,
+        error_type,
+        "upstream tool call"
+    );
 }
 
 /// One call through its guardrails: a blocked result, a failure, or the upstream's (restored) response.

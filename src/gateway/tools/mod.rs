@@ -195,7 +195,29 @@ impl ToolInvocation {
     }
 
     /// Runs the call for `identity`: the answer object.
+    /// The tool's name (one of [`crate::telemetry::metrics::GW_TOOLS`]).
+    pub fn name(&self) -> &'static str {
+        match self {
+            ToolInvocation::ListServers(_) => "gw_list_all_servers",
+            ToolInvocation::ServerInfo(_) => "gw_get_server_info",
+            ToolInvocation::Discover(_) => "gw_discover_all_tools",
+            ToolInvocation::SecureCall(_) => "gw_secure_call_tools",
+            ToolInvocation::CacheStatus => "gw_get_cache_status",
+            ToolInvocation::ClearCache(_) => "gw_clear_cache",
+            ToolInvocation::TimeoutMetrics => "gw_get_timeout_metrics",
+        }
+    }
+
+    /// Runs the tool; counts it, times it and logs it (spec 2.7 fields) whatever the outcome.
     pub async fn run(self, ctx: &GatewayContext, identity: &Identity) -> Value {
+        let tool = self.name();
+        let started = std::time::Instant::now();
+        let answer = self.dispatch(ctx, identity).await;
+        record(ctx, identity, tool, started.elapsed(), &answer);
+        answer
+    }
+
+    async fn dispatch(self, ctx: &GatewayContext, identity: &Identity) -> Value {
         match self {
             ToolInvocation::ListServers(input) => discovery::list_servers(ctx, identity, input).await,
             ToolInvocation::ServerInfo(input) => discovery::server_info(ctx, identity, input).await,
@@ -213,7 +235,45 @@ impl ToolInvocation {
     }
 }
 
-/// Runs the tool `name` for `identity`; the answer object or a protocol-level refusal.
+/// The outcome label of an answer: `success`, or its error code (codes are constants of this crate; anything else
+/// would be a bug, and is counted as `other` so the label stays bounded).
+pub(crate) fn outcome(answer: &Value) -> &str {
+    if answer.get("status").and_then(Value::as_str) == Some("success") {
+        return "success";
+    }
+    match answer.get("error_code").and_then(Value::as_str) {
+        Some(code) if code.len() <= 40 && code.bytes().all(|b| b.is_ascii_uppercase() || b == b'_') => code,
+        _ => "other",
+    }
+}
+
+/// Metrics and the log record of one gateway tool call.
+fn record(ctx: &GatewayContext, identity: &Identity, tool: &'static str, took: std::time::Duration, answer: &Value) {
+    let metrics = ctx.store.metrics();
+    let outcome = outcome(answer);
+    metrics.tool_calls.with_label_values(&[tool, outcome]).inc();
+    metrics.tool_call_duration.with_label_values(&[tool]).observe(took.as_secs_f64());
+    let success = outcome == "success";
+    let error = answer.get("message").and_then(Value::as_str).filter(|_| !success);
+    let server_name = answer.pointer("/metadata/server_name").and_then(Value::as_str);
+    let error_type = (!success).then_some(outcome);
+    tracing::info!(
+        custom_id = %crate::ids::correlation_id(),
+        tool_name = tool,
+        server_name,
+        project_id = %identity.project_id,
+        project_name = %identity.project_name,
+        user_id = %identity.user_id,
+        email = %crate::secrets::mask_email(&identity.email),
+        mcp_config_id = identity.mcp_config_id.as_deref(),
+        duration_ms = took.as_millis() as u64,
+        success,
+        error,
+        error_type,
+        "tool call"
+    );
+}
+
 pub async fn call(
     ctx: &GatewayContext,
     identity: &Identity,

@@ -1,0 +1,79 @@
+//! Request counts and latencies of the gateway's HTTP front, outermost in the chain so that refusals (403, 401, 429,
+//! 400) are counted too: `mcpgw_requests_total{transport="http", method, status}` and
+//! `mcpgw_request_duration_seconds{transport="http"}`, measured until the answer's head is ready (an SSE stream may
+//! go on after that). Labels are bounded: the HTTP method (GET, POST, DELETE, or OTHER) and the status code.
+
+use std::convert::Infallible;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+use std::time::Instant;
+
+use axum::body::Body;
+use axum::http::{Method, Request, Response};
+use futures_util::future::BoxFuture;
+use tower::{Layer, Service};
+
+use crate::telemetry::metrics::Metrics;
+
+/// Adds [`RequestMetrics`] in front of a service.
+#[derive(Clone)]
+pub struct RequestMetricsLayer {
+    metrics: Arc<Metrics>,
+}
+
+impl RequestMetricsLayer {
+    pub fn new(metrics: Arc<Metrics>) -> RequestMetricsLayer {
+        RequestMetricsLayer { metrics }
+    }
+}
+
+impl<S> Layer<S> for RequestMetricsLayer {
+    type Service = RequestMetrics<S>;
+    fn layer(&self, inner: S) -> RequestMetrics<S> {
+        RequestMetrics { inner, metrics: Arc::clone(&self.metrics) }
+    }
+}
+
+/// See the module documentation.
+#[derive(Clone)]
+pub struct RequestMetrics<S> {
+    inner: S,
+    metrics: Arc<Metrics>,
+}
+
+fn method_label(method: &Method) -> &'static str {
+    match *method {
+        Method::GET => "GET",
+        Method::POST => "POST",
+        Method::DELETE => "DELETE",
+        _ => "OTHER",
+    }
+}
+
+impl<S> Service<Request<Body>> for RequestMetrics<S>
+where
+    S: Service<Request<Body>, Response = Response<Body>, Error = Infallible> + Send + 'static,
+    S::Future: Send + 'static,
+{
+    type Response = Response<Body>;
+    type Error = Infallible;
+    type Future = BoxFuture<'static, Result<Response<Body>, Infallible>>;
+
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Infallible>> {
+        self.inner.poll_ready(cx)
+    }
+
+    fn call(&mut self, req: Request<Body>) -> Self::Future {
+        let started = Instant::now();
+        let method = method_label(req.method());
+        let metrics = Arc::clone(&self.metrics);
+        let answer = self.inner.call(req);
+        Box::pin(async move {
+            let response = answer.await?;
+            let status = response.status();
+            metrics.requests.with_label_values(&["http", method, status.as_str()]).inc();
+            metrics.request_duration.with_label_values(&["http"]).observe(started.elapsed().as_secs_f64());
+            Ok(response)
+        })
+    }
+}
