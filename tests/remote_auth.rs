@@ -17,7 +17,11 @@ const SERVICE_KEY: &str = "auth-service-key-0123456789";
 const PATH: &str = "/mcp-gateway/get-gateway";
 
 fn gateway(base_url: &str) -> TestGateway {
-    let mut config = config_with(vec![mock_server("mock")], json!({}));
+    gateway_with(base_url, json!({}))
+}
+
+fn gateway_with(base_url: &str, common: Value) -> TestGateway {
+    let mut config = config_with(vec![mock_server("mock")], common);
     config["plugins"]["auth"] = json!({"provider": "gw", "config": {"base_url": base_url, "api_key": SERVICE_KEY}});
     TestGateway::start(&config)
 }
@@ -75,4 +79,19 @@ fn a_refusal_or_an_unreachable_service_is_auth_failed() {
     let gw = gateway(&url);
     let details = assert_auth_failed(&tools_list(&gw));
     assert!(details.contains("unavailable"), "{details}");
+}
+
+#[test]
+fn a_key_revoked_at_the_service_stops_working_when_its_cached_answer_expires() {
+    let accepted = json!({"authenticated": true, "project_id": "remote-project", "user_id": "remote-user",
+                          "gateway_config": {"mcp_config": [mock_server("remote_mock")]}});
+    let service = HttpMock::start(vec![(PATH, 200, accepted)]);
+    // 0.0005 hours: the answer is cached for 1.8 s.
+    let gw = gateway_with(&service.base_url, json!({"gw_gateway_cache_expiration": 0.0005}));
+    assert_eq!(tools_list(&gw).status, 200);
+    service.set(PATH, 200, json!({"authenticated": false, "detail": "key revoked"}));
+    let revoked = common::wait_until(std::time::Duration::from_secs(10), || tools_list(&gw).status == 401);
+    assert!(revoked, "the revoked key still works");
+    let details = assert_auth_failed(&tools_list(&gw));
+    assert!(details.contains("key revoked"), "{details}");
 }

@@ -1,17 +1,21 @@
 //! Upstream OAuth 2.0 client credentials from outside (spec 5.3): the gateway obtains a token from the issuer (a local
 //! HTTP mock), hands it to the upstream process in its environment, caches it across calls, keeps the client secret
-//! and the token out of its logs, and turns an issuer that refuses into an `UPSTREAM_ERROR` for that call.
+//! and the token out of its logs, and turns an issuer that refuses into an `UPSTREAM_ERROR` for that call; with mutual
+//! TLS (RFC 8705) it presents its client certificate to a TLS token endpoint that requires one.
 
 mod common;
 #[path = "common/http_mock.rs"]
 mod http_mock;
 #[path = "common/mcp.rs"]
 mod mcp;
+#[path = "common/tls_issuer.rs"]
+mod tls_issuer;
 
 use common::API_KEY;
 use http_mock::HttpMock;
 use mcp::*;
 use serde_json::{Value, json};
+use tls_issuer::TlsIssuer;
 
 const SECRET: &str = "client-secret-0123456789";
 const TOKEN: &str = "access-token-abcdefghijklmnop";
@@ -90,4 +94,42 @@ fn an_invalid_oauth_config_is_refused_at_load() {
     assert!(text.contains("oauth_config") && text.contains("OAUTH_CLIENT_ID"), "{text}");
     assert!(text.contains("OAUTH_TOKEN_URL"), "{text}");
     assert!(!text.contains(SECRET), "{text}");
+}
+
+#[test]
+fn mutual_tls_presents_the_client_certificate_to_the_token_endpoint() {
+    let issuer = TlsIssuer::start(TOKEN);
+    let path = |name: &str| issuer.path(name).display().to_string();
+    let mut server = mock_server("mock");
+    // A public client (RFC 8705 2.2): the certificate is its only credential, no client secret.
+    server["oauth_config"] = json!({
+        "enabled": true, "OAUTH_GRANT_TYPE": "client_credentials", "OAUTH_CLIENT_ID": "gw-client",
+        "OAUTH_TOKEN_URL": issuer.token_url, "OAUTH_USE_MTLS": true,
+        "OAUTH_CLIENT_CERT_PATH": path("client.pem"), "OAUTH_CLIENT_KEY_PATH": path("client-key.pem"),
+        "OAUTH_CA_BUNDLE_PATH": path("ca.pem")
+    });
+    let mut without_certificate = mock_server("plain");
+    without_certificate["oauth_config"] = json!({
+        "enabled": true, "OAUTH_CLIENT_ID": "gw-client", "OAUTH_CLIENT_SECRET": SECRET,
+        "OAUTH_TOKEN_URL": issuer.token_url, "OAUTH_CA_BUNDLE_PATH": path("ca.pem")
+    });
+    let gw = TestGateway::start(&config_with(vec![server, without_certificate], json!({})));
+    let results = env_calls(&gw, &["OAUTH_ACCESS_TOKEN"]);
+    assert_eq!(success_text(&results[0], "env"), TOKEN, "the upstream sees the token issued over mutual TLS");
+    let seen = issuer.seen();
+    assert_eq!(seen.len(), 1, "{seen:?}");
+    assert!(seen[0].client_certificate);
+    assert!(seen[0].form.contains("client_id=gw-client") && !seen[0].form.contains("client_secret"), "{:?}", seen[0]);
+
+    // The same issuer refuses a client without certificate: the call is an UPSTREAM_ERROR, no token was issued.
+    let answer = runtime().block_on(async {
+        let client = connect(&gw.mcp, API_KEY).await;
+        let answer = call(&client, "gw_secure_call_tools", calls("plain", &[("env", json!({"name": "X"}))])).await;
+        client.cancel().await.unwrap();
+        answer
+    });
+    let message = assert_error(&answer["results"][0], "UPSTREAM_ERROR");
+    assert!(!message.contains(SECRET), "{message}");
+    assert_eq!(issuer.seen().len(), 1, "no token for a client without certificate");
+    assert!(*issuer.failed_handshakes.lock().unwrap() >= 1);
 }

@@ -25,26 +25,36 @@ pub struct Seen {
 pub struct HttpMock {
     pub base_url: String,
     seen: Arc<Mutex<Vec<Seen>>>,
+    routes: Arc<Mutex<Routes>>,
 }
+
+type Routes = HashMap<String, (u16, Value)>;
 
 impl HttpMock {
     /// Serves `routes`: path -> (status, JSON body). Unknown paths get 404.
     pub fn start(routes: Vec<(&str, u16, Value)>) -> HttpMock {
-        let routes: HashMap<String, (u16, Value)> =
+        let routes: Routes =
             routes.into_iter().map(|(path, status, body)| (path.to_string(), (status, body))).collect();
         let listener = TcpListener::bind("127.0.0.1:0").unwrap();
         let base_url = format!("http://{}", listener.local_addr().unwrap());
         let seen = Arc::new(Mutex::new(Vec::new()));
         let log = Arc::clone(&seen);
-        let routes = Arc::new(routes);
+        let routes = Arc::new(Mutex::new(routes));
+        let served = Arc::clone(&routes);
         std::thread::spawn(move || {
             for stream in listener.incoming() {
                 let Ok(stream) = stream else { continue };
-                let (routes, log) = (Arc::clone(&routes), Arc::clone(&log));
+                let (routes, log) = (Arc::clone(&served), Arc::clone(&log));
                 std::thread::spawn(move || serve_one(stream, &routes, &log));
             }
         });
-        HttpMock { base_url, seen }
+        HttpMock { base_url, seen, routes }
+    }
+
+    /// Changes what `path` answers from now on.
+    #[allow(dead_code)]
+    pub fn set(&self, path: &str, status: u16, body: Value) {
+        self.routes.lock().unwrap().insert(path.to_string(), (status, body));
     }
 
     /// The requests seen so far.
@@ -53,7 +63,7 @@ impl HttpMock {
     }
 }
 
-fn serve_one(mut stream: std::net::TcpStream, routes: &HashMap<String, (u16, Value)>, log: &Mutex<Vec<Seen>>) {
+fn serve_one(mut stream: std::net::TcpStream, routes: &Mutex<Routes>, log: &Mutex<Vec<Seen>>) {
     let Ok(clone) = stream.try_clone() else { return };
     let mut reader = BufReader::new(clone);
     let mut request_line = String::new();
@@ -77,7 +87,7 @@ fn serve_one(mut stream: std::net::TcpStream, routes: &HashMap<String, (u16, Val
     let raw = String::from_utf8_lossy(&body).into_owned();
     let body = serde_json::from_slice(&body).unwrap_or(Value::Null);
     log.lock().unwrap().push(Seen { path: path.clone(), headers, body, raw });
-    let (status, answer) = routes.get(&path).cloned().unwrap_or((404, Value::Null));
+    let (status, answer) = routes.lock().unwrap().get(&path).cloned().unwrap_or((404, Value::Null));
     if status == 0 {
         std::thread::sleep(std::time::Duration::from_secs(60));
         return;
