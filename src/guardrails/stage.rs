@@ -1,9 +1,10 @@
-//! The guardrail stage of one upstream tool call, in the spec's order (4.1, contract 5):
+//! The guardrail checks of one upstream tool call, in the spec's order (4.1, contract 5); the tower layer that runs
+//! them around the upstream call is `middleware/guardrails.rs`:
 //!
 //! 1. [`CallGuard::check_input`]: PII redaction of the arguments (built in, or the `gw` provider's PII endpoint),
 //!    then the input policy check of the arguments' JSON (the provider, plus the policy's own `blocked_keywords`).
 //!    The check sees the redacted text, so personal data never leaves the gateway for a check either.
-//! 2. the upstream call (the caller's business);
+//! 2. the upstream call (the layer's inner service);
 //! 3. [`CallGuard::check_output`]: the output policy check of the upstream's text, then relevancy, adherence and
 //!    hallucination (`gw` only), then restoring the redacted data in the upstream's text and structured output.
 //!
@@ -110,11 +111,6 @@ impl<'a> CallGuard<'a> {
             remote_pii_key: None,
             redacted: false,
         }
-    }
-
-    /// Whether any guardrail applies to this call (`metadata.guardrails_applied`).
-    pub fn applies(&self) -> bool {
-        self.input.is_some() || self.output.is_some()
     }
 
     /// A provider call under `guardrail_timeout`.

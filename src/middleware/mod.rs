@@ -1,6 +1,8 @@
-//! Tower middleware of the gateway's HTTP front (each a `Foo<S>` service plus a `FooLayer`).
+//! Tower middleware (each a `Foo<S>` service plus a `FooLayer`): the gateway's HTTP front (request metrics, auth,
+//! rate limit, JSON-RPC guard) and the per-call stack of an upstream tool call (guardrails).
 
 pub mod auth;
+pub mod guardrails;
 pub mod jsonrpc;
 pub mod rate_limit;
 pub mod request_metrics;

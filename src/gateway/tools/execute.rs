@@ -3,7 +3,11 @@
 //! `tool_execution_timeout` in a pooled process, wrapped in the server's guardrails (`guardrails/stage.rs`): input
 //! check and redaction before, output check, quality checks and restoring after.
 
+use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
+
+use futures_util::future::BoxFuture;
+use tower::{Layer, Service};
 
 use serde_json::{Map, Value, json};
 
@@ -12,7 +16,8 @@ use super::{Failure, SecureCallInput, ToolCall};
 use crate::gateway::timeouts::TimeoutKind;
 use crate::gateway::{GatewayContext, Identity};
 use crate::guardrails::provider::Provider;
-use crate::guardrails::stage::{CallGuard, GuardSettings};
+use crate::guardrails::stage::GuardSettings;
+use crate::middleware::guardrails::{CallOutcome, GuardrailLayer, Guardrails, UpstreamCall};
 use crate::upstream::{PoolKey, ServerSpec, UpstreamError};
 
 /// The pool enforces a timeout itself (and kills the process); the outer timer is a backstop just behind it.
@@ -32,10 +37,19 @@ pub async fn secure_call(ctx: &GatewayContext, identity: &Identity, input: Secur
     };
     let provider = ctx.guardrails.get(&identity.snapshot, Provider::from_snapshot);
     let settings = &identity.snapshot.settings;
-    let guard_settings = GuardSettings {
-        timeout: settings.timeouts.guardrail,
-        relevancy_threshold: settings.relevancy_threshold,
-        adherence_threshold: settings.adherence_threshold,
+    // The per-call stack (its order is described in middleware/guardrails.rs): guardrails around the upstream call.
+    let guardrails = GuardrailLayer {
+        provider: &provider,
+        input: entry.input_guardrails_policy.as_ref(),
+        output: entry.output_guardrails_policy.as_ref(),
+        settings: GuardSettings {
+            timeout: settings.timeouts.guardrail,
+            relevancy_threshold: settings.relevancy_threshold,
+            adherence_threshold: settings.adherence_threshold,
+        },
+        timeouts: &ctx.timeouts,
+        blocks: &ctx.store.metrics().guardrail_blocks,
+        server_name: &entry.server_name,
     };
     let mut guardrails_applied = false;
     // Made on the first call that reaches the upstream (it may need an OAuth token).
@@ -67,17 +81,9 @@ pub async fn secure_call(ctx: &GatewayContext, identity: &Identity, input: Secur
                             }
                         },
                     };
-                    let guard = CallGuard::new(
-                        &provider,
-                        entry.input_guardrails_policy.as_ref(),
-                        entry.output_guardrails_policy.as_ref(),
-                        guard_settings,
-                        &ctx.timeouts,
-                        &ctx.store.metrics().guardrail_blocks,
-                        &entry.server_name,
-                    );
-                    guardrails_applied |= guard.applies();
-                    guarded_call(ctx, identity, &key, spec, call, guard).await
+                    guardrails_applied |= guardrails.applies();
+                    let upstream = UpstreamService { ctx, identity, key: &key, spec };
+                    guarded_call(guardrails.layer(upstream), call).await
                 } else {
                     Err(Failure::new(
                         "TOOL_NOT_FOUND",
@@ -117,29 +123,53 @@ fn record_upstream_call(ctx: &GatewayContext, server_name: &str, tool_name: &str
     );
 }
 
-/// One call through its guardrails: a blocked result, a failure, or the upstream's (restored) response.
-async fn guarded_call(
-    ctx: &GatewayContext,
-    identity: &Identity,
-    key: &PoolKey,
-    spec: &ServerSpec,
+/// One call through the per-call stack: a blocked result, a failure, or the upstream's (restored) response.
+///
+/// Boxed here, where the stack's lifetime is a named one, so that the callers' futures stay `Send` (rustc cannot prove
+/// the stack's `S: 'a` bound for the anonymous lifetimes of an enclosing `async fn`).
+fn guarded_call<'a>(
+    mut stack: Guardrails<'a, UpstreamService<'a>>,
     call: ToolCall,
-    mut guard: CallGuard<'_>,
-) -> Result<Value, Failure> {
-    let args = match call.args {
-        None | Some(Value::Null) => Map::new(),
-        Some(Value::Object(map)) => map,
-        Some(_) => return Err(Failure::new("INVALID_ARGUMENTS", "args must be an object")),
-    };
-    let args = match guard.check_input(args).await {
-        Ok(args) => args,
-        Err(blocked) => return Ok(blocked),
-    };
-    let response = run_call(ctx, identity, key, spec, &call.name, args.clone()).await?;
-    Ok(match guard.check_output(&call.name, &args, response).await {
-        Ok(response) => json!({"status": "success", "tool_name": call.name, "response": response}),
-        Err(blocked) => blocked,
+) -> BoxFuture<'a, Result<Value, Failure>> {
+    Box::pin(async move {
+        let args = match call.args {
+            None | Some(Value::Null) => Map::new(),
+            Some(Value::Object(map)) => map,
+            Some(_) => return Err(Failure::new("INVALID_ARGUMENTS", "args must be an object")),
+        };
+        std::future::poll_fn(|cx| stack.poll_ready(cx)).await?;
+        Ok(match stack.call(UpstreamCall { tool: call.name.clone(), args }).await? {
+            CallOutcome::Completed(response) => {
+                json!({"status": "success", "tool_name": call.name, "response": response})
+            }
+            CallOutcome::Blocked(result) => result,
+        })
     })
+}
+
+/// The innermost service of the per-call stack: the upstream call in a pooled process under `tool_execution_timeout`
+/// (the pool enforces the limit and kills a hung process; the timer here is a backstop just behind it).
+#[derive(Clone, Copy)]
+struct UpstreamService<'a> {
+    ctx: &'a GatewayContext,
+    identity: &'a Identity,
+    key: &'a PoolKey,
+    spec: &'a ServerSpec,
+}
+
+impl<'a> Service<UpstreamCall> for UpstreamService<'a> {
+    type Response = Value;
+    type Error = Failure;
+    type Future = BoxFuture<'a, Result<Value, Failure>>;
+
+    fn poll_ready(&mut self, _cx: &mut Context<'_>) -> Poll<Result<(), Failure>> {
+        Poll::Ready(Ok(()))
+    }
+
+    fn call(&mut self, call: UpstreamCall) -> Self::Future {
+        let this = *self;
+        Box::pin(async move { run_call(this.ctx, this.identity, this.key, this.spec, &call.tool, call.args).await })
+    }
 }
 
 /// The upstream call itself: its `CallToolResult` as JSON.

@@ -1,0 +1,117 @@
+//! The guardrail stage as a tower layer on the per-call stack (one upstream tool call of `gw_secure_call_tools`).
+//!
+//! The per-call stack, outermost first (the order is written down once, here; `gateway/tools/execute.rs` builds it):
+//! 1. [`Guardrails`]: input check and PII redaction of the arguments; a blocked call ends here with its blocked result
+//!    and never reaches the upstream. After the inner service answers: output check, relevancy and adherence, then
+//!    restoring the redacted data. Guardrails sit outside the timeout so that their own `guardrail_timeout` is not
+//!    charged to the upstream's `tool_execution_timeout`, and outside the upstream so that redaction happens before
+//!    anything leaves the gateway.
+//! 2. The upstream call under `tool_execution_timeout` in a pooled process (`execute.rs`'s `UpstreamService`).
+//!
+//! A service of this stack takes an [`UpstreamCall`] and answers a [`CallOutcome`]; a [`Failure`] (upstream error,
+//! timeout) is the call's error result. The guard of one call (its PII mapping included) lives in that call's future
+//! only.
+
+use std::task::{Context, Poll};
+
+use futures_util::future::BoxFuture;
+use prometheus::IntCounterVec;
+use serde_json::{Map, Value};
+use tower::{Layer, Service};
+
+use crate::config::model::GuardrailPolicy;
+use crate::gateway::timeouts::TimeoutMetrics;
+use crate::gateway::tools::Failure;
+use crate::guardrails::provider::ProviderChoice;
+use crate::guardrails::stage::{CallGuard, GuardSettings};
+
+/// One upstream tool call.
+#[derive(Debug, Clone)]
+pub struct UpstreamCall {
+    pub tool: String,
+    pub args: Map<String, Value>,
+}
+
+/// What a call came to: the upstream's response (restored), or the result of a call the guardrails stopped.
+#[derive(Debug, Clone, PartialEq)]
+pub enum CallOutcome {
+    Completed(Value),
+    Blocked(Value),
+}
+
+/// The guardrails of one server, for every call of a batch.
+#[derive(Clone, Copy)]
+pub struct GuardrailLayer<'a> {
+    pub provider: &'a ProviderChoice,
+    pub input: Option<&'a GuardrailPolicy>,
+    pub output: Option<&'a GuardrailPolicy>,
+    pub settings: GuardSettings,
+    pub timeouts: &'a TimeoutMetrics,
+    pub blocks: &'a IntCounterVec,
+    pub server_name: &'a str,
+}
+
+impl GuardrailLayer<'_> {
+    /// Whether any guardrail applies (`metadata.guardrails_applied`).
+    pub fn applies(&self) -> bool {
+        self.input.is_some_and(GuardrailPolicy::is_enabled) || self.output.is_some_and(GuardrailPolicy::is_enabled)
+    }
+
+    fn guard(&self) -> CallGuard<'_> {
+        CallGuard::new(
+            self.provider,
+            self.input,
+            self.output,
+            self.settings,
+            self.timeouts,
+            self.blocks,
+            self.server_name,
+        )
+    }
+}
+
+impl<'a, S> Layer<S> for GuardrailLayer<'a> {
+    type Service = Guardrails<'a, S>;
+    fn layer(&self, inner: S) -> Guardrails<'a, S> {
+        Guardrails { inner, layer: *self }
+    }
+}
+
+/// See the module documentation.
+#[derive(Clone)]
+pub struct Guardrails<'a, S> {
+    inner: S,
+    layer: GuardrailLayer<'a>,
+}
+
+impl<'a, S> Service<UpstreamCall> for Guardrails<'a, S>
+where
+    S: Service<UpstreamCall, Response = Value, Error = Failure> + Clone + Send + 'a,
+    S::Future: Send + 'a,
+{
+    type Response = CallOutcome;
+    type Error = Failure;
+    type Future = BoxFuture<'a, Result<CallOutcome, Failure>>;
+
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Failure>> {
+        self.inner.poll_ready(cx)
+    }
+
+    fn call(&mut self, call: UpstreamCall) -> Self::Future {
+        let mut inner = self.inner.clone();
+        let layer = self.layer;
+        Box::pin(async move {
+            let mut guard = layer.guard();
+            let args = match guard.check_input(call.args).await {
+                Ok(args) => args,
+                Err(blocked) => return Ok(CallOutcome::Blocked(blocked)),
+            };
+            std::future::poll_fn(|cx| inner.poll_ready(cx)).await?;
+            let response = inner.call(UpstreamCall { tool: call.tool.clone(), args: args.clone() }).await?;
+            Ok(match guard.check_output(&call.tool, &args, response).await {
+                Ok(response) => CallOutcome::Completed(response),
+                Err(blocked) => CallOutcome::Blocked(blocked),
+            })
+        })
+    }
+}
