@@ -56,10 +56,10 @@ impl Drop for Gateway {
     }
 }
 
-fn start_gateway(processes: u64, calls_per_process: u64) -> Gateway {
+fn start_gateway(processes: u64, calls_per_process: u64, variant: impl FnOnce(&mut Value)) -> Gateway {
     let dir = tempfile::tempdir().expect("tempdir");
     let path = dir.path().join("gw.json");
-    let config = json!({
+    let mut config = json!({
         "admin_apikey": "bench-admin-key-0123456789abcdefghijklmnop",
         "common_mcp_gateway_config": {"gw_log_level": "WARNING", "upstream_pool": {
             "max_processes_per_server": processes, "max_calls_per_process": calls_per_process}},
@@ -74,6 +74,7 @@ fn start_gateway(processes: u64, calls_per_process: u64) -> Gateway {
         "users": {"u1": {"email": "bench@example.com"}},
         "apikeys": {KEY: {"project_id": "p1", "user_id": "u1"}}
     });
+    variant(&mut config);
     std::fs::write(&path, serde_json::to_vec_pretty(&config).expect("json")).expect("write config");
     // The gateway port is chosen here so readiness can be polled without parsing logs (log level WARNING).
     let port = std::net::TcpListener::bind("127.0.0.1:0").and_then(|l| l.local_addr()).expect("free port").port();
@@ -291,6 +292,94 @@ fn ms(d: Duration) -> String {
     format!("{:.3} ms", d.as_secs_f64() * 1e3)
 }
 
+/// A local `redis-server` on a free port for the shared-cache variant, or `None` when it is not installed.
+struct Redis(Child, u16);
+
+impl Redis {
+    fn start() -> Option<Redis> {
+        let port = std::net::TcpListener::bind("127.0.0.1:0").and_then(|l| l.local_addr()).ok()?.port();
+        let child = Command::new("redis-server")
+            .args(["--port", &port.to_string(), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .ok()?;
+        let started = Instant::now();
+        while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+            if started.elapsed() > Duration::from_secs(5) {
+                return None;
+            }
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        Some(Redis(child, port))
+    }
+}
+
+impl Drop for Redis {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// Secure echo p50 at c=1 and throughput at c=16 (light client, session) of one gateway.
+async fn secure_echo_figures(gw: &Gateway, calls: u64, seconds: u64) -> (Duration, f64) {
+    let (p50, _) = latency(raw_gateway(&gw.addr, false, Call::Gateway).await, calls).await;
+    let mut callers = Vec::with_capacity(16);
+    for _ in 0..16 {
+        callers.push(raw_gateway(&gw.addr, false, Call::Gateway).await);
+    }
+    (p50, throughput(callers, seconds).await)
+}
+
+/// What logs, traces and the shared Redis cache cost: the same secure echo on gateways with them on, each against
+/// the base gateway (`WARNING` logs, no traces, local cache) measured again just before it.
+async fn costs(base: &Gateway, processes: u64, calls_per_process: u64, calls: u64, seconds: u64) {
+    println!("-- cost of logs, traces and the Redis cache (secure echo, light client, session) --");
+    let redis = Redis::start();
+    type Variant = Box<dyn FnOnce(&mut Value)>;
+    let mut variants: Vec<(&str, Variant)> = vec![
+        (
+            "INFO logs (two JSON lines per call)",
+            Box::new(|c: &mut Value| c["common_mcp_gateway_config"]["gw_log_level"] = json!("INFO")),
+        ),
+        (
+            "INFO logs and traces (stdout provider)",
+            Box::new(|c: &mut Value| {
+                c["common_mcp_gateway_config"]["gw_log_level"] = json!("INFO");
+                c["plugins"]["telemetry"] = json!({"provider": "stdout", "config": {"enabled": true}});
+            }),
+        ),
+    ];
+    match &redis {
+        Some(Redis(_, port)) => {
+            let port = *port;
+            variants.push((
+                "shared Redis cache",
+                Box::new(move |c: &mut Value| {
+                    let common = &mut c["common_mcp_gateway_config"];
+                    common["gw_mcp_use_external_cache"] = json!(true);
+                    common["gw_cache_host"] = json!("127.0.0.1");
+                    common["gw_cache_port"] = json!(port);
+                }),
+            ));
+        }
+        None => println!("shared Redis cache: skipped (redis-server is not installed)"),
+    }
+    for (name, variant) in variants {
+        let (base50, base_rate) = secure_echo_figures(base, calls, seconds).await;
+        let gw = start_gateway(processes, calls_per_process, variant);
+        let (p50, rate) = secure_echo_figures(&gw, calls, seconds).await;
+        println!(
+            "{name}: p50 {} against {} (+{}), c=16 {rate:.0} against {base_rate:.0} calls/s ({:.2} of base)",
+            ms(p50),
+            ms(base50),
+            ms(p50.saturating_sub(base50)),
+            rate / base_rate
+        );
+    }
+}
+
 fn mode_name(stateless: bool) -> &'static str {
     if stateless { "stateless 2026-07-28" } else { "session 2025-11-25" }
 }
@@ -303,7 +392,7 @@ fn main() {
     let mock = env!("CARGO_BIN_EXE_mcpgw-mock-upstream");
     let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build().expect("runtime");
     runtime.block_on(async {
-        let gw = start_gateway(processes, calls_per_process);
+        let gw = start_gateway(processes, calls_per_process, |_| {});
         let idle_rss = rss_kib(gw.child.id());
         println!("gateway: ready after {} (goal < 100 ms); idle RSS {:.1} MiB (goal <= 20 MiB)", ms(gw.ready_after), idle_rss as f64 / 1024.0);
 
@@ -342,6 +431,8 @@ fn main() {
                     gateway_rate / direct_rate);
             }
         }
+
+        costs(&gw, processes, calls_per_process, calls.min(1000), seconds).await;
 
         println!("-- rmcp's client on both sides (streamable HTTP with a pooled reqwest client; stdio) --");
         let direct = direct_client().await;
