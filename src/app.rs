@@ -86,7 +86,8 @@ pub async fn serve(opts: ServeOptions) -> Result<(), ServeError> {
     }
     let metrics = Arc::new(Metrics::new());
     let store = Arc::new(ConfigStore::open(path.clone(), Arc::clone(&metrics))?);
-    let log = logging::init(store.snapshot().settings.log_level);
+    // Also the trace exporter, chosen here once: a change of `plugins.telemetry` needs a restart.
+    let log = logging::init(&store.snapshot().settings);
     follow_log_level(&store, log);
 
     let ctx = GatewayContext::new(Arc::clone(&store));
@@ -188,6 +189,7 @@ async fn drain(
         servers.abort_all();
     }
     ctx.shutdown().await;
+    telemetry::traces::shutdown(Duration::from_secs(2)).await;
     tracing::info!("stopped");
 }
 

@@ -13,6 +13,7 @@ use crate::gateway::timeouts::TimeoutKind;
 use crate::gateway::{GatewayContext, Identity};
 use crate::guardrails::provider::Provider;
 use crate::guardrails::stage::{CallGuard, GuardSettings};
+use crate::telemetry::spans;
 use crate::upstream::{PoolKey, ServerSpec, UpstreamError};
 
 /// The pool enforces a timeout itself (and kills the process); the outer timer is a backstop just behind it.
@@ -67,7 +68,9 @@ pub async fn secure_call(ctx: &GatewayContext, identity: &Identity, input: Secur
                         &entry.server_name,
                     );
                     guardrails_applied |= guard.applies();
-                    guarded_call(ctx, identity, &key, spec, call, guard).await
+                    let (server, tool, project) = (&entry.server_name, call.name.clone(), &identity.project_id);
+                    spans::tool_execution(server, &tool, project, guarded_call(ctx, identity, &key, spec, call, guard))
+                        .await
                 } else {
                     Err(Failure::new(
                         "TOOL_NOT_FOUND",

@@ -19,6 +19,7 @@ use serde_json::{Map, Value, json};
 
 use super::timeouts::TimeoutKind;
 use super::{GatewayContext, Identity};
+use crate::telemetry::spans;
 
 pub use discovery::{DiscoveryResult, discover};
 
@@ -194,8 +195,27 @@ impl ToolInvocation {
         })
     }
 
-    /// Runs the call for `identity`: the answer object.
+    /// The `gw_*` tool's name.
+    pub fn name(&self) -> &'static str {
+        match self {
+            ToolInvocation::ListServers(_) => "gw_list_all_servers",
+            ToolInvocation::ServerInfo(_) => "gw_get_server_info",
+            ToolInvocation::Discover(_) => "gw_discover_all_tools",
+            ToolInvocation::SecureCall(_) => "gw_secure_call_tools",
+            ToolInvocation::CacheStatus => "gw_get_cache_status",
+            ToolInvocation::ClearCache(_) => "gw_clear_cache",
+            ToolInvocation::TimeoutMetrics => "gw_get_timeout_metrics",
+        }
+    }
+
+    /// Runs the call for `identity`: the answer object, traced as a `gw_tool_call` span.
     pub async fn run(self, ctx: &GatewayContext, identity: &Identity) -> Value {
+        let (name, project, config) = (self.name(), &identity.project_id, identity.mcp_config_id.as_deref());
+        // Boxed: the tool futures nest deeply (tool, guardrails, pool, spans), and the fronts' futures hold this one.
+        spans::gateway_tool(name, project, config, Box::pin(self.run_untraced(ctx, identity))).await
+    }
+
+    async fn run_untraced(self, ctx: &GatewayContext, identity: &Identity) -> Value {
         match self {
             ToolInvocation::ListServers(input) => discovery::list_servers(ctx, identity, input).await,
             ToolInvocation::ServerInfo(input) => discovery::server_info(ctx, identity, input).await,
