@@ -189,15 +189,36 @@ fn spans_reach_an_otlp_http_collector() {
 }
 
 #[test]
-fn spans_reach_an_otlp_grpc_collector() {
+fn spans_reach_an_otlp_grpc_collector_with_guardrail_checks() {
     let rt = runtime();
     let (addr, received) = rt.block_on(grpc_receiver());
-    let config = json!({"provider": "opentelemetry",
+    let telemetry = json!({"provider": "opentelemetry",
                         "config": {"enabled": true, "url": format!("http://{addr}"), "protocol": "grpc", "insecure": true}});
-    let gw = TestGateway::start_with(&with_telemetry(config), &FAST_BATCHES);
+    let mut config = with_telemetry(telemetry);
+    config["plugins"]["guardrails"] =
+        json!({"provider": "custom_keyword", "config": {"blocked_keywords": ["drop table"]}});
+    config["mcp_configs"][common::CONFIG_ID]["mcp_config"][0]["input_guardrails_policy"] = json!({"enabled": true});
+    let gw = TestGateway::start_with(&config, &FAST_BATCHES);
     rt.block_on(async {
         secure_echo(&gw).await;
         assert_echo_traced(&received, &gw).await;
+        let client = connect(&gw.mcp, API_KEY).await;
+        let answer =
+            call(&client, "gw_secure_call_tools", calls("mock", &[("echo", json!({"text": "drop table x"}))])).await;
+        assert_eq!(answer["results"][0]["status"], json!("blocked"), "{answer}");
+        client.cancel().await.unwrap();
+        let blocked = |s: &SpanSeen| s.name == "guardrail_check" && s.attributes["blocked"] == json!(true);
+        let arrived = eventually(SHORT_DEADLINE, || async { spans(&received).iter().any(blocked) }).await;
+        let all = spans(&received);
+        assert!(arrived, "no blocked guardrail_check span: {all:#?}");
+        let check = all.iter().find(|s| blocked(s)).unwrap();
+        assert_eq!(check.attributes["stage"], json!("input"), "{check:#?}");
+        assert_eq!(check.attributes["detector"], json!("custom_keyword"), "{check:#?}");
+        let execution = all.iter().find(|s| s.span_id == check.parent_span_id).expect("the check's parent span");
+        assert_eq!(execution.name, "tool_execution", "{execution:#?}");
+        assert_eq!(execution.attributes["success"], json!(false), "a blocked call is not a success: {execution:#?}");
+        let passed = all.iter().filter(|s| s.name == "guardrail_check" && s.attributes["blocked"] == json!(false));
+        assert_eq!(passed.count(), 1, "the echo call's check passed: {all:#?}");
     });
 }
 
@@ -271,7 +292,7 @@ fn the_stdout_provider_prints_spans_on_stderr_and_keeps_stdout_for_mcp() {
             break;
         }
     }
-    drop(send);
+    // Closing stdin ends the gateway.
     drop(stdin);
     let exit_deadline = Instant::now() + Duration::from_secs(30);
     while child.try_wait().unwrap().is_none() {

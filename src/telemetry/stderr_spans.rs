@@ -18,7 +18,7 @@ use serde_json::{Map, Value, json};
 use super::logging::SERVICE_NAME;
 
 /// Writes spans to stderr as JSON lines.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct StderrSpanExporter;
 
 fn time(t: SystemTime) -> String {

@@ -179,7 +179,7 @@ fn resource() -> Resource {
 pub fn provider(export: &TraceExport) -> Result<SdkTracerProvider, TraceError> {
     let builder = SdkTracerProvider::builder().with_resource(resource());
     let builder = match export {
-        TraceExport::Stderr => builder.with_batch_exporter(Observed(StderrSpanExporter::default())),
+        TraceExport::Stderr => builder.with_batch_exporter(Observed(StderrSpanExporter)),
         TraceExport::Otlp { url, protocol: OtlpProtocol::Grpc } => {
             let mut exporter = opentelemetry_otlp::SpanExporter::builder().with_tonic().with_endpoint(url.clone());
             if url.starts_with("https://") {
@@ -198,12 +198,13 @@ pub fn provider(export: &TraceExport) -> Result<SdkTracerProvider, TraceError> {
     Ok(builder.build())
 }
 
+/// The trace layer over a subscriber `S`, filtered to the gateway's spans.
+pub type TraceLayer<S> = Filtered<OpenTelemetryLayer<S, SdkTracer>, Targets, S>;
+
 /// The layer a subscriber installs to export the gateway's spans: `Ok(None)` when traces are off. Installs the
 /// provider for [`shutdown`] and marks the exporter enabled; a provider that cannot be built counts as a failing
 /// exporter (the caller logs the error once logging is up).
-pub fn layer<S>(
-    settings: &Settings,
-) -> Result<Option<Filtered<OpenTelemetryLayer<S, SdkTracer>, Targets, S>>, TraceError>
+pub fn layer<S>(settings: &Settings) -> Result<Option<TraceLayer<S>>, TraceError>
 where
     S: Subscriber + for<'a> LookupSpan<'a>,
 {
