@@ -197,13 +197,13 @@ async fn bind(listener: &'static str, addr: SocketAddr) -> Result<TcpListener, S
     TcpListener::bind(addr).await.map_err(|source| ServeError::Bind { listener, addr, source })
 }
 
-/// Applies `gw_log_level` again after every reload.
+/// Applies `gw_log_level` again after every reload (and warns when `plugins.telemetry` changed).
 fn follow_log_level(store: &ConfigStore, log: LogHandle) {
     let mut changes = store.subscribe();
     tokio::spawn(async move {
         while changes.changed().await.is_ok() {
-            let level = changes.borrow_and_update().settings.log_level;
-            log.set_level(level);
+            let snapshot = changes.borrow_and_update().clone();
+            log.apply(&snapshot.settings);
         }
     });
 }

@@ -2,9 +2,10 @@
 //! HTTP/protobuf (`POST /v1/traces`, an axum server) and one over gRPC (tonic's `TraceService`). A secure echo call must
 //! arrive as a `tool_execution` span with `server_name`, `tool_name`, `project_id`, `success`, `latency_ms` under a
 //! `gw_tool_call` parent, from resource `service.name = mcpgw`, and nothing exported may contain the API key or the
-//! call's arguments. The `stdout` provider prints spans on stderr (stdout stays JSON-RPC only in stdio mode, and the
-//! spans still queued at exit are flushed), and an exporter that cannot reach its collector neither slows tool calls
-//! nor goes unnoticed: the system health turns `degraded`.
+//! call's arguments; guardrail checks are spans too. The `stdout` provider prints spans on stderr (stdout stays
+//! JSON-RPC only in stdio mode, the spans still queued at exit are flushed, and `gw_log_level` filters log records
+//! only). A reload that changes `plugins.telemetry` logs that a restart is needed. An exporter that cannot reach its
+//! collector neither slows tool calls nor goes unnoticed: the system health turns `degraded`.
 
 mod common;
 #[path = "common/mcp.rs"]
@@ -186,6 +187,13 @@ fn spans_reach_an_otlp_http_collector() {
         assert_echo_traced(&received, &gw).await;
     });
     assert_eq!(gw.gw.system_health()["status"], json!("healthy"), "a working exporter keeps the gateway healthy");
+
+    // The exporter is chosen at start: switching it off in the file asks for a restart.
+    let mut config = common::read_json(gw.config_path());
+    config["plugins"]["telemetry"]["config"]["enabled"] = json!(false);
+    common::replace_json(gw.config_path(), &config);
+    let warned = wait_until(common::RELOAD_DEADLINE, || gw.logs().contains("plugins.telemetry changed"));
+    assert!(warned, "no restart warning after plugins.telemetry changed:\n{}", gw.logs());
 }
 
 #[test]
@@ -255,7 +263,10 @@ fn an_unreachable_collector_never_slows_calls_and_degrades_health() {
 fn the_stdout_provider_prints_spans_on_stderr_and_keeps_stdout_for_mcp() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("gw_mcp_config.json");
-    write_json(&path, &with_telemetry(json!({"provider": "stdout", "config": {"enabled": true}})));
+    let mut config = with_telemetry(json!({"provider": "stdout", "config": {"enabled": true}}));
+    // Spans do not depend on the log level: WARNING hides INFO records, never spans.
+    config["common_mcp_gateway_config"]["gw_log_level"] = json!("WARNING");
+    write_json(&path, &config);
     // No short batch delay here: the span must leave when the gateway exits, by the flush on shutdown.
     let mut child = stdio_command(&path, &[("GW_GATEWAY_KEY", API_KEY)])
         .stdin(Stdio::piped())
@@ -324,6 +335,8 @@ fn the_stdout_provider_prints_spans_on_stderr_and_keeps_stdout_for_mcp() {
     assert!(execution["duration_ms"].is_number(), "{execution}");
     assert_eq!(execution["service_name"], json!("mcpgw"), "{execution}");
     assert!(spans.iter().any(|s| s["span_name"] == json!("gw_tool_call")), "{logs}");
+    let info_records = logs.lines().filter(|l| l.contains(r#""level":"INFO""#) && !l.contains(r#""message":"span""#));
+    assert_eq!(info_records.count(), 0, "INFO records at gw_log_level WARNING:\n{logs}");
     let printed = serde_json::to_string(&spans).unwrap();
     assert!(!printed.contains(API_KEY) && !printed.contains(ARGUMENT), "a span carries the key or the arguments");
 }

@@ -30,6 +30,13 @@ pub const SERVICE_NAME: &str = "mcpgw";
 pub struct LogHandle(Option<reload::Handle<Targets, tracing_subscriber::Registry>>);
 
 impl LogHandle {
+    /// Applies a reloaded configuration: the log level (and a warning when `plugins.telemetry` changed, which needs a
+    /// restart).
+    pub fn apply(&self, settings: &Settings) {
+        self.set_level(settings.log_level);
+        traces::warn_if_changed(settings);
+    }
+
     /// Sets the level (CRITICAL maps to ERROR, the most severe level tracing has).
     pub fn set_level(&self, level: LogLevel) {
         if let Some(handle) = &self.0 {

@@ -20,8 +20,8 @@
 //! The provider is chosen once, at start: a change of `plugins.telemetry` takes effect after a restart. On exit,
 //! [`shutdown`] flushes the spans still queued, bounded by a timeout.
 
-use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Mutex, OnceLock};
 use std::time::Duration;
 
 use opentelemetry::KeyValue;
@@ -117,6 +117,9 @@ static FAILING: AtomicBool = AtomicBool::new(false);
 static ERRORS: AtomicU64 = AtomicU64::new(0);
 /// The installed provider, kept for [`shutdown`].
 static PROVIDER: Mutex<Option<SdkTracerProvider>> = Mutex::new(None);
+/// The export chosen at start, and the last different one a reload asked for (warned about once).
+static CHOSEN: OnceLock<Option<TraceExport>> = OnceLock::new();
+static ASKED: Mutex<Option<Option<TraceExport>>> = Mutex::new(None);
 
 /// The exporter's health now.
 pub fn exporter_status() -> ExporterStatus {
@@ -177,6 +180,8 @@ fn resource() -> Resource {
 
 /// Builds the tracer provider for `export`. Must run inside the tokio runtime (the gRPC channel spawns onto it).
 pub fn provider(export: &TraceExport) -> Result<SdkTracerProvider, TraceError> {
+    // reqwest and tonic are built with rustls and no provider of their own: ring must be the process default first.
+    crate::outbound::ensure_crypto_provider();
     let builder = SdkTracerProvider::builder().with_resource(resource());
     let builder = match export {
         TraceExport::Stderr => builder.with_batch_exporter(Observed(StderrSpanExporter)),
@@ -188,8 +193,6 @@ pub fn provider(export: &TraceExport) -> Result<SdkTracerProvider, TraceError> {
             builder.with_batch_exporter(Observed(exporter.build()?))
         }
         TraceExport::Otlp { url, protocol: OtlpProtocol::Http } => {
-            // reqwest is built with rustls and no provider of its own: ring must be the process default first.
-            crate::outbound::ensure_crypto_provider();
             let exporter =
                 opentelemetry_otlp::SpanExporter::builder().with_http().with_endpoint(url.clone()).build()?;
             builder.with_batch_exporter(Observed(exporter))
@@ -208,7 +211,9 @@ pub fn layer<S>(settings: &Settings) -> Result<Option<TraceLayer<S>>, TraceError
 where
     S: Subscriber + for<'a> LookupSpan<'a>,
 {
-    let Some(export) = TraceExport::from_settings(settings) else { return Ok(None) };
+    let chosen = TraceExport::from_settings(settings);
+    let _ = CHOSEN.set(chosen.clone());
+    let Some(export) = chosen else { return Ok(None) };
     ENABLED.store(true, Ordering::Relaxed);
     let provider = provider(&export).inspect_err(|_| {
         FAILING.store(true, Ordering::Relaxed);
@@ -229,6 +234,18 @@ where
         .with_level(false)
         .with_tracked_inactivity(false);
     Ok(Some(layer.with_filter(only_ours)))
+}
+
+/// Called with each reloaded configuration: the trace export is chosen at start only, so a reload that asks for
+/// another one is logged (once per change) as needing a restart.
+pub fn warn_if_changed(settings: &Settings) {
+    let Some(chosen) = CHOSEN.get() else { return };
+    let wanted = TraceExport::from_settings(settings);
+    let Ok(mut asked) = ASKED.lock() else { return };
+    if wanted != *chosen && asked.as_ref() != Some(&wanted) {
+        tracing::warn!("plugins.telemetry changed; the trace exporter changes at the next restart");
+    }
+    *asked = Some(wanted);
 }
 
 /// Flushes the queued spans and stops the exporter, waiting at most `timeout`. Does nothing when traces are off.
