@@ -86,7 +86,8 @@ pub async fn serve(opts: ServeOptions) -> Result<(), ServeError> {
     }
     let metrics = Arc::new(Metrics::new());
     let store = Arc::new(ConfigStore::open(path.clone(), Arc::clone(&metrics))?);
-    let log = logging::init(store.snapshot().settings.log_level);
+    // Also the trace exporter, chosen here once: a change of `plugins.telemetry` needs a restart.
+    let log = logging::init(&store.snapshot().settings);
     follow_log_level(&store, log);
 
     let ctx = GatewayContext::new(Arc::clone(&store));
@@ -188,6 +189,7 @@ async fn drain(
         servers.abort_all();
     }
     ctx.shutdown().await;
+    telemetry::traces::shutdown(Duration::from_secs(2)).await;
     tracing::info!("stopped");
 }
 
@@ -195,13 +197,13 @@ async fn bind(listener: &'static str, addr: SocketAddr) -> Result<TcpListener, S
     TcpListener::bind(addr).await.map_err(|source| ServeError::Bind { listener, addr, source })
 }
 
-/// Applies `gw_log_level` again after every reload.
+/// Applies `gw_log_level` again after every reload (and warns when `plugins.telemetry` changed).
 fn follow_log_level(store: &ConfigStore, log: LogHandle) {
     let mut changes = store.subscribe();
     tokio::spawn(async move {
         while changes.changed().await.is_ok() {
-            let level = changes.borrow_and_update().settings.log_level;
-            log.set_level(level);
+            let snapshot = changes.borrow_and_update().clone();
+            log.apply(&snapshot.settings);
         }
     });
 }

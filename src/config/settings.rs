@@ -262,11 +262,8 @@ fn resolve_plugin(choice: Option<&PluginChoice>, family: &str, problems: &mut Pr
             problems.push(format!("{path}.config.blocked_keywords: must be an array of strings"));
         }
     }
-    if choice.provider == "opentelemetry"
-        && let Some(protocol) = config.get("protocol")
-        && !matches!(protocol.as_str(), Some("grpc" | "http"))
-    {
-        problems.push(format!("{path}.config.protocol: must be \"grpc\" or \"http\""));
+    if choice.provider == "opentelemetry" {
+        check_otlp(config, &path, problems);
     }
     if let Some(enabled) = config.get("enabled")
         && !enabled.is_boolean()
@@ -274,6 +271,37 @@ fn resolve_plugin(choice: Option<&PluginChoice>, family: &str, problems: &mut Pr
         problems.push(format!("{path}.config.enabled: must be a boolean"));
     }
     Some(PluginSetting { provider: choice.provider.clone(), config: config.clone() })
+}
+
+/// The `opentelemetry` provider's config: `protocol` grpc or http, `insecure` a boolean, and, unless disabled, an
+/// `http(s)` `url` without credentials (they would reach logs in connection errors).
+fn check_otlp(config: &Map<String, Value>, path: &str, problems: &mut Problems) {
+    if let Some(protocol) = config.get("protocol")
+        && !matches!(protocol.as_str(), Some("grpc" | "http"))
+    {
+        problems.push(format!("{path}.config.protocol: must be \"grpc\" or \"http\""));
+    }
+    if let Some(insecure) = config.get("insecure")
+        && !insecure.is_boolean()
+    {
+        problems.push(format!("{path}.config.insecure: must be a boolean"));
+    }
+    if config.get("enabled").and_then(Value::as_bool) == Some(false) {
+        return;
+    }
+    match config.get("url").and_then(Value::as_str).map(str::trim) {
+        Some(url) if url.starts_with("http://") || url.starts_with("https://") => {
+            let authority = url.split_once("://").map_or("", |(_, rest)| rest.split(['/', '?']).next().unwrap_or(""));
+            if authority.is_empty() {
+                problems.push(format!("{path}.config.url: has no host"));
+            } else if authority.contains('@') {
+                problems.push(format!("{path}.config.url: must not contain credentials"));
+            }
+        }
+        _ => problems.push(format!(
+            "{path}.config.url: is required as an http:// or https:// URL when the opentelemetry provider is enabled"
+        )),
+    }
 }
 
 #[cfg(test)]
@@ -315,5 +343,21 @@ mod tests {
                         "auth": {"provider": "gw", "config": {"base_url": "http://x"}}}
         }));
         assert_eq!(problems.len(), 8, "{problems:#?}");
+    }
+
+    #[test]
+    fn opentelemetry_needs_an_http_url_and_a_known_protocol() {
+        let otel = |config: Value| json!({"plugins": {"telemetry": {"provider": "opentelemetry", "config": config}}});
+        let (_, ok) = resolve(otel(json!({"url": "http://collector:4317", "protocol": "grpc", "insecure": true})));
+        assert!(ok.is_empty(), "{ok:#?}");
+        let (_, off) = resolve(otel(json!({"enabled": false})));
+        assert!(off.is_empty(), "{off:#?}");
+        let (_, missing) = resolve(otel(json!({"protocol": "http"})));
+        assert_eq!(missing.len(), 1, "{missing:#?}");
+        let (_, bad) = resolve(otel(json!({"url": "collector:4317", "protocol": "udp", "insecure": "yes"})));
+        assert_eq!(bad.len(), 3, "{bad:#?}");
+        let (_, secret) = resolve(otel(json!({"url": "https://user:pw@collector/v1/traces"})));
+        assert_eq!(secret.len(), 1, "{secret:#?}");
+        assert!(!secret[0].contains("pw"), "{secret:#?}");
     }
 }

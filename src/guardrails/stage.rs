@@ -25,6 +25,7 @@ use super::remote::RemoteGuardrails;
 use super::{GuardrailError, Mode, Violation};
 use crate::config::model::GuardrailPolicy;
 use crate::gateway::timeouts::{TimeoutKind, TimeoutMetrics};
+use crate::telemetry::spans;
 
 /// The thresholds and limits a guard works with.
 #[derive(Debug, Clone, Copy)]
@@ -137,7 +138,13 @@ impl<'a> CallGuard<'a> {
     }
 
     /// The policy check of `text`: provider plus the policy's own keywords. `Err` is the call's blocked result.
+    /// Traced as a `guardrail_check` span.
     async fn policy_check(&self, policy: &GuardrailPolicy, mode: Mode, text: &str) -> Result<(), Value> {
+        let detector = self.provider.as_ref().map_or("unavailable", |p| p.name());
+        spans::guardrail_check(stage_name(mode), detector, self.policy_check_untraced(policy, mode, text)).await
+    }
+
+    async fn policy_check_untraced(&self, policy: &GuardrailPolicy, mode: Mode, text: &str) -> Result<(), Value> {
         let provider = match self.provider {
             Ok(provider) => provider,
             Err(e) => return Err(self.count(mode, "unavailable", unavailable(mode, e))),

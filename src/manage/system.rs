@@ -23,7 +23,8 @@ const BACKUP_META: [&str; 4] = ["backup_format", "created_at", "gateway_version"
 pub fn health(store: &ConfigStore, uptime: Duration, listeners_up: bool) -> Value {
     let snap = store.snapshot();
     let status = store.status();
-    let state = if !status.valid || !listeners_up { "degraded" } else { "healthy" };
+    let exporter_failing = crate::telemetry::traces::exporter_status().failing;
+    let state = if !status.valid || !listeners_up || exporter_failing { "degraded" } else { "healthy" };
     let s = &snap.settings;
     let mut data = json!({
         "status": state,
@@ -42,6 +43,9 @@ pub fn health(store: &ConfigStore, uptime: Duration, listeners_up: bool) -> Valu
     });
     if !status.valid {
         data["config_problems"] = json!(status.problems);
+    }
+    if exporter_failing {
+        data["degraded_reasons"] = json!(["telemetry exporter failing"]);
     }
     data
 }

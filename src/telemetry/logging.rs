@@ -1,11 +1,16 @@
 //! JSON logs on stderr, one object per line: `timestamp` (ISO 8601 UTC), `level` (the spec's names), `message`,
 //! `service_name`, then the event's own fields. The level follows `gw_log_level` and changes on reload.
+//!
+//! The same subscriber carries the trace layer (`telemetry/traces.rs`) when `plugins.telemetry` turns traces on. Each
+//! layer has its own filter: the log level filters log records only, and the trace layer takes the gateway's spans
+//! (target `spans::TARGET`, which the log formatter never sees) whatever the log level.
 
 use std::fmt;
 
 use serde_json::{Map, Value};
 use tracing::field::{Field, Visit};
 use tracing::{Event, Level, Subscriber};
+use tracing_subscriber::Layer;
 use tracing_subscriber::filter::{LevelFilter, Targets};
 use tracing_subscriber::fmt::format::Writer;
 use tracing_subscriber::fmt::{FmtContext, FormatEvent, FormatFields};
@@ -14,7 +19,8 @@ use tracing_subscriber::registry::LookupSpan;
 use tracing_subscriber::reload;
 use tracing_subscriber::util::SubscriberInitExt;
 
-use crate::config::settings::LogLevel;
+use super::{spans, traces};
+use crate::config::settings::{LogLevel, Settings};
 
 /// The service name every record carries.
 pub const SERVICE_NAME: &str = "mcpgw";
@@ -24,6 +30,13 @@ pub const SERVICE_NAME: &str = "mcpgw";
 pub struct LogHandle(Option<reload::Handle<Targets, tracing_subscriber::Registry>>);
 
 impl LogHandle {
+    /// Applies a reloaded configuration: the log level (and a warning when `plugins.telemetry` changed, which needs a
+    /// restart).
+    pub fn apply(&self, settings: &Settings) {
+        self.set_level(settings.log_level);
+        traces::warn_if_changed(settings);
+    }
+
     /// Sets the level (CRITICAL maps to ERROR, the most severe level tracing has).
     pub fn set_level(&self, level: LogLevel) {
         if let Some(handle) = &self.0 {
@@ -41,14 +54,27 @@ fn filter_for(level: LogLevel) -> Targets {
         LogLevel::Warning => LevelFilter::WARN,
         LogLevel::Error | LogLevel::Critical => LevelFilter::ERROR,
     };
-    Targets::new().with_default(ours).with_target("rmcp", ours.min(LevelFilter::WARN))
+    Targets::new()
+        .with_default(ours)
+        .with_target("rmcp", ours.min(LevelFilter::WARN))
+        .with_target(spans::TARGET, LevelFilter::OFF)
 }
 
-/// Installs the JSON logger on stderr. Safe to call twice (the second call does nothing and returns a no-op handle).
-pub fn init(level: LogLevel) -> LogHandle {
-    let (filter, handle) = reload::Layer::new(filter_for(level));
-    let fmt = tracing_subscriber::fmt::layer().with_writer(std::io::stderr).event_format(JsonLine);
-    match tracing_subscriber::registry().with(filter).with(fmt).try_init() {
+/// Installs the JSON logger on stderr, with the trace layer `settings` ask for. Call it inside the tokio runtime (a
+/// gRPC exporter needs one). Safe to call twice (the second call does nothing and returns a no-op handle).
+pub fn init(settings: &Settings) -> LogHandle {
+    let (filter, handle) = reload::Layer::new(filter_for(settings.log_level));
+    let fmt = tracing_subscriber::fmt::layer().with_writer(std::io::stderr).event_format(JsonLine).with_filter(filter);
+    let registry = tracing_subscriber::registry().with(fmt);
+    let (traces, trace_error) = match traces::layer(settings) {
+        Ok(layer) => (layer, None),
+        Err(e) => (None, Some(e)),
+    };
+    let installed = registry.with(traces).try_init();
+    if let Some(e) = trace_error {
+        tracing::error!(error = %e, "traces are not exported");
+    }
+    match installed {
         Ok(()) => LogHandle(Some(handle)),
         Err(_) => LogHandle(None),
     }

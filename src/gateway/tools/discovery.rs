@@ -10,6 +10,7 @@ use super::{DiscoverInput, Failure, ListServersInput, ServerInput};
 use crate::config::model::ServerEntry;
 use crate::gateway::timeouts::TimeoutKind;
 use crate::gateway::{CachedTools, GatewayContext, Identity};
+use crate::telemetry::spans;
 use crate::upstream::oauth::{self, OAuthSettings, TokenKey};
 use crate::upstream::{PoolKey, ServerSpec, UpstreamError};
 
@@ -122,8 +123,16 @@ pub async fn upstream_spec(
     Ok(spec)
 }
 
-/// Discovers the tools of `entry` in the caller's configuration.
+/// Discovers the tools of `entry` in the caller's configuration, traced as a `discovery` span.
 pub async fn discover(
+    ctx: &GatewayContext,
+    identity: &Identity,
+    entry: &ServerEntry,
+) -> Result<DiscoveryResult, Failure> {
+    spans::discovery(&entry.server_name, discover_untraced(ctx, identity, entry), |found| found.source).await
+}
+
+async fn discover_untraced(
     ctx: &GatewayContext,
     identity: &Identity,
     entry: &ServerEntry,

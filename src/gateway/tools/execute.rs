@@ -18,6 +18,7 @@ use crate::gateway::{GatewayContext, Identity};
 use crate::guardrails::provider::Provider;
 use crate::guardrails::stage::GuardSettings;
 use crate::middleware::guardrails::{CallOutcome, GuardrailLayer, Guardrails, UpstreamCall};
+use crate::telemetry::spans;
 use crate::upstream::{PoolKey, ServerSpec, UpstreamError};
 
 /// The pool enforces a timeout itself (and kills the process); the outer timer is a backstop just behind it.
@@ -83,7 +84,8 @@ pub async fn secure_call(ctx: &GatewayContext, identity: &Identity, input: Secur
                     };
                     guardrails_applied |= guardrails.applies();
                     let upstream = UpstreamService { ctx, identity, key: &key, spec };
-                    guarded_call(guardrails.layer(upstream), call).await
+                    let (server, tool, project) = (&entry.server_name, call.name.clone(), &identity.project_id);
+                    spans::tool_execution(server, &tool, project, guarded_call(guardrails.layer(upstream), call)).await
                 } else {
                     Err(Failure::new(
                         "TOOL_NOT_FOUND",

@@ -19,6 +19,7 @@ use serde_json::{Map, Value, json};
 
 use super::timeouts::TimeoutKind;
 use super::{GatewayContext, Identity};
+use crate::telemetry::spans;
 
 pub use discovery::{DiscoveryResult, discover};
 
@@ -194,7 +195,6 @@ impl ToolInvocation {
         })
     }
 
-    /// Runs the call for `identity`: the answer object.
     /// The tool's name (one of [`crate::telemetry::metrics::GW_TOOLS`]).
     pub fn name(&self) -> &'static str {
         match self {
@@ -208,12 +208,14 @@ impl ToolInvocation {
         }
     }
 
-    /// Runs the tool; counts it, times it and logs it (spec 2.7 fields) whatever the outcome.
+    /// Runs the tool, traced as a `gw_tool_call` span; counts it, times it and logs it (spec 2.7 fields) whatever
+    /// the outcome.
     pub async fn run(self, ctx: &GatewayContext, identity: &Identity) -> Value {
-        let tool = self.name();
+        let (name, project, config) = (self.name(), &identity.project_id, identity.mcp_config_id.as_deref());
         let started = std::time::Instant::now();
-        let answer = self.dispatch(ctx, identity).await;
-        record(ctx, identity, tool, started.elapsed(), &answer);
+        // Boxed: the tool futures nest deeply (tool, guardrails, pool, spans), and the fronts' futures hold this one.
+        let answer = spans::gateway_tool(name, project, config, Box::pin(self.dispatch(ctx, identity))).await;
+        record(ctx, identity, name, started.elapsed(), &answer);
         answer
     }
 
