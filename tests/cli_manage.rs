@@ -287,6 +287,33 @@ fn admin_url_commands_are_written_to_the_file() {
     assert_eq!(reset["users"].as_object().unwrap().len(), 1);
 }
 
+#[test]
+fn command_line_and_admin_api_writers_never_lose_an_update() {
+    let (_dir, path) = fixture_dir();
+    let gw = Gateway::start(&path);
+    let admin = gw.admin.clone();
+    let mut handles = Vec::new();
+    for i in 0..8 {
+        let path = path.clone();
+        handles
+            .push(std::thread::spawn(move || on_file(&path, &["user", "create", &format!("cli{i}@example.com")]).code));
+        let url = format!("{admin}/api/v1/users");
+        handles.push(std::thread::spawn(move || {
+            let body = json!({"email": format!("api{i}@example.com")});
+            let r = send(&client(), reqwest::Method::POST, &url, Some(&format!("Bearer {ADMIN_KEY}")), Some(&body));
+            if r.status == 201 { 0 } else { i32::from(r.status) }
+        }));
+    }
+    for handle in handles {
+        assert_eq!(handle.join().unwrap(), 0);
+    }
+    let users = read_json(&path)["users"].as_object().unwrap().len();
+    assert_eq!(users, 2 + 16, "every write landed in the file");
+    eventually("the gateway sees all 18 users", || {
+        gw.get("/api/v1/users").data().as_array().is_some_and(|u| u.len() == 18)
+    });
+}
+
 /// (arguments, exit code, words the error line must contain)
 const BAD: &[(&[&str], i32, &str)] = &[
     (&["user", "get", "nobody@example.com"], 4, "not found"),
