@@ -21,10 +21,11 @@ use crate::telemetry::metrics::Metrics;
 
 /// A path as the admin API needs it (absolute); relative paths are taken from the current directory in file mode.
 fn absolute(path: &Path, target: &Target) -> String {
-    if target.admin_url.is_none() && path.is_relative() {
-        if let Ok(cwd) = std::env::current_dir() {
-            return cwd.join(path).display().to_string();
-        }
+    if target.admin_url.is_none()
+        && path.is_relative()
+        && let Ok(cwd) = std::env::current_dir()
+    {
+        return cwd.join(path).display().to_string();
     }
     path.display().to_string()
 }
@@ -199,10 +200,11 @@ fn run(target: &Target, op: &Op) -> Result<Outcome, CliError> {
     }
     let store = open_store(target)?;
     let mut outcome = ops::run_file(op, &store)?;
-    if target.show_secret && op.lists_keys() {
-        if let Some(data) = outcome.data.as_mut() {
-            ops::reveal_keys(data, &store.snapshot());
-        }
+    if target.show_secret
+        && op.lists_keys()
+        && let Some(data) = outcome.data.as_mut()
+    {
+        ops::reveal_keys(data, &store.snapshot());
     }
     Ok(outcome)
 }
