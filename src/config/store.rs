@@ -185,6 +185,7 @@ impl ConfigStore {
     {
         let _guard = self.guard();
         fsutil::check_writable(&self.path).map_err(WriteError::ReadOnly)?;
+        let _other_processes = self.lock_directory()?;
         let current = self.latest_locked()?;
         let mut file = current.file.clone();
         let out = change(&mut file, &current)?;
@@ -199,8 +200,20 @@ impl ConfigStore {
     {
         let _guard = self.guard();
         fsutil::check_writable(&self.path).map_err(WriteError::ReadOnly)?;
+        let _other_processes = self.lock_directory()?;
         let file = build(&self.snapshot())?;
         Ok(self.write_locked(file)?)
+    }
+
+    /// Serialises writers in other processes too (the gateway's admin API and `mcpgw` management commands on the same
+    /// file): an exclusive advisory lock on the file's directory, held until the returned handle drops. The directory,
+    /// not the file, because every write replaces the file by rename; locking it leaves no lock file behind.
+    fn lock_directory(&self) -> Result<fs::File, WriteError> {
+        let target = fsutil::write_target(&self.path);
+        let dir = fsutil::parent_dir(&target);
+        let handle = fs::File::open(dir).map_err(|e| WriteError::Io(format!("cannot open {}: {e}", dir.display())))?;
+        handle.lock().map_err(|e| WriteError::Io(format!("cannot lock {}: {e}", dir.display())))?;
+        Ok(handle)
     }
 
     /// The snapshot of the file as it is on disk now, installing it when it changed.

@@ -1,4 +1,5 @@
-//! The command line (contract section 1): `init`, `serve`, `check-config`.
+//! The command line: `init`, `serve`, `check-config` (contract section 1), the management commands that mirror the
+//! admin REST API (`config`, `project`, `user`, `key`, `system`; see [`manage`]), `client-config` and `completions`.
 //!
 //! Every failure ends with a clear message on stderr and a non-zero exit code, never a panic trace: a bad flag is one
 //! line (clap's first line, without the usage block), an unreadable config or a busy port is one line, an invalid
@@ -11,14 +12,30 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use clap::error::ErrorKind;
-use clap::{Args, Parser, Subcommand};
+use clap::{Args, CommandFactory, Parser, Subcommand};
 
 use crate::app::{self, ServeOptions, Transport};
 use crate::config::{self, LoadError, defaults};
 
+pub mod args;
+pub mod client_config;
+pub mod manage;
+pub mod ops;
+pub mod output;
+pub mod remote;
+pub mod server_edit;
+pub mod validate;
+
+const AFTER_HELP: &str = "\
+Management commands work on the config file (--config, default $HOME/.gw/gw_mcp_config.json) or, with
+--admin-url URL, on a running gateway's admin API with the admin key from GW_ADMIN_APIKEY.
+
+Exit codes: 0 ok, 1 failure, 2 usage, 3 validation, 4 not found, 5 conflict, 6 admin API unreachable,
+7 admin key missing or refused.";
+
 /// mcpgw: a security gateway for the Model Context Protocol.
 #[derive(Debug, Parser)]
-#[command(name = "mcpgw", version, about, long_about = None)]
+#[command(name = "mcpgw", version, about, long_about = None, after_help = AFTER_HELP)]
 pub struct Cli {
     #[command(subcommand)]
     pub command: Command,
@@ -38,6 +55,38 @@ pub enum Command {
     ///
     /// Example: mcpgw check-config --config ./gw_mcp_config.json
     CheckConfig(ConfigArg),
+    /// Manage MCP configurations and their upstream servers.
+    ///
+    /// Example: mcpgw config list
+    Config(args::ConfigCommand),
+    /// Manage projects and their members.
+    ///
+    /// Example: mcpgw project create payments --mcp-config default_config
+    Project(args::ProjectCommand),
+    /// Manage users.
+    ///
+    /// Example: mcpgw user create alice@example.com
+    User(args::UserCommand),
+    /// Manage gateway API keys (create, list, rotate, disable, enable, delete).
+    ///
+    /// Example: mcpgw key create --user alice@example.com --project payments
+    Key(args::KeyCommand),
+    /// Health, backup, restore and reset.
+    ///
+    /// Example: GW_ADMIN_APIKEY=... mcpgw system health --admin-url http://127.0.0.1:8001
+    System(args::SystemCommand),
+    /// Print (or --write) the entry that points an MCP client at the gateway.
+    ///
+    /// Example: mcpgw client-config --client cursor --key-from-env MCPGW_KEY --write
+    ClientConfig(client_config::ClientConfigArgs),
+    /// Print a shell completion script.
+    ///
+    /// Example: mcpgw completions bash > /etc/bash_completion.d/mcpgw
+    Completions {
+        /// The shell.
+        #[arg(value_enum)]
+        shell: clap_complete::Shell,
+    },
 }
 
 #[derive(Debug, Args)]
@@ -88,7 +137,7 @@ pub fn run(args: impl IntoIterator<Item = OsString>) -> ExitCode {
     let cli = match Cli::try_parse_from(args) {
         Ok(cli) => cli,
         Err(e) if matches!(e.kind(), ErrorKind::DisplayHelp | ErrorKind::DisplayVersion) => {
-            print!("{e}");
+            output::emit(&e.to_string());
             return ExitCode::SUCCESS;
         }
         Err(e) if e.kind() == ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand => {
@@ -106,6 +155,18 @@ pub fn run(args: impl IntoIterator<Item = OsString>) -> ExitCode {
         Command::Init(args) => init(&args),
         Command::CheckConfig(args) => check_config(&args),
         Command::Serve(args) => serve(args),
+        Command::Config(cmd) => manage::config(cmd),
+        Command::Project(cmd) => manage::project(cmd),
+        Command::User(cmd) => manage::user(cmd),
+        Command::Key(cmd) => manage::key(cmd),
+        Command::System(cmd) => manage::system(cmd),
+        Command::ClientConfig(args) => client_config::run(&args),
+        Command::Completions { shell } => {
+            let mut script = Vec::new();
+            clap_complete::generate(shell, &mut Cli::command(), "mcpgw", &mut script);
+            output::emit(&String::from_utf8_lossy(&script));
+            ExitCode::SUCCESS
+        }
     }
 }
 
@@ -180,5 +241,16 @@ fn serve(args: ServeArgs) -> ExitCode {
         Ok(()) => ExitCode::SUCCESS,
         Err(app::ServeError::Config(LoadError::Invalid { path, problems })) => print_invalid(&path, &problems),
         Err(e) => fail(e),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_command_line_definition_is_consistent() {
+        // clap checks ids, globals and flags here rather than at the first unlucky parse.
+        Cli::command().debug_assert();
     }
 }

@@ -1,0 +1,319 @@
+//! The clap definitions of the management commands (`mcpgw config|project|user|key|system ...`): every subcommand,
+//! its flags and its `--help` text with an example. [`super::manage`] turns them into operations and runs them.
+
+use std::path::PathBuf;
+
+use clap::{Args, Subcommand};
+
+use super::server_edit::ServerEdit;
+
+/// Where a management command acts and how it prints; accepted before or after the subcommand.
+#[derive(Debug, Clone, Args)]
+pub struct Target {
+    /// Config file to manage directly (file mode) [default: $HOME/.gw/gw_mcp_config.json]
+    #[arg(long, env = "GW_CONFIG_PATH", value_name = "PATH", global = true)]
+    pub config: Option<PathBuf>,
+    /// Manage a running gateway through its admin REST API instead (e.g. http://127.0.0.1:8001); the admin key is
+    /// read from the environment variable GW_ADMIN_APIKEY. Wins over --config.
+    #[arg(long, env = "GW_ADMIN_URL", value_name = "URL", global = true)]
+    pub admin_url: Option<String>,
+    /// Print the answer's `data` as JSON (as the admin REST API returns it) instead of a table.
+    #[arg(long, global = true)]
+    pub json: bool,
+    /// Show whole API keys in key listings (file mode only; the admin API never returns a key after creating it).
+    #[arg(long, global = true)]
+    pub show_secret: bool,
+}
+
+/// `mcpgw config ...`
+#[derive(Debug, Args)]
+pub struct ConfigCommand {
+    #[command(flatten)]
+    pub target: Target,
+    #[command(subcommand)]
+    pub action: ConfigAction,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum ConfigAction {
+    /// List MCP configurations with their servers and the projects using them.
+    ///
+    /// Example: mcpgw config list --json
+    List,
+    /// Create an empty MCP configuration.
+    ///
+    /// Example: mcpgw config create staging
+    Create { name: String },
+    /// Show one configuration (id or name) with its servers (secrets masked).
+    ///
+    /// Example: mcpgw config get staging
+    Get {
+        #[arg(id = "config_ident", value_name = "CONFIG")]
+        config: String,
+    },
+    /// Rename a configuration.
+    ///
+    /// Example: mcpgw config rename staging production
+    Rename {
+        #[arg(id = "config_ident", value_name = "CONFIG")]
+        config: String,
+        new_name: String,
+    },
+    /// Copy a configuration with all its servers under a new name.
+    ///
+    /// Example: mcpgw config copy production production-canary
+    Copy {
+        #[arg(id = "config_ident", value_name = "CONFIG")]
+        config: String,
+        new_name: String,
+    },
+    /// Delete a configuration; refused (exit 5) while a project uses it.
+    ///
+    /// Example: mcpgw config delete staging
+    Delete {
+        #[arg(id = "config_ident", value_name = "CONFIG")]
+        config: String,
+    },
+    /// List the upstream servers of a configuration.
+    ///
+    /// Example: mcpgw config servers production
+    Servers {
+        #[arg(id = "config_ident", value_name = "CONFIG")]
+        config: String,
+    },
+    /// Show one upstream server of a configuration (secrets masked).
+    ///
+    /// Example: mcpgw config get-server production github
+    GetServer {
+        #[arg(id = "config_ident", value_name = "CONFIG")]
+        config: String,
+        server: String,
+    },
+    /// Add an upstream server (stdio command) to a configuration.
+    ///
+    /// Example: mcpgw config add-server production --name github --command npx --arg -y
+    ///   --arg @modelcontextprotocol/server-github --env GITHUB_TOKEN=ghp_xxx --description "GitHub"
+    AddServer {
+        #[arg(id = "config_ident", value_name = "CONFIG")]
+        config: String,
+        #[command(flatten)]
+        edit: ServerEdit,
+    },
+    /// Change an upstream server: the given flags replace those fields, the rest is kept (--from-file replaces all).
+    ///
+    /// Example: mcpgw config update-server production github --env GITHUB_TOKEN=ghp_new
+    UpdateServer {
+        #[arg(id = "config_ident", value_name = "CONFIG")]
+        config: String,
+        server: String,
+        #[command(flatten)]
+        edit: ServerEdit,
+    },
+    /// Remove an upstream server from a configuration.
+    ///
+    /// Example: mcpgw config remove-server production github
+    RemoveServer {
+        #[arg(id = "config_ident", value_name = "CONFIG")]
+        config: String,
+        server: String,
+    },
+    /// Validate the whole config file and list every problem (exit 3 when invalid).
+    ///
+    /// Example: mcpgw config validate --config ./gw_mcp_config.json
+    Validate,
+}
+
+/// `mcpgw project ...`
+#[derive(Debug, Args)]
+pub struct ProjectCommand {
+    #[command(flatten)]
+    pub target: Target,
+    #[command(subcommand)]
+    pub action: ProjectAction,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum ProjectAction {
+    /// List projects with their MCP configuration and members.
+    ///
+    /// Example: mcpgw project list
+    List,
+    /// Create a project, optionally using an MCP configuration (id or name).
+    ///
+    /// Example: mcpgw project create payments --mcp-config production
+    Create {
+        name: String,
+        /// The MCP configuration the project uses (id or name).
+        #[arg(long, value_name = "CONFIG")]
+        mcp_config: Option<String>,
+    },
+    /// Show one project (id or name) with its members.
+    ///
+    /// Example: mcpgw project get payments
+    Get { project: String },
+    /// Change a project's name and/or MCP configuration.
+    ///
+    /// Example: mcpgw project update payments --name billing --mcp-config staging
+    Update {
+        project: String,
+        /// A new name.
+        #[arg(long, value_name = "NAME")]
+        name: Option<String>,
+        /// Use this MCP configuration (id or name).
+        #[arg(long, value_name = "CONFIG", conflicts_with = "no_mcp_config")]
+        mcp_config: Option<String>,
+        /// Use no MCP configuration.
+        #[arg(long)]
+        no_mcp_config: bool,
+    },
+    /// Rename a project.
+    ///
+    /// Example: mcpgw project rename payments billing
+    Rename { project: String, new_name: String },
+    /// Point a project at an MCP configuration (id or name).
+    ///
+    /// Example: mcpgw project set-config payments production
+    SetConfig {
+        project: String,
+        #[arg(id = "config_ident", value_name = "CONFIG")]
+        config: String,
+    },
+    /// Delete a project and its API keys.
+    ///
+    /// Example: mcpgw project delete payments
+    Delete { project: String },
+    /// List a project's members.
+    ///
+    /// Example: mcpgw project members payments
+    Members { project: String },
+    /// Add a user (id or e-mail) to a project.
+    ///
+    /// Example: mcpgw project add-user payments alice@example.com
+    AddUser { project: String, user: String },
+    /// Remove a user from a project; deletes that user's keys for the project.
+    ///
+    /// Example: mcpgw project remove-user payments alice@example.com
+    RemoveUser { project: String, user: String },
+}
+
+/// `mcpgw user ...`
+#[derive(Debug, Args)]
+pub struct UserCommand {
+    #[command(flatten)]
+    pub target: Target,
+    #[command(subcommand)]
+    pub action: UserAction,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum UserAction {
+    /// List users with their projects.
+    ///
+    /// Example: mcpgw user list
+    List,
+    /// Create a user.
+    ///
+    /// Example: mcpgw user create alice@example.com
+    Create { email: String },
+    /// Show one user (id or e-mail) with their projects.
+    ///
+    /// Example: mcpgw user get alice@example.com
+    Get { user: String },
+    /// Change a user's e-mail address.
+    ///
+    /// Example: mcpgw user update alice@example.com alice@corp.example.com
+    Update { user: String, new_email: String },
+    /// Delete a user, their memberships and their keys.
+    ///
+    /// Example: mcpgw user delete alice@example.com
+    Delete { user: String },
+    /// List a user's API keys (masked).
+    ///
+    /// Example: mcpgw user keys alice@example.com
+    Keys { user: String },
+}
+
+/// `mcpgw key ...`
+#[derive(Debug, Args)]
+pub struct KeyCommand {
+    #[command(flatten)]
+    pub target: Target,
+    #[command(subcommand)]
+    pub action: KeyAction,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum KeyAction {
+    /// Create a gateway API key for a user in a project they belong to; the key is printed once.
+    ///
+    /// Example: mcpgw key create --user alice@example.com --project payments
+    Create {
+        /// The user (id or e-mail).
+        #[arg(long, value_name = "USER")]
+        user: String,
+        /// The project (id or name); the user must be a member.
+        #[arg(long, value_name = "PROJECT")]
+        project: String,
+    },
+    /// List API keys (key id and masked key; --show-secret shows whole keys in file mode).
+    ///
+    /// Example: mcpgw key list --user alice@example.com
+    List {
+        /// Only this user's keys (id or e-mail).
+        #[arg(long, value_name = "USER")]
+        user: Option<String>,
+    },
+    /// Show one API key (the key or its key id).
+    ///
+    /// Example: mcpgw key get 3f2a9c1b7d4e
+    Get { key: String },
+    /// Replace a key with a new one (printed once); the old key stops working at once.
+    ///
+    /// Example: mcpgw key rotate 3f2a9c1b7d4e
+    Rotate { key: String },
+    /// Disable a key; requests with it get 401 until it is enabled again.
+    ///
+    /// Example: mcpgw key disable 3f2a9c1b7d4e
+    Disable { key: String },
+    /// Enable a disabled key.
+    ///
+    /// Example: mcpgw key enable 3f2a9c1b7d4e
+    Enable { key: String },
+    /// Delete a key.
+    ///
+    /// Example: mcpgw key delete 3f2a9c1b7d4e
+    Delete { key: String },
+}
+
+/// `mcpgw system ...`
+#[derive(Debug, Args)]
+pub struct SystemCommand {
+    #[command(flatten)]
+    pub target: Target,
+    #[command(subcommand)]
+    pub action: SystemAction,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum SystemAction {
+    /// Show the health report (in file mode: the file's state and counts).
+    ///
+    /// Example: mcpgw system health --admin-url http://127.0.0.1:8001
+    Health,
+    /// Write a backup with every API key encrypted (AES-256-GCM; key from GW_BACKUP_KEY or gw_backup.key).
+    ///
+    /// Example: mcpgw system backup /var/backups/gw-2026-01-01.json
+    Backup { output_file: PathBuf },
+    /// Replace the whole configuration with a backup; an invalid backup changes nothing.
+    ///
+    /// Example: mcpgw system restore /var/backups/gw-2026-01-01.json
+    Restore { input_file: PathBuf },
+    /// Reset to what `init` writes (keeping the admin key); needs --yes-really-reset.
+    ///
+    /// Example: mcpgw system reset --yes-really-reset
+    Reset {
+        /// Confirms that every config, project, user and key is to be deleted.
+        #[arg(long)]
+        yes_really_reset: bool,
+    },
+}
