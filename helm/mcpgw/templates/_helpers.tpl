@@ -149,6 +149,12 @@ mcpgw.sidecarVolumes in its `volumes:`). The config Secret is mounted as a direc
   env:
     - name: GW_CONFIG_PATH
       value: /etc/mcpgw/{{ include "mcpgw.secretKey" . }}
+    {{- if .Values.sidecar.loopbackOnly }}
+    - name: GW_GATEWAY_ADDR
+      value: 127.0.0.1:8000
+    - name: GW_ADMIN_ADDR
+      value: 127.0.0.1:8001
+    {{- end }}
     {{- include "mcpgw.commonEnv" . | nindent 4 }}
   resources:
     {{- toYaml .Values.resources | nindent 4 }}
