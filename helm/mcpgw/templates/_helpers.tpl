@@ -42,7 +42,8 @@ app.kubernetes.io/managed-by: {{ .Release.Service }}
 The config file as JSON, computed once per render and cached, so that the Secret and the checksum annotation see the
 same content: the `config.file` value, else the file already in this release's Secret (upgrades keep generated keys),
 else a fresh one like `mcpgw init` writes (random keys from sprig's crypto/rand generator). Then `config.settings`,
-the Redis values and, in shared mode, the allowed hosts are merged into common_mcp_gateway_config.
+the Redis values and, in shared mode, the allowed hosts (`shared.allowedHosts`, else the Service's DNS names when the
+file names none) are merged into common_mcp_gateway_config.
 */}}
 {{- define "mcpgw.configJson" -}}
 {{- if not (hasKey .Values "__mcpgwConfigJson") -}}
@@ -77,7 +78,7 @@ the Redis values and, in shared mode, the allowed hosts are merged into common_m
 {{- $_ := set $common "gw_cache_password" .Values.redis.password -}}
 {{- end -}}
 {{- end -}}
-{{- if and (eq .Values.mode "shared") (not (hasKey .Values.config.settings "gw_allowed_hosts")) -}}
+{{- if and (eq .Values.mode "shared") (or .Values.shared.allowedHosts (not (hasKey $common "gw_allowed_hosts"))) -}}
 {{- $hosts := .Values.shared.allowedHosts -}}
 {{- if not $hosts -}}
 {{- $svc := include "mcpgw.fullname" . -}}
