@@ -38,7 +38,7 @@ FROM ghcr.io/astral-sh/uv:${UV_VERSION} AS uv
 
 FROM node:${NODE_VERSION}-${DEBIAN_RELEASE}-slim AS runtime-node-python
 RUN apt-get update \
- && apt-get install -y --no-install-recommends python3 python3-venv ca-certificates \
+ && apt-get install -y --no-install-recommends python3 ca-certificates \
  && rm -rf /var/lib/apt/lists/* \
  && useradd --uid 10001 --user-group --no-create-home --home-dir /home/mcpgw --shell /usr/sbin/nologin mcpgw
 COPY --from=uv /uv /uvx /usr/local/bin/
