@@ -257,6 +257,12 @@ fn an_unreachable_collector_never_slows_calls_and_degrades_health() {
     assert_eq!(health["degraded_reasons"], json!(["telemetry exporter failing"]), "{health}");
     assert_eq!(health["config_valid"], json!(true), "{health}");
     assert!(gw.logs().contains("telemetry exporter failing"), "the failure is logged:\n{}", gw.logs());
+    let metrics = gw.gw.metrics_get("/metrics").text;
+    let errors = metrics
+        .lines()
+        .find_map(|l| l.strip_prefix("mcpgw_trace_export_errors_total "))
+        .and_then(|v| v.trim().parse::<f64>().ok());
+    assert!(errors.is_some_and(|e| e >= 1.0), "failed exports are counted:\n{metrics}");
 }
 
 #[test]

@@ -54,6 +54,8 @@ pub struct Metrics {
     pub upstream_starts: IntCounter,
     /// `mcpgw_rate_limited_total`: requests refused with 429.
     pub rate_limited: IntCounter,
+    /// `mcpgw_trace_export_errors_total`: span batches the trace exporter failed to deliver.
+    pub trace_export_errors: IntCounter,
     /// `mcpgw_config_reloads_total{result="ok"|"error"}`.
     pub config_reloads: IntCounterVec,
     /// `mcpgw_admin_requests_total{status}`: admin API answers by status class.
@@ -100,6 +102,10 @@ impl Metrics {
         let upstream_starts = register(r, IntCounter::new("mcpgw_upstream_starts_total", "Upstream processes started"));
         let rate_limited =
             register(r, IntCounter::new("mcpgw_rate_limited_total", "Requests refused by the per-key rate limit"));
+        let trace_export_errors = register(
+            r,
+            IntCounter::new("mcpgw_trace_export_errors_total", "Span batches the trace exporter failed to deliver"),
+        );
         let config_reloads = counter_vec(
             r,
             "mcpgw_config_reloads_total",
@@ -136,7 +142,7 @@ impl Metrics {
             request_duration.with_label_values(&[transport]);
         }
         upstream_calls.with_label_values(&["success"]);
-        Metrics {
+        let metrics = Metrics {
             registry,
             hooks: Mutex::default(),
             requests,
@@ -151,10 +157,13 @@ impl Metrics {
             upstream_restarts,
             upstream_starts,
             rate_limited,
+            trace_export_errors,
             config_reloads,
             admin_requests,
             guardrail_blocks,
-        }
+        };
+        metrics.on_scrape(|m| catch_up(&m.trace_export_errors, crate::telemetry::traces::exporter_status().errors));
+        metrics
     }
 
     /// Runs `hook` before every scrape (to copy in values that are counted elsewhere).
