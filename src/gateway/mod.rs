@@ -29,7 +29,7 @@ use std::sync::Arc;
 
 use serde_json::Value;
 
-use crate::cache::TtlCache;
+use crate::cache::{ExternalCache, TtlCache};
 use crate::config::model::ServerEntry;
 use crate::config::{ConfigStore, Snapshot};
 use crate::upstream::{PoolKey, PoolSettings, ServerSpec, UpstreamPool};
@@ -54,6 +54,8 @@ pub struct GatewayContext {
     pub pool: Arc<UpstreamPool>,
     pub tool_cache: TtlCache<PoolKey, CachedTools>,
     pub config_cache: GatewayConfigCache,
+    /// The shared cache (Redis) when `gw_mcp_use_external_cache` is on; it follows the configuration itself.
+    pub external_cache: Arc<ExternalCache>,
     pub timeouts: TimeoutMetrics,
     pub sessions: SessionRegistry,
     /// The remote authentication client of the current snapshot (auth provider `gw`).
@@ -141,6 +143,7 @@ impl GatewayContext {
             pool: UpstreamPool::new(pool_settings(&snapshot)),
             tool_cache: TtlCache::new(snapshot.settings.tool_cache_expiry),
             config_cache: GatewayConfigCache::new(snapshot.settings.gateway_cache_expiry),
+            external_cache: ExternalCache::new(&snapshot.settings),
             timeouts: TimeoutMetrics::default(),
             sessions: SessionRegistry::default(),
             remote_auth: Default::default(),
@@ -172,6 +175,7 @@ impl GatewayContext {
         self.tool_cache.set_lifetime(settings.tool_cache_expiry);
         self.config_cache.set_lifetime(settings.gateway_cache_expiry);
         self.config_cache.clear();
+        self.external_cache.configure(settings);
         let live = live_servers(snapshot);
         self.tool_cache.remove_where(|key, cached| {
             server_entry(snapshot, &key.mcp_config_id, &key.server_name) != Some(&cached.entry)
@@ -187,7 +191,7 @@ impl GatewayContext {
         snapshot: &Arc<Snapshot>,
         creds: &identity::Credentials,
     ) -> Result<Arc<Identity>, identity::AuthFailure> {
-        identity::authenticate(snapshot, creds, &self.config_cache, &self.remote_auth).await
+        identity::authenticate(snapshot, creds, &self.config_cache, &self.remote_auth, &self.external_cache).await
     }
 
     /// Ends every upstream process.
