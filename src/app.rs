@@ -32,6 +32,8 @@ pub struct AppState {
     pub started: Instant,
     /// True once every listener is up; false again while draining.
     pub ready: AtomicBool,
+    /// The shared cache's state, for the health report (the gateway context owns it).
+    pub external_cache: Arc<crate::cache::ExternalCache>,
 }
 
 /// How MCP clients reach the gateway.
@@ -105,6 +107,7 @@ pub async fn serve(opts: ServeOptions) -> Result<(), ServeError> {
         metrics,
         started: Instant::now(),
         ready: AtomicBool::new(false),
+        external_cache: Arc::clone(&ctx.external_cache),
     });
 
     let sessions = CancellationToken::new();

@@ -32,7 +32,8 @@ async fn health(State(st): St) -> Response {
 }
 
 async fn system_health(State(st): St) -> Response {
-    let data = system::health(&st.store, st.started.elapsed(), st.ready.load(Ordering::SeqCst));
+    let external = st.external_cache.report();
+    let data = system::health(&st.store, st.started.elapsed(), st.ready.load(Ordering::SeqCst), external);
     ok("system health", data)
 }
 

@@ -60,18 +60,33 @@ impl<K: Eq + Hash + Clone, V> TtlCache<K, V> {
 
     /// A live entry, counting a hit or a miss.
     pub fn get(&self, key: &K) -> Option<Arc<V>> {
+        let found = self.peek(key);
+        self.record(found.is_some());
+        found
+    }
+
+    /// A live entry, counting nothing (the caller decides with [`TtlCache::record`] what the lookup was).
+    pub fn peek(&self, key: &K) -> Option<Arc<V>> {
         let mut map = self.map();
-        let found = match map.get(key) {
+        match map.get(key) {
             Some(entry) if entry.expires > Instant::now() => Some(Arc::clone(&entry.value)),
             Some(_) => {
                 map.remove(key);
                 None
             }
             None => None,
-        };
-        let counter = if found.is_some() { &self.hits } else { &self.misses };
+        }
+    }
+
+    /// Counts one lookup as a hit or a miss (a hit in the shared cache counts here too).
+    pub fn record(&self, hit: bool) {
+        let counter = if hit { &self.hits } else { &self.misses };
         counter.fetch_add(1, Ordering::Relaxed);
-        found
+    }
+
+    /// Removes one entry.
+    pub fn remove(&self, key: &K) {
+        self.map().remove(key);
     }
 
     /// Stores a value (nothing when the lifetime is zero).

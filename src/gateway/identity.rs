@@ -8,12 +8,14 @@
 //! With the `gw` provider the key is resolved by a remote service (`remote_auth.rs`, protocol in its documentation
 //! and the README) under `auth_timeout`; its answer may carry the servers themselves (`gateway_config.mcp_config`),
 //! which then serve this caller instead of a local MCP configuration. Answers are cached the same way, by key digest,
-//! never by the key itself.
+//! never by the key itself. With the external cache on, the remote answer is also shared through Redis (sealed, see
+//! [`crate::cache::shared`]) so another instance uses it instead of asking the service again. `local_apikey`
+//! resolutions are never shared: the local file is the authority, and a key disabled in it stops working at once.
 
 use std::sync::Arc;
 
 use super::remote_auth::{RemoteAuth, RemoteAuthError, RemoteIdentity};
-use crate::cache::TtlCache;
+use crate::cache::{ExternalCache, TtlCache};
 use crate::config::Snapshot;
 use crate::config::model::{ServerEntry, decode_server_at};
 use crate::config::per_snapshot::PerSnapshot;
@@ -64,6 +66,7 @@ pub async fn authenticate(
     creds: &Credentials,
     cache: &GatewayConfigCache,
     remote: &RemoteAuthCache,
+    external: &ExternalCache,
 ) -> Result<Arc<Identity>, AuthFailure> {
     match snapshot.settings.auth.provider.as_str() {
         "local_apikey" => authenticate_local(snapshot, creds, cache),
@@ -73,15 +76,7 @@ pub async fn authenticate(
             let identity = match cache.get(&digest) {
                 Some(hit) if Arc::ptr_eq(&hit.snapshot, snapshot) => hit,
                 _ => {
-                    let client = remote.get(snapshot, remote_client);
-                    let client = client.as_ref().as_ref().map_err(|e| AuthFailure(e.to_string()))?;
-                    let answer = client
-                        .resolve(key, non_empty(&creds.project_id), non_empty(&creds.user_id))
-                        .await
-                        .map_err(|e| match e {
-                            RemoteAuthError::Refused(why) => AuthFailure(why),
-                            other => AuthFailure(format!("the authentication service is unavailable: {other}")),
-                        })?;
+                    let answer = remote_answer(snapshot, creds, key, remote, external).await?;
                     let resolved = Arc::new(from_remote(snapshot, digest, answer)?);
                     cache.insert(digest, Arc::clone(&resolved));
                     resolved
@@ -91,6 +86,34 @@ pub async fn authenticate(
         }
         other => Err(AuthFailure(format!("authentication provider {other:?} is not available"))),
     }
+}
+
+/// The remote service's answer for `key`: from the shared cache when another instance has asked already, else from
+/// the service (and then shared). Refusals are never cached.
+async fn remote_answer(
+    snapshot: &Arc<Snapshot>,
+    creds: &Credentials,
+    key: &str,
+    remote: &RemoteAuthCache,
+    external: &ExternalCache,
+) -> Result<RemoteIdentity, AuthFailure> {
+    let settings = &snapshot.settings;
+    let shared = settings.use_external_cache && external.enabled();
+    if shared && let Ok(Some(answer)) = external.get_gateway_config(key).await {
+        return Ok(answer);
+    }
+    let client = remote.get(snapshot, remote_client);
+    let client = client.as_ref().as_ref().map_err(|e| AuthFailure(e.to_string()))?;
+    let answer =
+        client.resolve(key, non_empty(&creds.project_id), non_empty(&creds.user_id)).await.map_err(|e| match e {
+            RemoteAuthError::Refused(why) => AuthFailure(why),
+            other => AuthFailure(format!("the authentication service is unavailable: {other}")),
+        })?;
+    if shared {
+        // A Redis that is down was counted and logged by the external cache; the answer still serves this instance.
+        let _ = external.put_gateway_config(key, &answer, settings.gateway_cache_expiry).await;
+    }
+    Ok(answer)
 }
 
 fn non_empty(value: &Option<String>) -> Option<&str> {

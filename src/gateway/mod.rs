@@ -33,7 +33,7 @@ use std::sync::Arc;
 
 use serde_json::Value;
 
-use crate::cache::TtlCache;
+use crate::cache::{ExternalCache, TtlCache};
 use crate::config::model::ServerEntry;
 use crate::config::{ConfigStore, Snapshot};
 use crate::telemetry::metrics::{Metrics, catch_up};
@@ -59,6 +59,8 @@ pub struct GatewayContext {
     pub pool: Arc<UpstreamPool>,
     pub tool_cache: TtlCache<PoolKey, CachedTools>,
     pub config_cache: GatewayConfigCache,
+    /// The shared cache (Redis) when `gw_mcp_use_external_cache` is on; it follows the configuration itself.
+    pub external_cache: Arc<ExternalCache>,
     pub timeouts: TimeoutMetrics,
     pub sessions: SessionRegistry,
     /// The remote authentication client of the current snapshot (auth provider `gw`).
@@ -148,6 +150,7 @@ impl GatewayContext {
             pool: UpstreamPool::new(pool_settings(&snapshot)),
             tool_cache: TtlCache::new(snapshot.settings.tool_cache_expiry),
             config_cache: GatewayConfigCache::new(snapshot.settings.gateway_cache_expiry),
+            external_cache: ExternalCache::new(&snapshot.settings),
             timeouts: TimeoutMetrics::default(),
             sessions: SessionRegistry::default(),
             remote_auth: Default::default(),
@@ -174,6 +177,7 @@ impl GatewayContext {
         metrics.upstream_processes.set(i64::try_from(pool.processes).unwrap_or(i64::MAX));
         catch_up(&metrics.upstream_restarts, pool.restarts);
         catch_up(&metrics.upstream_starts, pool.started);
+        catch_up(&metrics.cache_errors.with_label_values(&["external"]), self.external_cache.errors());
         for (cache, stats) in [("tools", self.tool_cache.stats()), ("gateway_config", self.config_cache.stats())] {
             catch_up(&metrics.cache_hits.with_label_values(&[cache]), stats.hits);
             catch_up(&metrics.cache_misses.with_label_values(&[cache]), stats.misses);
@@ -208,6 +212,7 @@ impl GatewayContext {
         self.tool_cache.set_lifetime(settings.tool_cache_expiry);
         self.config_cache.set_lifetime(settings.gateway_cache_expiry);
         self.config_cache.clear();
+        self.external_cache.configure(settings);
         let live = live_servers(snapshot);
         self.tool_cache.remove_where(|key, cached| {
             server_entry(snapshot, &key.mcp_config_id, &key.server_name) != Some(&cached.entry)
@@ -223,7 +228,7 @@ impl GatewayContext {
         snapshot: &Arc<Snapshot>,
         creds: &identity::Credentials,
     ) -> Result<Arc<Identity>, identity::AuthFailure> {
-        identity::authenticate(snapshot, creds, &self.config_cache, &self.remote_auth).await
+        identity::authenticate(snapshot, creds, &self.config_cache, &self.remote_auth, &self.external_cache).await
     }
 
     /// Ends every upstream process.

@@ -8,6 +8,7 @@ use serde_json::{Map, Value, json};
 
 use super::backup::{BackupKey, ENCRYPTED_PREFIX, key_file_path};
 use super::{ManageError, ManageResult, decode_body};
+use crate::cache::ExternalReport;
 use crate::config::defaults::fresh_config;
 use crate::config::{ConfigFile, ConfigStore, fsutil};
 use crate::ids::timestamp;
@@ -19,12 +20,23 @@ const APIKEY_LABEL: &str = "mcpgw-backup/1 apikey";
 /// Top-level keys a backup adds around the configuration; a restore removes them.
 const BACKUP_META: [&str; 4] = ["backup_format", "created_at", "gateway_version", "encryption"];
 
-/// The `data` of `GET /api/v1/system/health`. `listeners_up` is false while starting or draining.
-pub fn health(store: &ConfigStore, uptime: Duration, listeners_up: bool) -> Value {
+/// The `data` of `GET /api/v1/system/health`. `listeners_up` is false while starting or draining; `external` is the
+/// shared cache's report when it is on (unreachable Redis: `degraded`, named in `degraded_reasons`).
+pub fn health(store: &ConfigStore, uptime: Duration, listeners_up: bool, external: Option<ExternalReport>) -> Value {
     let snap = store.snapshot();
     let status = store.status();
-    let exporter_failing = crate::telemetry::traces::exporter_status().failing;
-    let state = if !status.valid || !listeners_up || exporter_failing { "degraded" } else { "healthy" };
+    let mut reasons = Vec::new();
+    if !status.valid {
+        reasons.push("the last configuration reload failed; the last valid configuration is serving".to_string());
+    }
+    if !listeners_up {
+        reasons.push("starting or draining".to_string());
+    }
+    reasons.extend(external.as_ref().and_then(ExternalReport::degraded_reason));
+    if crate::telemetry::traces::exporter_status().failing {
+        reasons.push("telemetry exporter failing".to_string());
+    }
+    let state = if reasons.is_empty() { "healthy" } else { "degraded" };
     let s = &snap.settings;
     let mut data = json!({
         "status": state,
@@ -41,11 +53,14 @@ pub fn health(store: &ConfigStore, uptime: Duration, listeners_up: bool) -> Valu
         "guardrails_configured": s.guardrails.is_some(),
         "uptime_seconds": uptime.as_secs(),
     });
+    if let Some(report) = external {
+        data["external_cache"] = json!(report);
+    }
+    if !reasons.is_empty() {
+        data["degraded_reasons"] = json!(reasons);
+    }
     if !status.valid {
         data["config_problems"] = json!(status.problems);
-    }
-    if exporter_failing {
-        data["degraded_reasons"] = json!(["telemetry exporter failing"]);
     }
     data
 }

@@ -1,12 +1,19 @@
 //! Discovery (spec 4.1): the tools of a server come from (1) the tool cache, (2) the tools configured on the server
 //! entry, (3) the live server, in that order. Live results are cached for `gw_tool_cache_expiration` hours and carry
 //! `server_metadata`.
+//!
+//! With the external cache on, step (1) asks the shared cache (Redis) first: it is the authority while it answers, so a
+//! `gw_clear_cache` on any instance makes every instance discover live again. A shared record counts only when its
+//! fingerprint matches this instance's server entry. While Redis is unreachable the local cache answers instead, and
+//! live results go to both.
 
 use std::sync::Arc;
 
 use serde_json::{Value, json};
 
 use super::{DiscoverInput, Failure, ListServersInput, ServerInput};
+use crate::cache::ExternalError;
+use crate::cache::shared::fingerprint;
 use crate::config::model::ServerEntry;
 use crate::gateway::timeouts::TimeoutKind;
 use crate::gateway::{CachedTools, GatewayContext, Identity};
@@ -142,11 +149,20 @@ async fn discover_untraced(
         server_name: entry.server_name.clone(),
     };
     let settings = &identity.snapshot.settings;
-    let cached =
-        ctx.timeouts.run(TimeoutKind::Cache, settings.timeouts.cache, async { ctx.tool_cache.get(&key) }).await;
-    if let Ok(Some(hit)) = cached
-        && hit.entry == *entry
-    {
+    let shared = settings.use_external_cache && ctx.external_cache.enabled();
+    let fingerprint = shared.then(|| fingerprint(entry, identity.snapshot.file.admin_apikey.as_deref()));
+    // The shared cache bounds each Redis operation by `cache_timeout` itself (so it can count the failure and fall
+    // back); the margin keeps this outer bound from cutting that short.
+    let cached = ctx
+        .timeouts
+        .run_classified(
+            TimeoutKind::Cache,
+            settings.timeouts.cache + crate::gateway::tools::execute::TIMEOUT_MARGIN,
+            cached_tools(ctx, &key, entry, fingerprint.as_deref()),
+            |(_, timed_out)| *timed_out,
+        )
+        .await;
+    if let Ok((Some(hit), _)) = cached {
         return Ok(DiscoveryResult { tools: Arc::clone(&hit.tools), source: "cache", server_metadata: None });
     }
     let configured = configured_tools(entry);
@@ -172,9 +188,51 @@ async fn discover_untraced(
         "version": live.server_version,
         "description": live.server_description.clone().or_else(|| entry.description.clone()),
     });
+    if let Some(fingerprint) = &fingerprint {
+        let (id, server) = (&key.mcp_config_id, &key.server_name);
+        // A Redis that is down was counted and logged by the external cache; the local cache still gets the tools.
+        let _ =
+            ctx.external_cache.put_tools(id, server, fingerprint, &tools, &metadata, settings.tool_cache_expiry).await;
+    }
     let cached = CachedTools { tools: Arc::clone(&tools), server_metadata: metadata.clone(), entry: entry.clone() };
     ctx.tool_cache.insert(key, Arc::new(cached));
     Ok(DiscoveryResult { tools, source: "discovery", server_metadata: Some(metadata) })
+}
+
+/// Step (1) of discovery: the shared cache when `fingerprint` is given (external cache on) and Redis answers, else the
+/// local cache. Counts one hit or miss; says whether a Redis operation timed out.
+async fn cached_tools(
+    ctx: &GatewayContext,
+    key: &PoolKey,
+    entry: &ServerEntry,
+    fingerprint: Option<&str>,
+) -> (Option<Arc<CachedTools>>, bool) {
+    let mut timed_out = false;
+    if let Some(fingerprint) = fingerprint {
+        match ctx.external_cache.get_tools(&key.mcp_config_id, &key.server_name, fingerprint).await {
+            Ok(Some(found)) => {
+                let hit = Arc::new(CachedTools {
+                    tools: Arc::new(found.tools),
+                    server_metadata: found.server_metadata,
+                    entry: entry.clone(),
+                });
+                // Kept locally too, as the fallback for when Redis goes away.
+                ctx.tool_cache.insert(key.clone(), Arc::clone(&hit));
+                ctx.tool_cache.record(true);
+                return (Some(hit), false);
+            }
+            Ok(None) => {
+                // Cleared or expired in the shared cache (maybe by another instance): the local copy goes too.
+                ctx.tool_cache.remove(key);
+                ctx.tool_cache.record(false);
+                return (None, false);
+            }
+            Err(e) => timed_out = matches!(e, ExternalError::Timeout(_)),
+        }
+    }
+    let hit = ctx.tool_cache.peek(key).filter(|hit| hit.entry == *entry);
+    ctx.tool_cache.record(hit.is_some());
+    (hit, timed_out)
 }
 
 /// `gw_discover_all_tools`.

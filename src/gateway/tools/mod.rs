@@ -228,7 +228,7 @@ impl ToolInvocation {
             // The tools that touch no upstream run under `default_timeout`.
             ToolInvocation::CacheStatus => bounded(ctx, identity, async { status::cache_status(ctx, identity) }).await,
             ToolInvocation::ClearCache(input) => {
-                bounded(ctx, identity, async { status::clear_cache(ctx, identity, input) }).await
+                bounded(ctx, identity, status::clear_cache(ctx, identity, input)).await
             }
             ToolInvocation::TimeoutMetrics => {
                 bounded(ctx, identity, async { status::timeout_metrics(ctx, identity) }).await

@@ -1,4 +1,7 @@
 //! `gw_get_cache_status`, `gw_clear_cache` and `gw_get_timeout_metrics`.
+//!
+//! With the external cache on, the status adds `external: {reachable, host, port, db, errors}` (never the password)
+//! and a clear also deletes the shared entries it covers, reporting their count in `external_cleared`.
 
 use serde_json::{Value, json};
 
@@ -9,16 +12,20 @@ use crate::gateway::{GatewayContext, Identity};
 /// `gw_get_cache_status`.
 pub fn cache_status(ctx: &GatewayContext, identity: &Identity) -> Value {
     let external = identity.snapshot.settings.use_external_cache;
-    json!({
+    let mut out = json!({
         "status": "success",
         "cache_type": if external { "external" } else { "local" },
         "tool_cache": ctx.tool_cache.stats(),
         "config_cache": ctx.config_cache.stats(),
-    })
+    });
+    if external && let Some(report) = ctx.external_cache.report() {
+        out["external"] = json!(report);
+    }
+    out
 }
 
 /// `gw_clear_cache`: cached tools of the caller's configuration (one server or all) and/or the gateway config cache.
-pub fn clear_cache(ctx: &GatewayContext, identity: &Identity, input: ClearCacheInput) -> Value {
+pub async fn clear_cache(ctx: &GatewayContext, identity: &Identity, input: ClearCacheInput) -> Value {
     let kind = input.cache_type.as_deref().unwrap_or("all");
     let (tools, gateway_config) = match kind {
         "all" => (true, true),
@@ -41,11 +48,25 @@ pub fn clear_cache(ctx: &GatewayContext, identity: &Identity, input: ClearCacheI
         0
     };
     let cleared_config = if gateway_config { ctx.config_cache.clear() } else { 0 };
-    json!({
-        "status": "success",
-        "message": format!("cleared {cleared_tools} tool cache entries and {cleared_config} gateway config cache entries"),
-        "cleared": {"tools": cleared_tools, "gateway_config": cleared_config},
-    })
+    let mut message =
+        format!("cleared {cleared_tools} tool cache entries and {cleared_config} gateway config cache entries");
+    let mut out = json!({"status": "success", "cleared": {"tools": cleared_tools, "gateway_config": cleared_config}});
+    if identity.snapshot.settings.use_external_cache && ctx.external_cache.enabled() {
+        let shared_tools = if tools { Some(ctx.external_cache.clear_tools(&config_id, server).await) } else { None };
+        let shared_config = if gateway_config { Some(ctx.external_cache.clear_gateway_config().await) } else { None };
+        let count = |r: &Option<Result<u64, _>>| match r {
+            Some(Ok(n)) => json!(n),
+            None => json!(0),
+            Some(Err(_)) => Value::Null,
+        };
+        out["external_cleared"] = json!({"tools": count(&shared_tools), "gateway_config": count(&shared_config)});
+        match [shared_tools, shared_config].into_iter().flatten().find_map(Result::err) {
+            None => message.push_str("; and their shared (external cache) entries"),
+            Some(e) => message.push_str(&format!("; the shared (external cache) entries were not cleared: {e}")),
+        }
+    }
+    out["message"] = json!(message);
+    out
 }
 
 /// `gw_get_timeout_metrics`.
