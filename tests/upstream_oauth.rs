@@ -133,3 +133,26 @@ fn mutual_tls_presents_the_client_certificate_to_the_token_endpoint() {
     assert_eq!(issuer.seen().len(), 1, "no token for a client without certificate");
     assert!(*issuer.failed_handshakes.lock().unwrap() >= 1);
 }
+
+#[test]
+fn clearing_all_caches_forces_a_new_token_from_the_issuer() {
+    let issuer = HttpMock::start(vec![(
+        "/token",
+        200,
+        json!({"access_token": TOKEN, "token_type": "Bearer", "expires_in": 3600}),
+    )]);
+    let gw = gateway_with_oauth(&format!("{}/token", issuer.base_url));
+    assert_eq!(success_text(&env_calls(&gw, &["OAUTH_ACCESS_TOKEN"])[0], "env"), TOKEN);
+    assert_eq!(issuer.seen().len(), 1);
+    // The upstream rejected the token, say: the issuer hands out a new one, and clearing forces the gateway to ask.
+    issuer.set("/token", 200, json!({"access_token": "second-token-0123456789", "token_type": "Bearer"}));
+    let cleared = runtime().block_on(async {
+        let client = connect(&gw.mcp, API_KEY).await;
+        let cleared = call(&client, "gw_clear_cache", json!({"cache_type": "all"})).await;
+        client.cancel().await.unwrap();
+        cleared
+    });
+    assert_eq!(cleared["cleared"]["oauth_tokens"], json!(1), "{cleared}");
+    assert_eq!(success_text(&env_calls(&gw, &["OAUTH_ACCESS_TOKEN"])[0], "env"), "second-token-0123456789");
+    assert_eq!(issuer.seen().len(), 2, "a forced refresh asks the issuer again");
+}

@@ -8,6 +8,7 @@ use serde_json::{Value, json};
 use super::{ClearCacheInput, Failure};
 use crate::gateway::timeouts::config_report;
 use crate::gateway::{GatewayContext, Identity};
+use crate::upstream::oauth::TokenKey;
 
 /// `gw_get_cache_status`.
 pub fn cache_status(ctx: &GatewayContext, identity: &Identity) -> Value {
@@ -48,9 +49,15 @@ pub async fn clear_cache(ctx: &GatewayContext, identity: &Identity, input: Clear
         0
     };
     let cleared_config = if gateway_config { ctx.config_cache.clear() } else { 0 };
-    let mut message =
-        format!("cleared {cleared_tools} tool cache entries and {cleared_config} gateway config cache entries");
-    let mut out = json!({"status": "success", "cleared": {"tools": cleared_tools, "gateway_config": cleared_config}});
+    // `all` also forgets the caller's upstream OAuth tokens: the next call gets a new one from the issuer (a forced
+    // refresh, for when an upstream rejects a token before it expires).
+    let cleared_tokens = if kind == "all" { forget_oauth_tokens(ctx, identity, &config_id, server) } else { 0 };
+    let mut message = format!(
+        "cleared {cleared_tools} tool cache entries, {cleared_config} gateway config cache entries and \
+         {cleared_tokens} OAuth tokens"
+    );
+    let mut out = json!({"status": "success", "cleared": {"tools": cleared_tools, "gateway_config": cleared_config,
+        "oauth_tokens": cleared_tokens}});
     if identity.snapshot.settings.use_external_cache && ctx.external_cache.enabled() {
         let shared_tools = if tools { Some(ctx.external_cache.clear_tools(&config_id, server).await) } else { None };
         let shared_config = if gateway_config { Some(ctx.external_cache.clear_gateway_config().await) } else { None };
@@ -67,6 +74,23 @@ pub async fn clear_cache(ctx: &GatewayContext, identity: &Identity, input: Clear
     }
     out["message"] = json!(message);
     out
+}
+
+/// Forgets the OAuth tokens of the caller's project for its servers (one server or all); returns how many servers
+/// with OAuth that covered.
+fn forget_oauth_tokens(ctx: &GatewayContext, identity: &Identity, config_id: &str, server: Option<&str>) -> usize {
+    let Ok(entries) = super::discovery::servers(identity) else { return 0 };
+    let with_oauth = entries.iter().filter(|entry| {
+        server.is_none_or(|s| s == entry.server_name)
+            && entry.oauth_config.as_ref().and_then(|c| c.enabled).unwrap_or(false)
+    });
+    let mut count = 0;
+    for entry in with_oauth {
+        let key = TokenKey::new(entry.server_name.clone(), config_id.to_string(), identity.project_id.clone());
+        ctx.oauth.invalidate(&key);
+        count += 1;
+    }
+    count
 }
 
 /// `gw_get_timeout_metrics`.
