@@ -12,7 +12,6 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use axum::Router;
-use axum::serve::ListenerExt;
 use tokio::net::TcpListener;
 use tokio::sync::watch;
 use tokio::task::JoinSet;
@@ -126,23 +125,18 @@ pub async fn serve(opts: ServeOptions) -> Result<(), ServeError> {
     signal::reload_on_hangup(Arc::clone(&store));
 
     let (stop_tx, stop_rx) = watch::channel(false);
+    // The probes and metrics stay up through the drain (readiness answers 503, the last metrics can be scraped).
+    let (stop_probes_tx, stop_probes_rx) = watch::channel(false);
     let mut servers = JoinSet::new();
+    let mut probes = JoinSet::new();
     for (name, listener, router) in listeners {
         let addr = listener.local_addr().map(|a| a.to_string()).unwrap_or_default();
         tracing::info!(listener = name, addr = %addr, "listening");
-        let mut stop = stop_rx.clone();
-        servers.spawn(async move {
-            let shutdown = async move {
-                let _ = stop.wait_for(|stopped| *stopped).await;
-            };
-            // Small answers (JSON-RPC messages, SSE events) go out at once instead of waiting on Nagle's algorithm.
-            let listener = listener.tap_io(|tcp| {
-                let _ = tcp.set_nodelay(true);
-            });
-            if let Err(e) = axum::serve(listener, router).with_graceful_shutdown(shutdown).await {
-                tracing::error!(listener = name, error = %e, "listener failed");
-            }
-        });
+        if name == "metrics" {
+            probes.spawn(listen(name, listener, router, Arc::clone(&store), stop_probes_rx.clone()));
+        } else {
+            servers.spawn(listen(name, listener, router, Arc::clone(&store), stop_rx.clone()));
+        }
     }
     state.ready.store(true, Ordering::SeqCst);
     tracing::info!(
@@ -165,11 +159,15 @@ pub async fn serve(opts: ServeOptions) -> Result<(), ServeError> {
         }
     };
     drain(&state, &ctx, reason, opts.shutdown_grace, stop_tx, sessions, servers).await;
+    let _ = stop_probes_tx.send(true);
+    let _ = tokio::time::timeout(Duration::from_secs(2), async { while probes.join_next().await.is_some() {} }).await;
+    tracing::info!("stopped");
     Ok(())
 }
 
-/// The drain: readiness off, stop accepting, let tool calls in flight finish (up to `grace`), end the MCP sessions
-/// and streams, then end every upstream process with its process group.
+/// The drain: readiness off, new requests refused (503 `SHUTTING_DOWN` on connections already open; the gateway and
+/// admin listeners stop accepting), tool calls in flight finish (up to `grace`), the MCP sessions and streams end,
+/// then every upstream process ends with its process group. The probe listener is stopped after this.
 async fn drain(
     state: &AppState,
     ctx: &GatewayContext,
@@ -181,6 +179,7 @@ async fn drain(
 ) {
     tracing::info!(reason, grace_seconds = grace.as_secs(), in_flight = ctx.in_flight.count(), "draining");
     state.ready.store(false, Ordering::SeqCst);
+    ctx.draining.store(true, Ordering::SeqCst);
     let _ = stop.send(true);
     if tokio::time::timeout(grace, ctx.in_flight.wait_idle()).await.is_err() {
         tracing::warn!(in_flight = ctx.in_flight.count(), "grace period over; cancelling the calls still running");
@@ -193,7 +192,70 @@ async fn drain(
     }
     ctx.shutdown().await;
     telemetry::traces::shutdown(Duration::from_secs(2)).await;
-    tracing::info!("stopped");
+}
+
+/// Serves HTTP/1.1 on `listener` until `stop` turns true, then lets each connection finish its request in flight.
+///
+/// Each connection gets `limits.request_read_timeout_seconds` (as configured when it was accepted) to send a
+/// request's headers, including an idle keep-alive connection's next request; a client that takes longer is cut off
+/// and counted in `mcpgw_limit_hits_total{limit="read_timeout"}`. Answers go out without Nagle's delay.
+async fn listen(
+    name: &'static str,
+    listener: TcpListener,
+    router: Router,
+    store: Arc<ConfigStore>,
+    mut stop: watch::Receiver<bool>,
+) {
+    let mut connections = JoinSet::new();
+    loop {
+        let accepted = tokio::select! {
+            _ = stop.wait_for(|stopped| *stopped) => break,
+            accepted = listener.accept() => accepted,
+        };
+        let (tcp, _peer) = match accepted {
+            Ok(pair) => pair,
+            Err(e) => {
+                // Out of descriptors and the like: wait a moment rather than spin.
+                tracing::warn!(listener = name, error = %e, "cannot accept a connection");
+                tokio::time::sleep(Duration::from_millis(50)).await;
+                continue;
+            }
+        };
+        let _ = tcp.set_nodelay(true);
+        let read_timeout = store.snapshot().settings.limits.request_read_timeout;
+        let router = router.clone();
+        let metrics = Arc::clone(store.metrics());
+        let mut stop = stop.clone();
+        connections.spawn(async move {
+            let service = hyper::service::service_fn(move |req: hyper::Request<hyper::body::Incoming>| {
+                tower::ServiceExt::oneshot(router.clone(), req.map(axum::body::Body::new))
+            });
+            let mut builder = hyper::server::conn::http1::Builder::new();
+            builder.timer(hyper_util::rt::TokioTimer::new()).header_read_timeout(read_timeout);
+            let connection = builder.serve_connection(hyper_util::rt::TokioIo::new(tcp), service);
+            let mut connection = std::pin::pin!(connection);
+            let stopped = async move {
+                let _ = stop.wait_for(|stopped| *stopped).await;
+            };
+            let ended = tokio::select! {
+                ended = connection.as_mut() => ended,
+                () = stopped => {
+                    connection.as_mut().graceful_shutdown();
+                    connection.await
+                }
+            };
+            if let Err(e) = ended
+                && e.is_timeout()
+            {
+                metrics.limit_hit("read_timeout");
+            }
+        });
+        // Forget connections that have ended, so the set does not grow with every one ever accepted.
+        while connections.try_join_next().is_some() {}
+    }
+    // Closed now, so that new connections are refused rather than left waiting in the backlog.
+    drop(listener);
+    while connections.join_next().await.is_some() {}
 }
 
 async fn bind(listener: &'static str, addr: SocketAddr) -> Result<TcpListener, ServeError> {

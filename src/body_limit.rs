@@ -18,6 +18,13 @@ pub enum BodyError {
     TooLarge,
     /// The body could not be read.
     Read(String),
+    /// The client did not send the whole body in time.
+    TimedOut,
+}
+
+/// [`read_limited`] within `deadline`: a client that sends its body too slowly is cut off.
+pub async fn read_limited_within(body: Body, limit: usize, deadline: std::time::Duration) -> Result<Bytes, BodyError> {
+    tokio::time::timeout(deadline, read_limited(body, limit)).await.unwrap_or(Err(BodyError::TimedOut))
 }
 
 /// Reads `body` whole when it is at most `limit` bytes.
@@ -50,5 +57,19 @@ mod tests {
         assert_eq!(read_limited(Body::from("abc"), 3).await, Ok(Bytes::from("abc")));
         assert_eq!(read_limited(Body::from("abcd"), 3).await, Err(BodyError::TooLarge));
         assert_eq!(read_limited(Body::empty(), 3).await, Ok(Bytes::new()));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_body_that_never_ends_times_out() {
+        let (_tx, rx) = tokio::sync::mpsc::channel::<Result<axum::body::Bytes, std::io::Error>>(1);
+        let body = Body::from_stream(tokio_stream_of(rx));
+        let read = read_limited_within(body, 10, std::time::Duration::from_secs(1)).await;
+        assert_eq!(read, Err(BodyError::TimedOut));
+    }
+
+    fn tokio_stream_of(
+        mut rx: tokio::sync::mpsc::Receiver<Result<axum::body::Bytes, std::io::Error>>,
+    ) -> impl futures_util::Stream<Item = Result<axum::body::Bytes, std::io::Error>> {
+        futures_util::stream::poll_fn(move |cx| rx.poll_recv(cx))
     }
 }

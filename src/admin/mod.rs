@@ -43,6 +43,7 @@ pub fn router(state: Arc<AppState>) -> Router {
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)
         .layer(middleware::from_fn_with_state(state.clone(), auth::require_admin))
+        .layer(middleware::from_fn_with_state(state.clone(), crate::middleware::limits::admin_front))
         .layer(middleware::from_fn_with_state(state.clone(), count_requests))
         .with_state(state)
 }

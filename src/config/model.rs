@@ -58,6 +58,8 @@ pub struct CommonConfig {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub upstream_pool: Option<UpstreamPool>,
     #[serde(skip_serializing_if = "Option::is_none")]
+    pub limits: Option<LimitsConfig>,
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub gw_allowed_hosts: Option<Vec<String>>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub gw_allowed_origins: Option<Vec<String>>,
@@ -105,6 +107,27 @@ pub struct UpstreamPool {
     pub idle_timeout_seconds: Option<Number>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub max_calls_per_process: Option<u64>,
+    #[serde(flatten)]
+    pub extra: Map<String, Value>,
+}
+
+/// `limits`: sizes, counts and read deadlines that bound what one client or one upstream can make the gateway hold.
+#[derive(Debug, Clone, Default, Serialize, PartialEq)]
+pub struct LimitsConfig {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub max_request_body_bytes: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub max_admin_body_bytes: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub max_header_bytes: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub max_sessions: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub session_idle_timeout_seconds: Option<Number>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub request_read_timeout_seconds: Option<Number>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub max_tool_result_bytes: Option<u64>,
     #[serde(flatten)]
     pub extra: Map<String, Value>,
 }
@@ -387,6 +410,16 @@ fn decode_common(mut f: Fields<'_>) -> CommonConfig {
             idle_timeout_seconds: p.number("idle_timeout_seconds"),
             max_calls_per_process: p.integer("max_calls_per_process", 1024),
             extra: p.rest(),
+        }),
+        limits: f.nested("limits", |mut l| LimitsConfig {
+            max_request_body_bytes: l.integer("max_request_body_bytes", u64::MAX),
+            max_admin_body_bytes: l.integer("max_admin_body_bytes", u64::MAX),
+            max_header_bytes: l.integer("max_header_bytes", u64::MAX),
+            max_sessions: l.integer("max_sessions", u64::MAX),
+            session_idle_timeout_seconds: l.number("session_idle_timeout_seconds"),
+            request_read_timeout_seconds: l.number("request_read_timeout_seconds"),
+            max_tool_result_bytes: l.integer("max_tool_result_bytes", u64::MAX),
+            extra: l.rest(),
         }),
         gw_allowed_hosts: f.string_list("gw_allowed_hosts"),
         gw_allowed_origins: f.string_list("gw_allowed_origins"),

@@ -8,7 +8,7 @@ use std::time::Duration;
 use serde_json::{Map, Number, Value};
 
 use super::decode::Problems;
-use super::model::{CommonConfig, ConfigFile, PluginChoice, Plugins};
+use super::model::{CommonConfig, ConfigFile, LimitsConfig, PluginChoice, Plugins};
 
 /// Log levels of the spec, in increasing severity.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
@@ -46,6 +46,95 @@ pub struct Timeouts {
     pub connectivity: Duration,
 }
 
+/// `common_mcp_gateway_config.limits` (contract section 4), defaults applied. Each one is enforced where the
+/// resource is taken, answered with its own status and error code, and counted in `mcpgw_limit_hits_total{limit}`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Limits {
+    /// An MCP request body (413 `PAYLOAD_TOO_LARGE`).
+    pub max_request_body_bytes: usize,
+    /// An admin API request body (413 `PAYLOAD_TOO_LARGE`).
+    pub max_admin_body_bytes: usize,
+    /// A request's line and headers (431 `HEADERS_TOO_LARGE`).
+    pub max_header_bytes: usize,
+    /// MCP sessions open at once (503 `TOO_MANY_SESSIONS` for one more `initialize`).
+    pub max_sessions: usize,
+    /// A session with no request for this long is closed (then 404 `SESSION_NOT_FOUND`).
+    pub session_idle_timeout: Duration,
+    /// A client's time to send a request's headers, and then its body (the connection is closed; 408
+    /// `REQUEST_TIMEOUT` for a body).
+    pub request_read_timeout: Duration,
+    /// One upstream message, i.e. one tool result (that call fails with `UPSTREAM_OUTPUT_TOO_LARGE`).
+    pub max_tool_result_bytes: usize,
+}
+
+/// Bounds of the byte and count limits: (name, default, smallest, largest).
+const LIMIT_BOUNDS: [(&str, u64, u64, u64); 5] = [
+    ("max_request_body_bytes", 4 << 20, 1024, 256 << 20),
+    ("max_admin_body_bytes", 1 << 20, 1024, 256 << 20),
+    // hyper's own read buffer (about 400 KiB) caps headers before this limit could.
+    ("max_header_bytes", 64 << 10, 1024, 256 << 10),
+    ("max_sessions", 10_000, 1, 1_000_000),
+    ("max_tool_result_bytes", 16 << 20, 1024, 1 << 30),
+];
+
+impl Default for Limits {
+    fn default() -> Limits {
+        Limits::resolve(None, &mut Problems::default())
+    }
+}
+
+impl Limits {
+    fn resolve(config: Option<&LimitsConfig>, problems: &mut Problems) -> Limits {
+        let empty = LimitsConfig::default();
+        let c = config.unwrap_or(&empty);
+        let mut values = [0usize; 5];
+        let given = [
+            c.max_request_body_bytes,
+            c.max_admin_body_bytes,
+            c.max_header_bytes,
+            c.max_sessions,
+            c.max_tool_result_bytes,
+        ];
+        for (slot, ((name, default, min, max), value)) in values.iter_mut().zip(LIMIT_BOUNDS.into_iter().zip(given)) {
+            let value = match value {
+                Some(v) if (min..=max).contains(&v) => v,
+                Some(v) => {
+                    problems.push(format!(
+                        "common_mcp_gateway_config.limits.{name}: must be an integer from {min} to {max}, found {v}"
+                    ));
+                    default
+                }
+                None => default,
+            };
+            *slot = usize::try_from(value).unwrap_or(usize::MAX);
+        }
+        let [max_request_body_bytes, max_admin_body_bytes, max_header_bytes, max_sessions, max_tool_result_bytes] =
+            values;
+        let p = "common_mcp_gateway_config.limits";
+        Limits {
+            max_request_body_bytes,
+            max_admin_body_bytes,
+            max_header_bytes,
+            max_sessions,
+            session_idle_timeout: seconds(
+                c.session_idle_timeout_seconds.as_ref(),
+                3600.0,
+                &format!("{p}.session_idle_timeout_seconds"),
+                false,
+                problems,
+            ),
+            request_read_timeout: seconds(
+                c.request_read_timeout_seconds.as_ref(),
+                30.0,
+                &format!("{p}.request_read_timeout_seconds"),
+                false,
+                problems,
+            ),
+            max_tool_result_bytes,
+        }
+    }
+}
+
 /// One plugin family's resolved choice.
 #[derive(Debug, Clone, PartialEq)]
 pub struct PluginSetting {
@@ -73,6 +162,7 @@ pub struct Settings {
     /// Calls one upstream process may serve at once (`upstream_pool.max_calls_per_process`, default 1).
     pub max_calls_per_process: u32,
     pub idle_timeout: Duration,
+    pub limits: Limits,
     pub allowed_hosts: Vec<String>,
     pub allowed_origins: Vec<String>,
     pub auth: PluginSetting,
@@ -170,6 +260,7 @@ impl Settings {
                 false,
                 problems,
             ),
+            limits: Limits::resolve(c.limits.as_ref(), problems),
             allowed_hosts: c
                 .gw_allowed_hosts
                 .clone()

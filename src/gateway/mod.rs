@@ -2,21 +2,23 @@
 //!
 //! The request path for streamable HTTP, outermost first (the order is written down once, here):
 //! 1. [`crate::middleware::request_metrics::RequestMetricsLayer`]: counts and times every request, refusals included.
-//! 2. [`crate::middleware::auth::GatewayAuthLayer`]: `Host` and `Origin` checks (DNS-rebinding protection comes before
+//! 2. [`crate::middleware::limits::gateway_front`]: 503 `SHUTTING_DOWN` while draining, 431 over `max_header_bytes`.
+//! 3. [`crate::middleware::auth::GatewayAuthLayer`]: `Host` and `Origin` checks (DNS-rebinding protection comes before
 //!    anything else), then the bearer key is resolved against the current snapshot into an [`Identity`] (401 with
 //!    `AUTH_FAILED` when it does not resolve), then the `Mcp-Session-Id` is checked to belong to that key (404 when it
 //!    is unknown or foreign). The identity is put into the request's extensions.
-//! 3. [`crate::middleware::rate_limit::RateLimitLayer`]: the key's rate limit (429 `RATE_LIMITED` over it).
-//! 4. [`crate::middleware::jsonrpc::JsonRpcGuardLayer`]: a POST body must be one well-formed JSON-RPC message
-//!    (parse error / invalid request answered here as JSON-RPC errors, 413 over 4 MiB).
-//! 5. [`fast_path::FastToolCallLayer`]: a plain `tools/call` is answered here with the same tool code (step 7).
-//! 6. rmcp's `StreamableHttpService`: the MCP protocol (every revision from 2024-11-05 through the stateless
+//! 4. [`crate::middleware::rate_limit::RateLimitLayer`]: the key's rate limit (429 `RATE_LIMITED` over it).
+//! 5. [`crate::middleware::jsonrpc::JsonRpcGuardLayer`]: a POST body must be one well-formed JSON-RPC message
+//!    (parse error / invalid request answered here as JSON-RPC errors), within `max_request_body_bytes` (413) and
+//!    `request_read_timeout_seconds` (408); an `initialize` over `max_sessions` gets 503.
+//! 6. [`fast_path::FastToolCallLayer`]: a plain `tools/call` is answered here with the same tool code (step 8).
+//! 7. rmcp's `StreamableHttpService`: the MCP protocol (every revision from 2024-11-05 through the stateless
 //!    2026-07-28), JSON or SSE answers, sessions.
-//! 7. [`handler::GatewayHandler`]: `tools/list` answers the seven `gw_*` tools; `tools/call` runs one in [`tools`]
+//! 8. [`handler::GatewayHandler`]: `tools/list` answers the seven `gw_*` tools; `tools/call` runs one in [`tools`]
 //!    (counted, timed and logged there).
-//! 8. For each upstream call: timeout (kind `tool_execution`) around the [`crate::upstream::UpstreamPool`].
+//! 9. For each upstream call: timeout (kind `tool_execution`) around the [`crate::upstream::UpstreamPool`].
 //!
-//! The stdio front ([`stdio`]) enters at step 7 with credentials from the environment (and the key's rate limit).
+//! The stdio front ([`stdio`]) enters at step 8 with credentials from the environment (and the key's rate limit).
 
 pub mod fast_path;
 pub mod handler;
@@ -73,6 +75,8 @@ pub struct GatewayContext {
     pub in_flight: InFlight,
     /// Per-key rate limits (`rate_limits`).
     pub rate_limits: crate::middleware::rate_limit::RateLimits,
+    /// Set when the drain starts: new requests are refused with 503 `SHUTTING_DOWN`.
+    pub draining: std::sync::atomic::AtomicBool,
 }
 
 /// Counts work in progress so a drain can wait for it to finish.
@@ -158,9 +162,11 @@ impl GatewayContext {
             oauth: crate::upstream::oauth::TokenManager::new(snapshot.settings.timeouts.auth),
             in_flight: InFlight::default(),
             rate_limits: Default::default(),
+            draining: Default::default(),
             store,
         });
         ctx.pool.set_max_calls_per_process(snapshot.settings.max_calls_per_process as usize);
+        ctx.pool.set_max_message_bytes(snapshot.settings.limits.max_tool_result_bytes);
         ctx.follow_config();
         let weak = Arc::downgrade(&ctx);
         ctx.store.metrics().on_scrape(move |metrics| {
@@ -175,6 +181,7 @@ impl GatewayContext {
     fn report(&self, metrics: &Metrics) {
         let pool = self.pool.stats();
         metrics.upstream_processes.set(i64::try_from(pool.processes).unwrap_or(i64::MAX));
+        metrics.sessions.set(i64::try_from(self.sessions.len()).unwrap_or(i64::MAX));
         catch_up(&metrics.upstream_restarts, pool.restarts);
         catch_up(&metrics.upstream_starts, pool.started);
         catch_up(&metrics.cache_errors.with_label_values(&["external"]), self.external_cache.errors());
@@ -219,6 +226,7 @@ impl GatewayContext {
         });
         self.pool.set_settings(pool_settings(snapshot));
         self.pool.set_max_calls_per_process(settings.max_calls_per_process as usize);
+        self.pool.set_max_message_bytes(settings.limits.max_tool_result_bytes);
         self.pool.retain(&live);
     }
 

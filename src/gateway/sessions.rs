@@ -1,17 +1,23 @@
-//! Which API key opened which MCP session. A session id is usable only with the key that opened it: an unknown or
-//! foreign session id gets 404, as if it did not exist, so a leaked session id is useless without its key.
+//! Which API key opened which MCP session, and how long a session may stay idle. A session id is usable only with the
+//! key that opened it: an unknown or foreign session id gets 404, as if it did not exist, so a leaked session id is
+//! useless without its key.
+//!
+//! This registry is the authority on a session's life: a session idle for `limits.session_idle_timeout_seconds` is
+//! unknown from then on, and [`SessionRegistry::expire`] hands its id to the sweeper that closes it in the protocol
+//! layer. `limits.max_sessions` bounds how many are open at once: [`SessionRegistry::reserve`] takes a place for an
+//! `initialize` before the protocol layer creates the session, so concurrent `initialize` requests cannot overshoot.
 
 use std::collections::HashMap;
-use std::sync::Mutex;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-/// How long a session id stays known after its last request.
-pub const SESSION_IDLE_LIMIT: Duration = Duration::from_secs(24 * 3600);
-
-/// Session id to the digest of the key that opened it.
+/// Session id to the digest of the key that opened it and when it was last used.
 #[derive(Default)]
 pub struct SessionRegistry {
     sessions: Mutex<HashMap<String, (/* key digest */ [u8; 32], Instant)>>,
+    /// `initialize` requests under way that hold a place (see [`SessionRegistry::reserve`]).
+    pending: Arc<AtomicUsize>,
 }
 
 /// What a request's session id means for its key.
@@ -21,29 +27,66 @@ pub enum SessionCheck {
     Unknown,
 }
 
+/// A place for one more session, held while its `initialize` runs.
+#[must_use]
+pub struct Reservation(Arc<AtomicUsize>);
+
+impl Drop for Reservation {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::SeqCst);
+    }
+}
+
 impl SessionRegistry {
     fn map(&self) -> std::sync::MutexGuard<'_, HashMap<String, ([u8; 32], Instant)>> {
         self.sessions.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// Records a new session for a key; forgets sessions idle for more than [`SESSION_IDLE_LIMIT`].
-    pub fn open(&self, session_id: &str, key_digest: [u8; 32]) {
-        let mut map = self.map();
-        let now = Instant::now();
-        map.retain(|_, (_, seen)| now.duration_since(*seen) < SESSION_IDLE_LIMIT);
-        map.insert(session_id.to_string(), (key_digest, now));
+    /// A place for one more session when fewer than `max` are open or being opened; `None` when full.
+    pub fn reserve(&self, max: usize) -> Option<Reservation> {
+        let map = self.map();
+        let pending = self.pending.load(Ordering::SeqCst);
+        if map.len().saturating_add(pending) >= max {
+            return None;
+        }
+        self.pending.fetch_add(1, Ordering::SeqCst);
+        Some(Reservation(Arc::clone(&self.pending)))
     }
 
-    /// Whether `session_id` belongs to the key; a foreign session is reported as unknown.
-    pub fn check(&self, session_id: &str, key_digest: &[u8; 32]) -> SessionCheck {
+    /// Records a new session for a key (before its reservation, if any, is dropped).
+    pub fn open(&self, session_id: &str, key_digest: [u8; 32]) {
+        self.map().insert(session_id.to_string(), (key_digest, Instant::now()));
+    }
+
+    /// Whether `session_id` belongs to the key and has not been idle for `idle_limit`; a foreign session is
+    /// reported as unknown. A use refreshes the session.
+    pub fn check(&self, session_id: &str, key_digest: &[u8; 32], idle_limit: Duration) -> SessionCheck {
         let mut map = self.map();
+        let now = Instant::now();
         match map.get_mut(session_id) {
-            Some((owner, seen)) if crate::secrets::ct_eq_digest(owner, key_digest) => {
-                *seen = Instant::now();
+            Some((owner, seen))
+                if crate::secrets::ct_eq_digest(owner, key_digest) && now.duration_since(*seen) < idle_limit =>
+            {
+                *seen = now;
                 SessionCheck::Owned
             }
             _ => SessionCheck::Unknown,
         }
+    }
+
+    /// Forgets the sessions idle for `idle_limit` or more and returns their ids (to close them in the protocol layer).
+    pub fn expire(&self, idle_limit: Duration) -> Vec<String> {
+        let mut map = self.map();
+        let now = Instant::now();
+        let expired: Vec<String> = map
+            .iter()
+            .filter(|(_, (_, seen))| now.duration_since(*seen) >= idle_limit)
+            .map(|(id, _)| id.clone())
+            .collect();
+        for id in &expired {
+            map.remove(id);
+        }
+        expired
     }
 
     /// Forgets a session (closed by the client, or unknown to the protocol layer).
@@ -66,14 +109,40 @@ impl SessionRegistry {
 mod tests {
     use super::*;
 
+    const DAY: Duration = Duration::from_secs(86_400);
+
     #[test]
     fn sessions_belong_to_their_key() {
         let reg = SessionRegistry::default();
         reg.open("s1", [1; 32]);
-        assert_eq!(reg.check("s1", &[1; 32]), SessionCheck::Owned);
-        assert_eq!(reg.check("s1", &[2; 32]), SessionCheck::Unknown);
-        assert_eq!(reg.check("s2", &[1; 32]), SessionCheck::Unknown);
+        assert_eq!(reg.check("s1", &[1; 32], DAY), SessionCheck::Owned);
+        assert_eq!(reg.check("s1", &[2; 32], DAY), SessionCheck::Unknown);
+        assert_eq!(reg.check("s2", &[1; 32], DAY), SessionCheck::Unknown);
         reg.close("s1");
-        assert_eq!(reg.check("s1", &[1; 32]), SessionCheck::Unknown);
+        assert_eq!(reg.check("s1", &[1; 32], DAY), SessionCheck::Unknown);
+    }
+
+    #[test]
+    fn idle_sessions_are_unknown_and_expire() {
+        let reg = SessionRegistry::default();
+        reg.open("s1", [1; 32]);
+        assert_eq!(reg.check("s1", &[1; 32], Duration::ZERO), SessionCheck::Unknown);
+        assert!(reg.expire(DAY).is_empty());
+        assert_eq!(reg.expire(Duration::ZERO), vec!["s1".to_string()]);
+        assert!(reg.is_empty());
+    }
+
+    #[test]
+    fn reservations_count_against_the_limit_until_dropped() {
+        let reg = SessionRegistry::default();
+        reg.open("s1", [1; 32]);
+        let first = reg.reserve(3);
+        assert!(first.is_some());
+        let second = reg.reserve(3);
+        assert!(second.is_some());
+        assert!(reg.reserve(3).is_none(), "one open and two being opened fill 3 places");
+        drop(second);
+        assert!(reg.reserve(3).is_some());
+        drop(first);
     }
 }

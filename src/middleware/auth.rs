@@ -7,9 +7,10 @@
 //! 2. `Authorization: Bearer <gateway key>` (plus optional `X-GW-Project-Id` / `X-GW-User-Id`, also accepted as
 //!    `project_id` / `user_id`) must resolve to an [`Identity`]; otherwise 401 with `WWW-Authenticate: Bearer` and a
 //!    JSON-RPC error whose `data` is the `AUTH_FAILED` object.
-//! 3. An `Mcp-Session-Id` must belong to that key; an unknown or foreign one gets 404.
-//! 4. The identity goes into the request's extensions and the request goes on; a new session id in the answer is
-//!    bound to the key, a closed one is forgotten.
+//! 3. An `Mcp-Session-Id` must belong to that key and must not have been idle for
+//!    `limits.session_idle_timeout_seconds`; an unknown, foreign or expired one gets 404.
+//! 4. The identity goes into the request's extensions and the request goes on; a closed session is forgotten (a new
+//!    one is bound to the key by the JSON-RPC guard, see [`super::jsonrpc`]).
 
 use std::convert::Infallible;
 use std::sync::Arc;
@@ -208,7 +209,8 @@ where
             };
             let session = header_str(req.headers(), SESSION_HEADER).map(str::to_string);
             if let Some(id) = &session
-                && ctx.sessions.check(id, &identity.key_digest) == SessionCheck::Unknown
+                && ctx.sessions.check(id, &identity.key_digest, snapshot.settings.limits.session_idle_timeout)
+                    == SessionCheck::Unknown
             {
                 return Ok(session_not_found());
             }
@@ -217,20 +219,13 @@ where
             // a drain never closes a session under an answer that is on its way. GET streams are open-ended and
             // are not counted.
             let in_flight = (req.method() == Method::POST).then(|| OwnedInFlightGuard::enter(&ctx));
-            let digest = identity.key_digest;
             req.extensions_mut().insert(identity);
             let response = inner.call(req).await?;
-            match &session {
-                None => {
-                    if let Some(new_id) = header_str(response.headers(), SESSION_HEADER) {
-                        ctx.sessions.open(new_id, digest);
-                    }
-                }
-                Some(id) => {
-                    let gone = response.status() == StatusCode::NOT_FOUND;
-                    if gone || (closing && response.status().is_success()) {
-                        ctx.sessions.close(id);
-                    }
+            // New sessions are recorded by the JSON-RPC guard, which holds their place under `max_sessions`.
+            if let Some(id) = &session {
+                let gone = response.status() == StatusCode::NOT_FOUND;
+                if gone || (closing && response.status().is_success()) {
+                    ctx.sessions.close(id);
                 }
             }
             Ok(match in_flight {

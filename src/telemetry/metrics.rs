@@ -22,6 +22,12 @@ pub const GW_TOOLS: [&str; 7] = [
     "gw_get_timeout_metrics",
 ];
 
+/// The `limit` label values of `mcpgw_limit_hits_total`: request body (gateway or admin), request headers, sessions
+/// (one more than `max_sessions`), idle sessions closed, slow clients (headers or body not sent in time), tool results
+/// over the size limit, and calls that waited because every upstream process had `max_calls_per_process` calls.
+pub const LIMITS: [&str; 7] =
+    ["request_body", "request_headers", "sessions", "session_idle", "read_timeout", "tool_result", "calls_per_process"];
+
 /// Called before every scrape to bring values kept elsewhere (pool and cache statistics) up to date.
 type ScrapeHook = Box<dyn Fn(&Metrics) + Send + Sync>;
 
@@ -54,6 +60,11 @@ pub struct Metrics {
     pub upstream_starts: IntCounter,
     /// `mcpgw_rate_limited_total`: requests refused with 429.
     pub rate_limited: IntCounter,
+    /// `mcpgw_limit_hits_total{limit}`: requests, connections, sessions and tool calls stopped by one of the limits of
+    /// `common_mcp_gateway_config.limits` (see [`LIMITS`]).
+    pub limit_hits: IntCounterVec,
+    /// `mcpgw_sessions`: MCP sessions open now.
+    pub sessions: IntGauge,
     /// `mcpgw_trace_export_errors_total`: span batches the trace exporter failed to deliver.
     pub trace_export_errors: IntCounter,
     /// `mcpgw_config_reloads_total{result="ok"|"error"}`.
@@ -102,6 +113,11 @@ impl Metrics {
         let upstream_starts = register(r, IntCounter::new("mcpgw_upstream_starts_total", "Upstream processes started"));
         let rate_limited =
             register(r, IntCounter::new("mcpgw_rate_limited_total", "Requests refused by the per-key rate limit"));
+        let limit_hits = counter_vec(r, "mcpgw_limit_hits_total", "Requests and calls stopped by a limit", &["limit"]);
+        for limit in LIMITS {
+            limit_hits.with_label_values(&[limit]);
+        }
+        let sessions = register(r, IntGauge::new("mcpgw_sessions", "MCP sessions open"));
         let trace_export_errors = register(
             r,
             IntCounter::new("mcpgw_trace_export_errors_total", "Span batches the trace exporter failed to deliver"),
@@ -157,6 +173,8 @@ impl Metrics {
             upstream_restarts,
             upstream_starts,
             rate_limited,
+            limit_hits,
+            sessions,
             trace_export_errors,
             config_reloads,
             admin_requests,
@@ -164,6 +182,11 @@ impl Metrics {
         };
         metrics.on_scrape(|m| catch_up(&m.trace_export_errors, crate::telemetry::traces::exporter_status().errors));
         metrics
+    }
+
+    /// Counts one hit of `limit` (one of [`LIMITS`]).
+    pub fn limit_hit(&self, limit: &str) {
+        self.limit_hits.with_label_values(&[limit]).inc();
     }
 
     /// Runs `hook` before every scrape (to copy in values that are counted elsewhere).

@@ -90,11 +90,14 @@ pub fn configured_tools(entry: &ServerEntry) -> Vec<Value> {
     }
 }
 
-/// Maps an upstream error to the answer's error code.
-pub fn upstream_failure(err: &UpstreamError) -> Failure {
+/// Maps an upstream error to the answer's error code (counting a result over `limits.max_tool_result_bytes`).
+pub fn upstream_failure(ctx: &GatewayContext, err: &UpstreamError) -> Failure {
     match err {
         UpstreamError::Timeout(d) => Failure::new("TIMEOUT", crate::gateway::timeouts::TimedOut(*d).to_string()),
-        UpstreamError::OutputTooLarge { .. } => Failure::new("UPSTREAM_OUTPUT_TOO_LARGE", err.to_string()),
+        UpstreamError::OutputTooLarge { .. } => {
+            ctx.store.metrics().limit_hit("tool_result");
+            Failure::new("UPSTREAM_OUTPUT_TOO_LARGE", err.to_string())
+        }
         other => Failure::new("UPSTREAM_ERROR", other.to_string()),
     }
 }
@@ -181,7 +184,7 @@ async fn discover_untraced(
         )
         .await
         .map_err(|t| Failure::new("TIMEOUT", t.to_string()))?
-        .map_err(|e| upstream_failure(&e))?;
+        .map_err(|e| upstream_failure(ctx, &e))?;
     let tools: Arc<Vec<Value>> = Arc::new(live.tools.iter().filter_map(|t| serde_json::to_value(t).ok()).collect());
     let metadata = json!({
         "name": live.server_name,

@@ -194,6 +194,6 @@ async fn run_call(
         )
         .await
         .map_err(|t| Failure::new("TIMEOUT", crate::gateway::timeouts::TimedOut(t.0 - TIMEOUT_MARGIN).to_string()))?
-        .map_err(|e| upstream_failure(&e))?;
+        .map_err(|e| upstream_failure(ctx, &e))?;
     serde_json::to_value(&result).map_err(|e| Failure::new("UPSTREAM_ERROR", e.to_string()))
 }

@@ -1,0 +1,75 @@
+//! The first checks on every request, before authentication: the size of its headers
+//! (`limits.max_header_bytes`, 431 `HEADERS_TOO_LARGE`) and, on the gateway, whether the gateway is draining (503
+//! `SHUTTING_DOWN` with `Connection: close`, so a client retries elsewhere instead of waiting for an answer that a
+//! stopping process may not give). Both are `axum::middleware::from_fn_with_state` functions, usable as tower layers.
+//!
+//! The other limits live where their resource is taken: the body and `max_sessions` in [`super::jsonrpc`], session
+//! idle expiry in [`crate::gateway::sessions`], header read deadlines in the listener (`crate::app`), tool results in
+//! the upstream pool.
+
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+
+use axum::extract::{Request, State};
+use axum::http::{HeaderValue, StatusCode, header};
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
+use serde_json::json;
+
+use super::auth::jsonrpc_error;
+use crate::admin::response::ApiError;
+use crate::app::AppState;
+use crate::gateway::GatewayContext;
+
+/// The bytes of a request's line and headers as the client sent them (give or take the line's spacing).
+pub fn header_bytes<B>(req: &axum::http::Request<B>) -> usize {
+    let line = req.method().as_str().len() + req.uri().to_string().len() + "HTTP/1.1".len() + 4;
+    req.headers().iter().fold(line, |sum, (name, value)| sum + name.as_str().len() + value.len() + 4)
+}
+
+fn headers_too_large_message(max: usize) -> String {
+    format!("the request's headers exceed {max} bytes")
+}
+
+/// The gateway's front checks (see the module documentation).
+pub async fn gateway_front(State(ctx): State<Arc<GatewayContext>>, req: Request, next: Next) -> Response {
+    if ctx.draining.load(Ordering::SeqCst) {
+        let data = json!({"status": "error", "error_code": "SHUTTING_DOWN",
+                          "message": "the gateway is shutting down; retry on another instance"});
+        let mut response = jsonrpc_error(StatusCode::SERVICE_UNAVAILABLE, -32000, "Shutting down", data);
+        response.headers_mut().insert(header::CONNECTION, HeaderValue::from_static("close"));
+        return response;
+    }
+    let max = ctx.store.snapshot().settings.limits.max_header_bytes;
+    if header_bytes(&req) > max {
+        ctx.store.metrics().limit_hit("request_headers");
+        let data =
+            json!({"status": "error", "error_code": "HEADERS_TOO_LARGE", "message": headers_too_large_message(max)});
+        return jsonrpc_error(StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE, -32600, "Request headers too large", data);
+    }
+    next.run(req).await
+}
+
+/// The admin API's header size check, answered in the admin API's error shape.
+pub async fn admin_front(State(state): State<Arc<AppState>>, req: Request, next: Next) -> Response {
+    let max = state.store.snapshot().settings.limits.max_header_bytes;
+    if header_bytes(&req) > max {
+        state.metrics.limit_hit("request_headers");
+        let status = StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE;
+        return ApiError::new(status, "HEADERS_TOO_LARGE", headers_too_large_message(max)).into_response();
+    }
+    next.run(req).await
+}
+
+#[cfg(test)]
+mod tests {
+    use super::header_bytes;
+
+    #[test]
+    fn header_bytes_grow_with_every_header() {
+        let small = axum::http::Request::post("/mcp/").header("a", "b").body(()).unwrap_or_default();
+        let big = axum::http::Request::post("/mcp/").header("a", "b".repeat(1000)).body(()).unwrap_or_default();
+        assert!(header_bytes(&small) < 40, "{}", header_bytes(&small));
+        assert_eq!(header_bytes(&big) - header_bytes(&small), 999);
+    }
+}
