@@ -42,7 +42,8 @@ async fn call_within(
     timeout: Duration,
 ) -> Result<CallToolResult, UpstreamError> {
     let args = args.as_object().cloned().unwrap_or_default();
-    pool.call_tool(&key(), spec, tool, args, timeout).await
+    let result = pool.call_tool(&key(), spec, tool, args, timeout).await?;
+    Ok(serde_json::from_value(result).expect("the pool returns a CallToolResult"))
 }
 
 fn text(result: &CallToolResult) -> String {
@@ -322,6 +323,7 @@ async fn retain_retires_the_processes_of_changed_specs_only() {
     let other_key = PoolKey::new("config-1", "other");
     let first = pid(&pool, &spec).await;
     let other = pool.call_tool(&other_key, &spec, "pid", serde_json::Map::new(), TIMEOUT).await.expect("other");
+    let other: CallToolResult = serde_json::from_value(other).expect("a CallToolResult");
     let other_pid: u32 = text(&other).parse().expect("pid");
 
     // Unchanged: the process stays.

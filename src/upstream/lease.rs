@@ -9,13 +9,14 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use rmcp::RoleClient;
 use rmcp::model::ServerPeerInfo;
-use rmcp::service::{Peer, ServiceError};
+use serde::Serialize;
+use serde_json::Value;
 use tokio::time::Instant;
 
 use super::UpstreamError;
 use super::process::UpstreamProcess;
+use super::rpc::RpcError;
 use super::server_pool::ServerPool;
 use super::supervisor::StopMode;
 
@@ -45,23 +46,21 @@ impl Lease {
     }
 
     /// The leased process's `initialize` result.
-    pub(super) fn server_info(&self) -> Option<Arc<ServerPeerInfo>> {
+    pub(super) fn server_info(&self) -> Arc<ServerPeerInfo> {
         self.process.server_info()
     }
 
-    /// Makes one request with `request` on the leased process, bounded by `deadline` (`timeout` is only reported).
-    /// Garbage on the server's stdout during the request fails it at once, as does the process dying.
-    pub(super) async fn call<T, Fut>(
+    /// Makes one request on the leased process and returns its result, bounded by `deadline` (`timeout` is only
+    /// reported). Garbage on the server's stdout during the request fails it at once, as does the process dying.
+    pub(super) async fn request(
         &mut self,
         deadline: Instant,
         timeout: Duration,
-        request: impl FnOnce(Peer<RoleClient>) -> Fut,
-    ) -> Result<T, UpstreamError>
-    where
-        Fut: Future<Output = Result<T, ServiceError>>,
-    {
+        method: &str,
+        params: impl Serialize,
+    ) -> Result<Value, UpstreamError> {
         let process = &self.process;
-        let (result, verdict) = exchange(process, deadline, timeout, request(process.peer().clone())).await;
+        let (result, verdict) = exchange(process, deadline, timeout, process.client().request(method, params)).await;
         self.verdict = verdict;
         match result {
             Err(UpstreamError::Crashed(_)) if self.server.shutting_down() => Err(UpstreamError::ShuttingDown),
@@ -104,12 +103,12 @@ impl Drop for Slot {
 }
 
 /// Waits for `request`'s answer while watching the transport for garbage and oversized lines.
-async fn exchange<T>(
+async fn exchange(
     process: &UpstreamProcess,
     deadline: Instant,
     timeout: Duration,
-    request: impl Future<Output = Result<T, ServiceError>>,
-) -> (Result<T, UpstreamError>, Verdict) {
+    request: impl Future<Output = Result<Value, RpcError>>,
+) -> (Result<Value, UpstreamError>, Verdict) {
     let mut health = process.health();
     let before = health.borrow_and_update().clone();
     let mut watching = true;
@@ -143,22 +142,17 @@ async fn exchange<T>(
     }
 }
 
-/// Maps an rmcp failure to ours, and decides whether the process survives it.
-async fn service_error<T>(process: &UpstreamProcess, error: ServiceError) -> (Result<T, UpstreamError>, Verdict) {
+/// Maps a failed request to our error, and decides whether the process survives it.
+async fn service_error(process: &UpstreamProcess, error: RpcError) -> (Result<Value, UpstreamError>, Verdict) {
     match error {
-        ServiceError::McpError(data) => {
-            let message = format!("the server answered with JSON-RPC error {}: {}", data.code.0, data.message);
+        RpcError::Server { code, message } => {
+            let message = format!("the server answered with JSON-RPC error {code}: {message}");
             (Err(UpstreamError::Protocol(message)), Verdict::Keep)
         }
-        ServiceError::TransportClosed | ServiceError::TransportSend(_) => {
+        RpcError::Closed => {
             let ended = process.control().exit_report(EXIT_REPORT_PATIENCE).await;
             let message = format!("process {} ended during the call ({ended})", process.pid());
             (Err(UpstreamError::Crashed(message)), Verdict::End(StopMode::Kill))
         }
-        ServiceError::UnexpectedResponse => {
-            let message = "the server answered with the wrong kind of result".to_string();
-            (Err(UpstreamError::Protocol(message)), Verdict::Keep)
-        }
-        other => (Err(UpstreamError::Protocol(other.to_string())), Verdict::Keep),
     }
 }

@@ -16,7 +16,8 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, Weak};
 use std::time::Duration;
 
-use rmcp::model::{CallToolRequestParams, CallToolResponse, CallToolResult};
+use serde::Serialize;
+use serde_json::{Map, Value};
 use tokio::time::Instant;
 
 use super::lease::{Lease, Slot};
@@ -24,6 +25,9 @@ use super::process::{self, StartOptions};
 use super::server_pool::{ServerPool, Shared, Take};
 use super::supervisor::{STOP_GRACE, StopMode};
 use super::{DEFAULT_MAX_MESSAGE_BYTES, Discovered, PoolKey, PoolSettings, PoolStats, ServerSpec, UpstreamError, lock};
+
+/// The most pages of `tools/list` read in one discovery (a server whose cursor never ends is refused).
+const MAX_TOOL_PAGES: usize = 1000;
 
 /// The pool of upstream MCP server processes, shared by every session of the gateway.
 pub struct UpstreamPool {
@@ -82,12 +86,35 @@ impl UpstreamPool {
     ) -> Result<Discovered, UpstreamError> {
         let deadline = Instant::now() + timeout;
         let mut lease = self.checkout(key, spec, deadline, timeout).await?;
-        let tools = lease.call(deadline, timeout, |peer| async move { peer.list_all_tools().await }).await?;
+        let mut tools = Vec::new();
+        let mut cursor: Option<String> = None;
+        for _ in 0..MAX_TOOL_PAGES {
+            let params = match &cursor {
+                Some(cursor) => serde_json::json!({ "cursor": cursor }),
+                None => Value::Object(Map::new()),
+            };
+            let mut page = lease.request(deadline, timeout, "tools/list", params).await?;
+            let listed = page.get_mut("tools").map(Value::take).unwrap_or(Value::Null);
+            let listed: Vec<rmcp::model::Tool> = serde_json::from_value(listed).map_err(|error| {
+                UpstreamError::Protocol(format!("the server's tools/list result is not valid: {error}"))
+            })?;
+            tools.extend(listed);
+            cursor = match page.get("nextCursor") {
+                Some(Value::String(next)) if Some(next) != cursor.as_ref() => Some(next.clone()),
+                _ => None,
+            };
+            if cursor.is_none() {
+                break;
+            }
+        }
+        if cursor.is_some() {
+            return Err(UpstreamError::Protocol(format!("the server's tool list goes on past {MAX_TOOL_PAGES} pages")));
+        }
         let info = lease.server_info();
-        let implementation = info.as_ref().and_then(|info| info.server_info.as_ref());
+        let implementation = info.server_info.as_ref();
         let description = implementation
             .and_then(|implementation| implementation.description.clone())
-            .or_else(|| info.as_ref().and_then(|info| info.instructions.clone()));
+            .or_else(|| info.instructions.clone());
         Ok(Discovered {
             tools,
             server_name: implementation.map(|implementation| implementation.name.clone()),
@@ -96,26 +123,24 @@ impl UpstreamPool {
         })
     }
 
-    /// Calls one tool on a pooled process and returns the server's result as it came.
+    /// Calls one tool on a pooled process and returns the server's `CallToolResult` as it came, as JSON.
     pub async fn call_tool(
         &self,
         key: &PoolKey,
         spec: &ServerSpec,
         name: &str,
-        args: serde_json::Map<String, serde_json::Value>,
+        args: Map<String, Value>,
         timeout: Duration,
-    ) -> Result<CallToolResult, UpstreamError> {
+    ) -> Result<Value, UpstreamError> {
+        #[derive(Serialize)]
+        struct Params<'a> {
+            name: &'a str,
+            arguments: &'a Map<String, Value>,
+        }
         let deadline = Instant::now() + timeout;
         let mut lease = self.checkout(key, spec, deadline, timeout).await?;
-        let params = CallToolRequestParams::new(name.to_owned()).with_arguments(args);
-        let response = lease.call(deadline, timeout, |peer| async move { peer.call_tool_once(params).await }).await?;
-        match response {
-            CallToolResponse::Complete(result) => Ok(result),
-            CallToolResponse::InputRequired(_) => Err(UpstreamError::Protocol(
-                "the server asked for client input, which the gateway does not relay".to_string(),
-            )),
-            _ => Err(UpstreamError::Protocol("the server answered with a task instead of a result".to_string())),
-        }
+        let result = lease.request(deadline, timeout, "tools/call", Params { name, arguments: &args }).await?;
+        check_tool_result(result)
     }
 
     /// After a config change: retire the pools whose spec changed or whose (config, server) no longer exists.
@@ -275,4 +300,29 @@ impl UpstreamPool {
         drop(ended);
         (settings.idle_timeout / 4).clamp(Duration::from_millis(20), Duration::from_secs(1))
     }
+}
+
+/// A `tools/call` result must be a complete `CallToolResult`: an object whose `content`, when present, is a list and
+/// whose `isError`, when present, is a boolean. A request for client input or a task is refused (the gateway relays
+/// neither).
+fn check_tool_result(result: Value) -> Result<Value, UpstreamError> {
+    let wrong = || UpstreamError::Protocol("the server answered with the wrong kind of result".to_string());
+    let Value::Object(object) = &result else {
+        return Err(wrong());
+    };
+    match object.get("resultType").and_then(Value::as_str) {
+        None | Some("complete") => {}
+        Some("input_required") => {
+            return Err(UpstreamError::Protocol(
+                "the server asked for client input, which the gateway does not relay".to_string(),
+            ));
+        }
+        Some(_) => return Err(UpstreamError::Protocol("the server answered with a task instead of a result".into())),
+    }
+    if object.contains_key("task") {
+        return Err(UpstreamError::Protocol("the server answered with a task instead of a result".into()));
+    }
+    let content_ok = object.get("content").is_none_or(Value::is_array);
+    let is_error_ok = object.get("isError").is_none_or(|v| v.is_boolean() || v.is_null());
+    if content_ok && is_error_ok { Ok(result) } else { Err(wrong()) }
 }

@@ -1,30 +1,38 @@
 //! One upstream server process: starting it and talking to it.
 //!
 //! [`start`] spawns the server's command with a cleared environment (see `environment.rs`), in a new process group
-//! (`process_group(0)`, so the whole group can be signalled), with stdin and stdout piped to rmcp's client through our
-//! [`LineTransport`] and stderr piped to the log forwarder. The child itself is handed to its supervisor task
-//! (`supervisor.rs`) at once, which owns it until it is reaped. The start then runs the MCP `initialize` handshake and
-//! returns an [`UpstreamProcess`]: the rmcp client, the transport's health report and the supervisor's
-//! [`ProcessControl`]. A start that fails or is cancelled ends its process; so does dropping an `UpstreamProcess`.
+//! (`process_group(0)`, so the whole group can be signalled), with stdin and stdout piped to our JSON-RPC client
+//! (`rpc.rs`, reading through the [`LineReader`]) and stderr piped to the log forwarder. The child itself is handed to
+//! its supervisor task (`supervisor.rs`) at once, which owns it until it is reaped. The start then runs the MCP
+//! `initialize` handshake and returns an [`UpstreamProcess`]: the client, the reader's health report, what the server
+//! said about itself and the supervisor's [`ProcessControl`]. A start that fails or is cancelled ends its process; so
+//! does dropping an `UpstreamProcess`.
 
 use std::process::Stdio;
 use std::sync::Arc;
 use std::time::Duration;
 
-use rmcp::model::{ClientCapabilities, ClientConfig, Implementation, ServerPeerInfo};
-use rmcp::service::{Peer, RoleClient, RunningService, ServiceExt};
+use rmcp::model::ServerPeerInfo;
+use serde_json::{Value, json};
 use tokio::process::Command;
 use tokio::sync::watch;
 
 use super::environment::child_environment;
+use super::rpc::{RpcClient, RpcError};
 use super::supervisor::{self, ProcessControl, ProcessSet, StopMode};
-use super::transport::{LineTransport, StreamHealth};
+use super::transport::{LineReader, StreamHealth};
 use super::{ServerSpec, UpstreamError, stderr};
 
-/// A running, initialized upstream: its rmcp client and its control. Dropping it ends the process gracefully.
+/// The protocol revision the gateway asks upstreams for in `initialize` (the newest one that has `initialize`).
+const PROTOCOL_VERSION: &str = "2025-11-25";
+/// Revisions the gateway accepts in a server's `initialize` result.
+const ACCEPTED_VERSIONS: [&str; 4] = ["2024-11-05", "2025-03-26", "2025-06-18", "2025-11-25"];
+
+/// A running, initialized upstream: its client and its control. Dropping it ends the process gracefully.
 pub(crate) struct UpstreamProcess {
     control: Arc<ProcessControl>,
-    client: RunningService<RoleClient, ClientConfig>,
+    client: RpcClient,
+    info: Arc<ServerPeerInfo>,
     health: watch::Receiver<StreamHealth>,
     max_message_bytes: usize,
 }
@@ -38,18 +46,18 @@ impl UpstreamProcess {
         &self.control
     }
 
-    pub fn peer(&self) -> &Peer<RoleClient> {
-        self.client.peer()
+    pub fn client(&self) -> &RpcClient {
+        &self.client
     }
 
     /// What the server said about itself in its `initialize` result.
-    pub fn server_info(&self) -> Option<Arc<ServerPeerInfo>> {
-        self.client.peer_info()
+    pub fn server_info(&self) -> Arc<ServerPeerInfo> {
+        self.info.clone()
     }
 
     /// Whether the process has exited or its connection has closed (either way it cannot serve another call).
     pub fn is_gone(&self) -> bool {
-        self.control.has_exited() || self.client.peer().is_transport_closed()
+        self.control.has_exited() || self.client.is_closed()
     }
 
     /// The longest message the transport reads from this process.
@@ -65,7 +73,7 @@ impl UpstreamProcess {
 
 impl Drop for UpstreamProcess {
     fn drop(&mut self) {
-        // The rmcp client is dropped right after this, which closes the server's stdin as well.
+        // The client is dropped right after this, which closes the server's stdin as well.
         self.control.request_stop(StopMode::Graceful);
     }
 }
@@ -112,9 +120,10 @@ pub(crate) async fn start(
 
     // Until the handshake succeeds, a failure or a cancelled start must not leave the process behind.
     let stop_on_failure = StopOnDrop(Some(control.clone()));
-    let (transport, health) = LineTransport::new(stdout, stdin, options.max_message_bytes, label);
-    let client = match client_config().serve(transport).await {
-        Ok(client) => client,
+    let (lines, health) = LineReader::new(stdout, options.max_message_bytes, label);
+    let client = RpcClient::new(lines, stdin);
+    let info = match initialize(&client).await {
+        Ok(info) => info,
         Err(error) => {
             let ended = control.exit_report(Duration::from_millis(200)).await;
             return Err(UpstreamError::Start(format!(
@@ -124,12 +133,28 @@ pub(crate) async fn start(
         }
     };
     stop_on_failure.disarm();
-    Ok(UpstreamProcess { control, client, health, max_message_bytes: options.max_message_bytes })
+    Ok(UpstreamProcess { control, client, info: Arc::new(info), health, max_message_bytes: options.max_message_bytes })
 }
 
-/// How the gateway introduces itself to upstream servers.
-fn client_config() -> ClientConfig {
-    ClientConfig::new(ClientCapabilities::default(), Implementation::new("mcpgw", crate::VERSION))
+/// The MCP handshake: `initialize` (the gateway offers no client capabilities), then `notifications/initialized`.
+async fn initialize(client: &RpcClient) -> Result<ServerPeerInfo, String> {
+    let params = json!({
+        "protocolVersion": PROTOCOL_VERSION,
+        "capabilities": {},
+        "clientInfo": {"name": "mcpgw", "version": crate::VERSION},
+    });
+    let result = client.request("initialize", params).await.map_err(|error| match error {
+        RpcError::Closed => "the connection closed".to_string(),
+        RpcError::Server { code, message } => format!("it answered with JSON-RPC error {code}: {message}"),
+    })?;
+    let version = result.get("protocolVersion").and_then(Value::as_str).unwrap_or_default();
+    if !ACCEPTED_VERSIONS.contains(&version) {
+        return Err(format!("it answered with protocol version {version:?}, which the gateway does not speak"));
+    }
+    let info = serde_json::from_value::<ServerPeerInfo>(result)
+        .map_err(|error| format!("its initialize result is not valid: {error}"))?;
+    client.notify("notifications/initialized").await.map_err(|_| "the connection closed".to_string())?;
+    Ok(info)
 }
 
 /// Kills a process whose start did not complete.

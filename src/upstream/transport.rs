@@ -1,20 +1,18 @@
-//! The line transport between rmcp's client and one upstream process: newline-delimited JSON-RPC over the child's
-//! stdin and stdout, like rmcp's own stdio transport, plus a report of what went wrong on the way in.
+//! The reading half of the connection to one upstream process: newline-delimited JSON-RPC from the child's stdout,
+//! plus a report of what went wrong on the way in.
 //!
-//! rmcp's transport silently skips lines that are not JSON, so a server that answers with garbage would leave the call
-//! waiting for its timeout. This one counts such lines (and lines over the size limit, which it drops without
-//! buffering them) in a [`StreamHealth`] that the pool watches while a call is in flight: a change during a call fails
-//! that call at once. Garbage outside a call (a start-up banner, say) is only logged. Lines are read with a bounded
-//! buffer, so a server that never writes a newline cannot make us buffer more than the limit.
+//! A server that answers with garbage must not leave a call waiting for its timeout, so lines that are not JSON-RPC
+//! are counted (and lines over the size limit dropped without buffering them) in a [`StreamHealth`] that the pool
+//! watches while a call is in flight: a change during a call fails that call at once. Garbage outside a call (a
+//! start-up banner, say) is only logged. Lines are read with a bounded buffer, so a server that never writes a newline
+//! cannot make us buffer more than the limit. `rpc.rs` reads through this and writes the other direction itself.
 
 use std::sync::Arc;
 
-use rmcp::RoleClient;
-use rmcp::service::{RxJsonRpcMessage, TxJsonRpcMessage};
-use rmcp::transport::Transport;
-use tokio::io::{AsyncBufReadExt, AsyncWrite, AsyncWriteExt, BufReader};
-use tokio::process::{ChildStdin, ChildStdout};
-use tokio::sync::{Mutex, watch};
+use serde_json::Value;
+use tokio::io::{AsyncBufReadExt, BufReader};
+use tokio::process::ChildStdout;
+use tokio::sync::watch;
 
 /// How many bytes of a bad line are kept for logs and error messages.
 const PREVIEW_BYTES: usize = 200;
@@ -30,36 +28,72 @@ pub(crate) struct StreamHealth {
     pub last_invalid: String,
 }
 
-/// rmcp's [`Transport`] over a child's stdout (read) and stdin (write).
-pub(crate) struct LineTransport<R = ChildStdout, W = ChildStdin> {
+/// What [`LineReader::next`] found.
+#[derive(Debug)]
+pub(crate) enum Line {
+    /// A JSON value (whether it is a JSON-RPC message is for the caller to say, see [`LineReader::report_invalid`]).
+    Message(Value),
+    /// An empty line, or one that is not JSON (already counted and logged).
+    Blank,
+    /// A line over the size limit, dropped unread (already counted and logged).
+    Oversized,
+    /// End of stream, or a read error.
+    End,
+}
+
+/// Lines from a child's stdout.
+pub(crate) struct LineReader<R = ChildStdout> {
     read: BufReader<R>,
     line: Vec<u8>,
-    /// Set while skipping the rest of an oversized line; kept here because `receive` can be cancelled mid-line.
+    /// Set while skipping the rest of an oversized line; kept here because a read can be cancelled mid-line.
     discarding: bool,
     max_line: usize,
-    write: Arc<Mutex<Option<W>>>,
     health: watch::Sender<StreamHealth>,
     label: Arc<str>,
 }
 
-impl<R, W> LineTransport<R, W>
+impl<R> LineReader<R>
 where
     R: tokio::io::AsyncRead + Unpin + Send,
-    W: AsyncWrite + Unpin + Send + 'static,
 {
-    /// A transport reading at most `max_line` bytes per message; `label` names the server in logs.
-    pub fn new(read: R, write: W, max_line: usize, label: Arc<str>) -> (Self, watch::Receiver<StreamHealth>) {
+    /// A reader of lines of at most `max_line` bytes; `label` names the server in logs.
+    pub fn new(read: R, max_line: usize, label: Arc<str>) -> (Self, watch::Receiver<StreamHealth>) {
         let (health, health_rx) = watch::channel(StreamHealth::default());
-        let transport = LineTransport {
+        let reader = LineReader {
             read: BufReader::with_capacity(64 * 1024, read),
             line: Vec::new(),
             discarding: false,
             max_line,
-            write: Arc::new(Mutex::new(Some(write))),
             health,
             label,
         };
-        (transport, health_rx)
+        (reader, health_rx)
+    }
+
+    /// The next line, parsed as JSON.
+    pub async fn next(&mut self) -> Line {
+        let line = match self.read_line().await {
+            None => return Line::End,
+            Some(false) => return Line::Oversized,
+            Some(true) => std::mem::take(&mut self.line),
+        };
+        if line.iter().all(u8::is_ascii_whitespace) {
+            self.line = line;
+            self.line.clear();
+            return Line::Blank;
+        }
+        let parsed = serde_json::from_slice::<Value>(strip_bom(&line));
+        let found = match parsed {
+            Ok(value) => Line::Message(value),
+            Err(error) => {
+                self.report_invalid(&error.to_string(), &preview(&line));
+                Line::Blank
+            }
+        };
+        // Keep the buffer (and its capacity) for the next line.
+        self.line = line;
+        self.line.clear();
+        found
     }
 
     /// Reads one whole line into `self.line` (without its newline), never holding more than `max_line` bytes.
@@ -108,75 +142,14 @@ where
         }
     }
 
-    /// Records a line that is not a JSON-RPC message.
-    fn report_invalid(&self, error: &serde_json::Error) {
-        let preview = preview(&self.line);
+    /// Records a line that is not a JSON-RPC message (`line` is the line or its start).
+    pub fn report_invalid(&self, error: &str, line: &str) {
+        let preview = preview(line.as_bytes());
         tracing::warn!(server = %self.label, %error, line = %preview, "upstream wrote a line that is not MCP on stdout");
         self.health.send_modify(|health| {
             health.invalid_lines += 1;
             health.last_invalid = preview;
         });
-    }
-}
-
-impl<R, W> Transport<RoleClient> for LineTransport<R, W>
-where
-    R: tokio::io::AsyncRead + Unpin + Send,
-    W: AsyncWrite + Unpin + Send + 'static,
-{
-    type Error = std::io::Error;
-
-    fn send(
-        &mut self,
-        item: TxJsonRpcMessage<RoleClient>,
-    ) -> impl Future<Output = Result<(), Self::Error>> + Send + 'static {
-        let write = self.write.clone();
-        async move {
-            let mut bytes = serde_json::to_vec(&item).map_err(std::io::Error::other)?;
-            bytes.push(b'\n');
-            let mut guard = write.lock().await;
-            let Some(stdin) = guard.as_mut() else {
-                return Err(std::io::Error::new(std::io::ErrorKind::NotConnected, "transport closed"));
-            };
-            stdin.write_all(&bytes).await?;
-            stdin.flush().await
-        }
-    }
-
-    async fn receive(&mut self) -> Option<RxJsonRpcMessage<RoleClient>> {
-        loop {
-            match self.read_line().await? {
-                false => continue,
-                true if self.line.iter().all(u8::is_ascii_whitespace) => {}
-                true => match serde_json::from_slice::<RxJsonRpcMessage<RoleClient>>(strip_bom(&self.line)) {
-                    Ok(message) => {
-                        self.line.clear();
-                        return Some(message);
-                    }
-                    Err(error) if is_unknown_notification(strip_bom(&self.line)) => {
-                        tracing::debug!(server = %self.label, %error, "ignoring an unknown notification from upstream");
-                    }
-                    Err(error) => self.report_invalid(&error),
-                },
-            }
-            self.line.clear();
-        }
-    }
-
-    async fn close(&mut self) -> Result<(), Self::Error> {
-        // Closing stdin is the MCP way to ask a stdio server to exit.
-        if let Some(mut stdin) = self.write.lock().await.take() {
-            stdin.shutdown().await?;
-        }
-        Ok(())
-    }
-}
-
-/// A notification (a `method` without an `id`) that rmcp has no type for; rmcp skips these for compatibility.
-fn is_unknown_notification(line: &[u8]) -> bool {
-    match serde_json::from_slice::<serde_json::Value>(line) {
-        Ok(serde_json::Value::Object(object)) => object.contains_key("method") && !object.contains_key("id"),
-        _ => false,
     }
 }
 
@@ -199,23 +172,33 @@ mod tests {
     use super::*;
     use tokio::io::{AsyncWriteExt, duplex};
 
-    fn transport(
+    fn reader(
         max_line: usize,
-    ) -> (LineTransport<tokio::io::DuplexStream, tokio::io::Sink>, watch::Receiver<StreamHealth>, tokio::io::DuplexStream)
-    {
+    ) -> (LineReader<tokio::io::DuplexStream>, watch::Receiver<StreamHealth>, tokio::io::DuplexStream) {
         let (server_out, client_in) = duplex(1024);
-        let (transport, health) = LineTransport::new(client_in, tokio::io::sink(), max_line, Arc::from("test"));
-        (transport, health, server_out)
+        let (reader, health) = LineReader::new(client_in, max_line, Arc::from("test"));
+        (reader, health, server_out)
     }
 
     const PONG: &str = r#"{"jsonrpc":"2.0","id":1,"result":{}}"#;
 
+    /// The next message, skipping blank and invalid lines.
+    async fn next_message(reader: &mut LineReader<tokio::io::DuplexStream>) -> Option<Value> {
+        loop {
+            match reader.next().await {
+                Line::Message(value) => return Some(value),
+                Line::End => return None,
+                Line::Blank | Line::Oversized => {}
+            }
+        }
+    }
+
     #[tokio::test]
     async fn valid_lines_become_messages_and_garbage_is_counted_not_returned() {
-        let (mut transport, health, mut server) = transport(1024);
-        server.write_all(format!("not json at all\n\n{PONG}\r\n").as_bytes()).await.unwrap();
-        let message = transport.receive().await;
-        assert!(message.is_some());
+        let (mut reader, health, mut server) = reader(1024);
+        server.write_all(format!("not json at all\n\n\u{feff}{PONG}\r\n").as_bytes()).await.unwrap();
+        let message = next_message(&mut reader).await;
+        assert_eq!(message.unwrap()["id"], 1);
         let health = health.borrow().clone();
         assert_eq!(health.invalid_lines, 1);
         assert_eq!(health.last_invalid, "not json at all");
@@ -223,27 +206,18 @@ mod tests {
 
     #[tokio::test]
     async fn oversized_lines_are_dropped_and_counted_and_the_stream_resyncs() {
-        let (mut transport, health, mut server) = transport(64);
+        let (mut reader, health, mut server) = reader(64);
         let long = "x".repeat(5000);
         let writer = tokio::spawn(async move {
             server.write_all(format!("{long}\n{PONG}\n").as_bytes()).await.unwrap();
             server
         });
-        assert!(transport.receive().await.is_some());
+        assert!(next_message(&mut reader).await.is_some());
         assert_eq!(health.borrow().oversized_lines, 1);
         assert_eq!(health.borrow().invalid_lines, 0);
-        assert!(transport.line.capacity() <= 1024, "the long line was buffered");
+        assert!(reader.line.capacity() <= 1024, "the long line was buffered");
         drop(writer.await.unwrap());
-        assert!(transport.receive().await.is_none(), "end of stream");
-    }
-
-    #[tokio::test]
-    async fn unknown_notifications_are_ignored_quietly() {
-        let (mut transport, health, mut server) = transport(1024);
-        let line = r#"{"jsonrpc":"2.0","method":"$/lsp/thing","params":{"a":1}}"#;
-        server.write_all(format!("{line}\n{PONG}\n").as_bytes()).await.unwrap();
-        assert!(transport.receive().await.is_some());
-        assert_eq!(health.borrow().invalid_lines, 0);
+        assert!(next_message(&mut reader).await.is_none(), "end of stream");
     }
 
     #[test]

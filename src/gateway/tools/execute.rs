@@ -184,8 +184,7 @@ async fn run_call(
     args: Map<String, Value>,
 ) -> Result<Value, Failure> {
     let limit = identity.snapshot.settings.timeouts.tool_execution;
-    let result = ctx
-        .timeouts
+    ctx.timeouts
         .run_classified(
             TimeoutKind::ToolExecution,
             limit + TIMEOUT_MARGIN,
@@ -194,6 +193,5 @@ async fn run_call(
         )
         .await
         .map_err(|t| Failure::new("TIMEOUT", crate::gateway::timeouts::TimedOut(t.0 - TIMEOUT_MARGIN).to_string()))?
-        .map_err(|e| upstream_failure(ctx, &e))?;
-    serde_json::to_value(&result).map_err(|e| Failure::new("UPSTREAM_ERROR", e.to_string()))
+        .map_err(|e| upstream_failure(ctx, &e))
 }

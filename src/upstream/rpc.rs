@@ -1,0 +1,359 @@
+//! The gateway's MCP client toward one upstream process: JSON-RPC over the child's stdin and stdout, requests
+//! multiplexed by id.
+//!
+//! The pool asks an upstream for only three things (`initialize`, `tools/list`, `tools/call`), and hands the result of
+//! a tool call on as JSON, so this client keeps results as `serde_json::Value` instead of decoding them into typed
+//! protocol structures and encoding them again. A request is written by the calling task itself (one `write_all` of a
+//! pre-encoded line under a lock); one reader task per process reads lines (bounded, see `transport.rs`), hands each
+//! answer to the request waiting for its id, answers the server's own requests (`ping` with an empty result, anything
+//! else with "method not found": the gateway offers no client capabilities) and ignores notifications. When the server's
+//! stdout ends, every waiting request fails with [`RpcError::Closed`] and so does every later one.
+//!
+//! Dropping the client stops the reader and closes the server's stdin (the MCP way to ask a stdio server to exit).
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+
+use serde::Serialize;
+use serde_json::{Map, Value};
+use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt};
+use tokio::sync::{Mutex as AsyncMutex, oneshot};
+use tokio::task::JoinHandle;
+
+use super::lock;
+use super::transport::{Line, LineReader};
+
+/// JSON-RPC "method not found".
+const METHOD_NOT_FOUND: i64 = -32601;
+
+/// Why a request got no result.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) enum RpcError {
+    /// The server's stdout ended, or its stdin could not be written: the process is gone or going.
+    Closed,
+    /// The server answered with a JSON-RPC error.
+    Server { code: i64, message: String },
+}
+
+type Answer = Result<Value, RpcError>;
+
+/// The state shared by callers and the reader task.
+struct Shared<W> {
+    write: AsyncMutex<Option<W>>,
+    /// Requests waiting for an answer, by id; `None` once the stream has ended (no request may wait any more).
+    pending: Mutex<Option<HashMap<u64, oneshot::Sender<Answer>>>>,
+    next_id: AtomicU64,
+    closed: AtomicBool,
+}
+
+impl<W: AsyncWrite + Unpin + Send> Shared<W> {
+    /// Writes one message as one line; any failure means the connection is unusable.
+    async fn send_line(&self, message: &impl Serialize) -> Result<(), RpcError> {
+        let mut bytes = serde_json::to_vec(message).map_err(|_| RpcError::Closed)?;
+        bytes.push(b'\n');
+        let mut guard = self.write.lock().await;
+        let stdin = guard.as_mut().ok_or(RpcError::Closed)?;
+        stdin.write_all(&bytes).await.map_err(|_| RpcError::Closed)?;
+        stdin.flush().await.map_err(|_| RpcError::Closed)
+    }
+
+    /// Hands an answer to the request waiting for `id`; an answer nobody waits for (its caller gave up) is dropped.
+    fn deliver(&self, id: &Value, answer: Answer) {
+        let waiting = id.as_u64().and_then(|id| lock(&self.pending).as_mut().and_then(|pending| pending.remove(&id)));
+        match waiting {
+            Some(sender) => {
+                let _ = sender.send(answer);
+            }
+            None => tracing::debug!(%id, "an upstream answer that no request waits for was dropped"),
+        }
+    }
+
+    /// The stream ended: fail every waiting request and refuse new ones.
+    fn close(&self) {
+        self.closed.store(true, Ordering::Release);
+        let waiting = lock(&self.pending).take();
+        for sender in waiting.into_iter().flat_map(HashMap::into_values) {
+            let _ = sender.send(Err(RpcError::Closed));
+        }
+    }
+}
+
+/// A JSON-RPC request as written.
+#[derive(Serialize)]
+struct Request<'a, P> {
+    jsonrpc: &'static str,
+    id: u64,
+    method: &'a str,
+    params: P,
+}
+
+/// A notification as written.
+#[derive(Serialize)]
+struct Notification<'a> {
+    jsonrpc: &'static str,
+    method: &'a str,
+}
+
+/// Our answer to a request of the server's.
+#[derive(Serialize)]
+struct Reply<'a> {
+    jsonrpc: &'static str,
+    id: &'a Value,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    result: Option<Value>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    error: Option<Value>,
+}
+
+/// The client of one upstream connection; see the module documentation.
+pub(crate) struct RpcClient<W: AsyncWrite + Unpin + Send + 'static = tokio::process::ChildStdin> {
+    shared: Arc<Shared<W>>,
+    reader: JoinHandle<()>,
+}
+
+impl<W: AsyncWrite + Unpin + Send + 'static> RpcClient<W> {
+    /// Starts the reader task over `lines` and returns the client writing to `write`.
+    pub fn new<R>(lines: LineReader<R>, write: W) -> RpcClient<W>
+    where
+        R: AsyncRead + Unpin + Send + 'static,
+    {
+        let shared = Arc::new(Shared {
+            write: AsyncMutex::new(Some(write)),
+            pending: Mutex::new(Some(HashMap::new())),
+            next_id: AtomicU64::new(1),
+            closed: AtomicBool::new(false),
+        });
+        let reader = tokio::spawn(read_loop(lines, shared.clone()));
+        RpcClient { shared, reader }
+    }
+
+    /// Whether the connection has ended (the server can answer nothing more).
+    pub fn is_closed(&self) -> bool {
+        self.shared.closed.load(Ordering::Acquire)
+    }
+
+    /// Sends one request and waits for its answer. Dropping the future forgets the request (a late answer is dropped).
+    pub async fn request(&self, method: &str, params: impl Serialize) -> Answer {
+        let id = self.shared.next_id.fetch_add(1, Ordering::Relaxed);
+        let (sender, answer) = oneshot::channel();
+        match lock(&self.shared.pending).as_mut() {
+            Some(pending) => pending.insert(id, sender),
+            None => return Err(RpcError::Closed),
+        };
+        // Whatever happens next (an answer, a failed write, the caller giving up), the request stops waiting.
+        let _forget = Forget { shared: &self.shared, id };
+        self.shared.send_line(&Request { jsonrpc: "2.0", id, method, params }).await?;
+        answer.await.unwrap_or(Err(RpcError::Closed))
+    }
+
+    /// Sends a notification.
+    pub async fn notify(&self, method: &str) -> Result<(), RpcError> {
+        self.shared.send_line(&Notification { jsonrpc: "2.0", method }).await
+    }
+}
+
+impl<W: AsyncWrite + Unpin + Send + 'static> Drop for RpcClient<W> {
+    fn drop(&mut self) {
+        self.reader.abort();
+        self.shared.close();
+        // Closing stdin asks the server to exit; if a write holds the lock, the supervisor's signal does the rest.
+        if let Ok(mut write) = self.shared.write.try_lock() {
+            write.take();
+        }
+    }
+}
+
+/// Takes a request off the waiting list when it ends, whether answered or not.
+struct Forget<'a, W> {
+    shared: &'a Shared<W>,
+    id: u64,
+}
+
+impl<W> Drop for Forget<'_, W> {
+    fn drop(&mut self) {
+        if let Some(pending) = lock(&self.shared.pending).as_mut() {
+            pending.remove(&self.id);
+        }
+    }
+}
+
+/// The reader task: every line from the server, until its stdout ends.
+async fn read_loop<R, W>(mut lines: LineReader<R>, shared: Arc<Shared<W>>)
+where
+    R: AsyncRead + Unpin + Send,
+    W: AsyncWrite + Unpin + Send,
+{
+    loop {
+        match lines.next().await {
+            Line::End => break,
+            Line::Oversized | Line::Blank => continue,
+            Line::Message(Value::Array(batch)) if !batch.is_empty() => {
+                for message in batch {
+                    if let Err(message) = handle(&shared, message).await {
+                        lines.report_invalid("not a JSON-RPC message", &message.to_string());
+                    }
+                }
+            }
+            Line::Message(message) => {
+                if let Err(message) = handle(&shared, message).await {
+                    lines.report_invalid("not a JSON-RPC message", &message.to_string());
+                }
+            }
+        }
+    }
+    shared.close();
+}
+
+/// One message from the server; gives it back when it is not a JSON-RPC message.
+async fn handle<W: AsyncWrite + Unpin + Send>(shared: &Shared<W>, message: Value) -> Result<(), Value> {
+    let Value::Object(mut object) = message else {
+        return Err(message);
+    };
+    if object.get("jsonrpc").and_then(Value::as_str) != Some("2.0") {
+        return Err(Value::Object(object));
+    }
+    let method = object.get("method").and_then(Value::as_str).map(str::to_owned);
+    match (method, object.remove("id")) {
+        (Some(method), Some(id)) => {
+            reply(shared, &method, &id).await;
+            Ok(())
+        }
+        (Some(method), None) => {
+            tracing::trace!(%method, "upstream notification ignored");
+            Ok(())
+        }
+        (None, Some(id)) => match (object.remove("result"), object.remove("error")) {
+            (Some(result), None) => {
+                shared.deliver(&id, Ok(result));
+                Ok(())
+            }
+            (None, Some(Value::Object(error))) => {
+                let code = error.get("code").and_then(Value::as_i64).unwrap_or(0);
+                let message = error.get("message").and_then(Value::as_str).unwrap_or_default().to_owned();
+                shared.deliver(&id, Err(RpcError::Server { code, message }));
+                Ok(())
+            }
+            (result, error) => {
+                object.insert("id".into(), id);
+                object.extend(result.map(|r| ("result".to_owned(), r)));
+                object.extend(error.map(|e| ("error".to_owned(), e)));
+                Err(Value::Object(object))
+            }
+        },
+        (None, None) => Err(Value::Object(object)),
+    }
+}
+
+/// Answers a request of the server's: `ping` with an empty result, anything else with "method not found".
+async fn reply<W: AsyncWrite + Unpin + Send>(shared: &Shared<W>, method: &str, id: &Value) {
+    let reply = if method == "ping" {
+        Reply { jsonrpc: "2.0", id, result: Some(Value::Object(Map::new())), error: None }
+    } else {
+        tracing::debug!(%method, "upstream request the gateway does not serve");
+        let error = serde_json::json!({"code": METHOD_NOT_FOUND, "message": format!("method not found: {method}")});
+        Reply { jsonrpc: "2.0", id, result: None, error: Some(error) }
+    };
+    // A failed write means the connection is going; the reader sees the end of the stream next.
+    let _ = shared.send_line(&reply).await;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::upstream::transport::StreamHealth;
+    use serde_json::json;
+    use tokio::io::{AsyncBufReadExt, BufReader, DuplexStream, duplex};
+
+    /// A client over in-memory pipes, with the server's ends: what the client wrote, and where to write answers.
+    fn client() -> (RpcClient<DuplexStream>, BufReader<DuplexStream>, DuplexStream) {
+        let (client, server_in, server_out, _health) = client_with_health();
+        (client, server_in, server_out)
+    }
+
+    fn client_with_health()
+    -> (RpcClient<DuplexStream>, BufReader<DuplexStream>, DuplexStream, tokio::sync::watch::Receiver<StreamHealth>)
+    {
+        let (client_write, server_read) = duplex(64 * 1024);
+        let (server_write, client_read) = duplex(64 * 1024);
+        let (lines, health) = LineReader::new(client_read, 1024 * 1024, Arc::from("test"));
+        (RpcClient::new(lines, client_write), BufReader::new(server_read), server_write, health)
+    }
+
+    #[tokio::test]
+    async fn json_that_is_not_json_rpc_is_counted_as_invalid() {
+        let (client, mut server_in, mut server_out, mut health) = client_with_health();
+        let call = client.request("tools/call", json!({}));
+        let server = async {
+            let request = read_message(&mut server_in).await;
+            let answer = json!({"jsonrpc": "2.0", "id": request["id"], "result": {}});
+            server_out
+                .write_all(format!("{{\"hello\":1}}\n[1]\n{{\"jsonrpc\":\"2.0\",\"id\":9}}\n{answer}\n").as_bytes())
+                .await
+                .unwrap();
+        };
+        let (answer, ()) = tokio::join!(call, server);
+        assert_eq!(answer, Ok(json!({})));
+        let seen = health.borrow_and_update().clone();
+        assert_eq!(seen.invalid_lines, 3, "{seen:?}");
+    }
+
+    async fn read_message(from: &mut BufReader<DuplexStream>) -> Value {
+        let mut line = String::new();
+        from.read_line(&mut line).await.unwrap();
+        serde_json::from_str(&line).unwrap()
+    }
+
+    #[tokio::test]
+    async fn answers_reach_their_requests_in_any_order() {
+        let (client, mut server_in, mut server_out) = client();
+        let first = client.request("tools/call", json!({"name": "a"}));
+        let second = client.request("tools/call", json!({"name": "b"}));
+        let server = async {
+            let a = read_message(&mut server_in).await;
+            let b = read_message(&mut server_in).await;
+            assert_eq!(a["method"], "tools/call");
+            let answer = |m: &Value| json!({"jsonrpc": "2.0", "id": m["id"], "result": {"name": m["params"]["name"]}});
+            server_out.write_all(format!("{}\n{}\n", answer(&b), answer(&a)).as_bytes()).await.unwrap();
+        };
+        let (a, b, ()) = tokio::join!(first, second, server);
+        assert_eq!(a.unwrap(), json!({"name": "a"}));
+        assert_eq!(b.unwrap(), json!({"name": "b"}));
+    }
+
+    #[tokio::test]
+    async fn errors_pings_and_the_end_of_the_stream() {
+        let (client, mut server_in, mut server_out) = client();
+        let call = client.request("tools/call", json!({}));
+        let server = async {
+            let request = read_message(&mut server_in).await;
+            let ping = json!({"jsonrpc": "2.0", "id": "p1", "method": "ping"});
+            let note = json!({"jsonrpc": "2.0", "method": "notifications/message", "params": {}});
+            let error = json!({"jsonrpc": "2.0", "id": request["id"], "error": {"code": -32602, "message": "bad"}});
+            server_out.write_all(format!("{ping}\n{note}\n{error}\n").as_bytes()).await.unwrap();
+            assert_eq!(read_message(&mut server_in).await, json!({"jsonrpc": "2.0", "id": "p1", "result": {}}));
+        };
+        let (answer, ()) = tokio::join!(call, server);
+        assert_eq!(answer, Err(RpcError::Server { code: -32602, message: "bad".into() }));
+
+        let waiting = client.request("tools/list", json!({}));
+        let end = async {
+            read_message(&mut server_in).await;
+            drop(server_out);
+        };
+        let (answer, ()) = tokio::join!(waiting, end);
+        assert_eq!(answer, Err(RpcError::Closed));
+        assert!(client.is_closed());
+        assert_eq!(client.request("tools/list", json!({})).await, Err(RpcError::Closed));
+    }
+
+    #[tokio::test]
+    async fn server_requests_other_than_ping_get_method_not_found() {
+        let (_client, mut server_in, mut server_out) = client();
+        let ask = json!({"jsonrpc": "2.0", "id": 7, "method": "sampling/createMessage", "params": {}});
+        server_out.write_all(format!("{ask}\n").as_bytes()).await.unwrap();
+        let reply = read_message(&mut server_in).await;
+        assert_eq!(reply["id"], 7);
+        assert_eq!(reply["error"]["code"], METHOD_NOT_FOUND);
+    }
+}
