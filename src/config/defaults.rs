@@ -54,6 +54,9 @@ pub fn fresh_config(admin_key: Option<String>) -> Result<(ConfigFile, FreshKeys)
             "relevancy_threshold": 0.75, "adherence_threshold": 0.75,
             "rate_limits": {"per_key_requests_per_second": 0, "burst": 0},
             "upstream_pool": {"max_processes_per_server": 4, "idle_timeout_seconds": 300},
+            "limits": {"max_request_body_bytes": 4_194_304, "max_admin_body_bytes": 1_048_576,
+                       "max_header_bytes": 65_536, "max_sessions": 10_000, "session_idle_timeout_seconds": 3600,
+                       "request_read_timeout_seconds": 30, "max_tool_result_bytes": 16_777_216},
             "gw_allowed_hosts": ["localhost", "127.0.0.1", "::1"],
             "gw_allowed_origins": []
         },

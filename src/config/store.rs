@@ -80,7 +80,8 @@ pub fn load_file(path: &Path) -> Result<Snapshot, LoadError> {
     snapshot_from_bytes(&bytes).map_err(|problems| LoadError::Invalid { path: path.to_path_buf(), problems })
 }
 
-fn snapshot_from_bytes(bytes: &[u8]) -> Result<Snapshot, Problems> {
+/// Parses and validates config file bytes (what the fuzz target `config` drives).
+pub fn snapshot_from_bytes(bytes: &[u8]) -> Result<Snapshot, Problems> {
     let value = serde_json::from_slice(bytes).map_err(|e| vec![format!("invalid JSON: {e}")])?;
     Snapshot::from_value(value, sha256(bytes))
 }
