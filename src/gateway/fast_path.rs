@@ -27,11 +27,11 @@ use std::task::{Context, Poll};
 use axum::body::Body;
 use axum::http::{HeaderMap, HeaderValue, Method, Request, Response, StatusCode, header};
 use futures_util::future::BoxFuture;
-use serde_json::{Map, Value, json};
+use serde::Serialize;
+use serde_json::{Map, Value};
 use tokio_util::sync::CancellationToken;
 use tower::{Layer, Service};
 
-use super::handler::tool_result;
 use super::tools::ToolInvocation;
 use super::{GatewayContext, Identity};
 use crate::middleware::jsonrpc::ParsedMessage;
@@ -149,20 +149,44 @@ fn accept(headers: &HeaderMap, message: Value) -> Option<Accepted> {
     Some(Accepted { id, invocation, stateless })
 }
 
-/// The JSON-RPC answer to an accepted call.
+/// The JSON-RPC answer to an accepted call: the same result as [`tool_result`](super::handler::tool_result) gives rmcp (`structuredContent` plus
+/// the same JSON as text; `isError`), written straight from the answer without building the result as a value first.
+/// Only the stateless revision has `resultType`.
 fn answer(id: Value, answer: Value, stateless: bool) -> Response<Body> {
-    let mut result = serde_json::to_value(tool_result(answer)).unwrap_or_else(|_| json!({}));
-    // rmcp's result types always serialise `resultType`; only the stateless revision has it (rmcp strips it for
-    // session peers too).
-    if let Value::Object(fields) = &mut result {
-        if stateless {
-            fields.insert("resultType".into(), json!("complete"));
-        } else {
-            fields.remove("resultType");
-        }
+    #[derive(Serialize)]
+    struct Envelope<'a> {
+        jsonrpc: &'static str,
+        id: &'a Value,
+        result: CallResult<'a>,
     }
-    let body = json!({"jsonrpc": "2.0", "id": id, "result": result});
-    let mut response = Response::new(Body::from(body.to_string()));
+    #[derive(Serialize)]
+    #[serde(rename_all = "camelCase")]
+    struct CallResult<'a> {
+        #[serde(skip_serializing_if = "Option::is_none")]
+        result_type: Option<&'static str>,
+        content: [Text<'a>; 1],
+        structured_content: &'a Value,
+        is_error: bool,
+    }
+    #[derive(Serialize)]
+    struct Text<'a> {
+        r#type: &'static str,
+        text: &'a str,
+    }
+    let text = answer.to_string();
+    let is_error = answer.get("status").and_then(Value::as_str) != Some("success");
+    let envelope = Envelope {
+        jsonrpc: "2.0",
+        id: &id,
+        result: CallResult {
+            result_type: stateless.then_some("complete"),
+            content: [Text { r#type: "text", text: &text }],
+            structured_content: &answer,
+            is_error,
+        },
+    };
+    let body = serde_json::to_vec(&envelope).unwrap_or_default();
+    let mut response = Response::new(Body::from(body));
     *response.status_mut() = StatusCode::OK;
     response.headers_mut().insert(header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
     response
@@ -206,6 +230,28 @@ where
 #[cfg(test)]
 mod tests {
     use super::*;
+    use serde_json::json;
+
+    #[tokio::test]
+    async fn answers_carry_the_same_result_as_the_rmcp_route() {
+        for (answer_value, stateless) in [
+            (json!({"status": "success", "results": [{"a": "é\n\"q\""}]}), false),
+            (json!({"status": "error", "error": {"code": "X"}}), true),
+        ] {
+            let response = answer(json!(7), answer_value.clone(), stateless);
+            let bytes = axum::body::to_bytes(response.into_body(), usize::MAX).await.unwrap();
+            let body: Value = serde_json::from_slice(&bytes).unwrap();
+            let mut expected = serde_json::to_value(super::super::handler::tool_result(answer_value)).unwrap();
+            // rmcp strips `resultType` for session peers and the stateless revision requires it.
+            if let Some(fields) = expected.as_object_mut() {
+                fields.remove("resultType");
+                if stateless {
+                    fields.insert("resultType".into(), json!("complete"));
+                }
+            }
+            assert_eq!(body, json!({"jsonrpc": "2.0", "id": 7, "result": expected}));
+        }
+    }
 
     fn headers(pairs: &[(&'static str, &'static str)]) -> HeaderMap {
         let mut map = HeaderMap::new();
