@@ -31,6 +31,10 @@ use serde_json::{Map, Value, json};
 #[path = "support/raw_clients.rs"]
 mod raw_clients;
 use raw_clients::{RawHttp, RawStdio};
+#[path = "support/procfs.rs"]
+#[allow(dead_code)]
+mod procfs;
+use procfs::rss_kib;
 
 const KEY: &str = "gw_bench-key-0000000000000000000000000000000000";
 
@@ -113,15 +117,6 @@ fn start_gateway(processes: u64, calls_per_process: u64, variant: impl FnOnce(&m
         ready_after,
         _dir: dir,
     }
-}
-
-fn rss_kib(pid: u32) -> u64 {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
-    status
-        .lines()
-        .find_map(|l| l.strip_prefix("VmRSS:"))
-        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
-        .unwrap_or(0)
 }
 
 fn args(value: Value) -> Map<String, Value> {

@@ -45,8 +45,13 @@ pub struct RawHttp {
 impl RawHttp {
     /// Connects to `addr` (`127.0.0.1:port`) and opens a session (2025-11-25), or prepares stateless requests.
     pub async fn connect(addr: &str, key: &str, stateless: bool) -> RawHttp {
-        let stream = TcpStream::connect(addr).await.expect("connect to the gateway");
-        stream.set_nodelay(true).expect("nodelay");
+        RawHttp::try_connect(addr, key, stateless).await.unwrap_or_else(|e| panic!("{e}"))
+    }
+
+    /// [`RawHttp::connect`] that reports a failure instead of panicking.
+    pub async fn try_connect(addr: &str, key: &str, stateless: bool) -> Result<RawHttp, String> {
+        let stream = TcpStream::connect(addr).await.map_err(|e| format!("connect to the gateway: {e}"))?;
+        stream.set_nodelay(true).map_err(|e| format!("nodelay: {e}"))?;
         let mut client = RawHttp {
             stream: BufReader::new(stream),
             host: addr.to_string(),
@@ -56,22 +61,32 @@ impl RawHttp {
         };
         if stateless {
             client.session_headers = "MCP-Protocol-Version: 2026-07-28\r\n".to_string();
-            return client;
+            return Ok(client);
         }
         let init = json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
             "protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "mcpgw-bench-raw", "version": "1"}}});
-        let answer = client.post(&client.request(&init, "")).await;
-        assert_eq!(answer.status, 200, "initialize: {}", String::from_utf8_lossy(&answer.body));
-        let session = answer.header("mcp-session-id").expect("a session id").to_string();
+        let answer = client.try_post(&client.request(&init, "")).await.map_err(|e| format!("initialize: {e}"))?;
+        if answer.status != 200 {
+            return Err(format!("initialize: {} {}", answer.status, String::from_utf8_lossy(&answer.body)));
+        }
+        let session = answer.header("mcp-session-id").ok_or("initialize: no session id")?.to_string();
         client.session_headers = format!("Mcp-Session-Id: {session}\r\nMCP-Protocol-Version: 2025-11-25\r\n");
         let initialized = json!({"jsonrpc": "2.0", "method": "notifications/initialized"});
-        let answer = client.post(&client.request(&initialized, "")).await;
-        assert_eq!(answer.status, 202, "initialized: {}", String::from_utf8_lossy(&answer.body));
-        client
+        let answer =
+            client.try_post(&client.request(&initialized, "")).await.map_err(|e| format!("initialized: {e}"))?;
+        if answer.status != 202 {
+            return Err(format!("initialized: {} {}", answer.status, String::from_utf8_lossy(&answer.body)));
+        }
+        Ok(client)
     }
 
     /// The bytes of a `tools/call` of `tool` with `arguments`, ready to be sent again and again.
     pub fn tool_call(&self, tool: &str, arguments: Value) -> Vec<u8> {
+        self.tool_call_with_id(1, tool, arguments)
+    }
+
+    /// The bytes of a `tools/call` of `tool` with `arguments` and JSON-RPC id `id`.
+    pub fn tool_call_with_id(&self, id: u64, tool: &str, arguments: Value) -> Vec<u8> {
         let mut params = json!({"name": tool, "arguments": arguments});
         let mut extra = String::new();
         if self.stateless {
@@ -82,7 +97,7 @@ impl RawHttp {
             });
             extra = format!("Mcp-Method: tools/call\r\nMcp-Name: {tool}\r\n");
         }
-        self.request(&json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": params}), &extra)
+        self.request(&json!({"jsonrpc": "2.0", "id": id, "method": "tools/call", "params": params}), &extra)
     }
 
     fn request(&self, body: &Value, extra_headers: &str) -> Vec<u8> {
@@ -102,68 +117,86 @@ impl RawHttp {
 
     /// Sends pre-built request bytes and reads the answer (a body with `Content-Length`).
     pub async fn post(&mut self, request: &[u8]) -> Answer {
-        self.stream.get_mut().write_all(request).await.expect("send request");
+        self.try_post(request).await.unwrap_or_else(|e| panic!("{e}"))
+    }
+
+    /// [`RawHttp::post`] that reports a broken connection or a malformed answer instead of panicking.
+    pub async fn try_post(&mut self, request: &[u8]) -> std::io::Result<Answer> {
+        self.stream.get_mut().write_all(request).await?;
         let mut line = String::new();
-        self.stream.read_line(&mut line).await.expect("status line");
-        let status =
-            line.split(' ').nth(1).and_then(|s| s.parse().ok()).unwrap_or_else(|| panic!("bad status line {line:?}"));
+        self.read_line(&mut line).await?;
+        let status = line.split(' ').nth(1).and_then(|s| s.parse().ok()).ok_or_else(|| bad(&line))?;
         let mut headers = Vec::new();
         let mut length = 0usize;
         let mut chunked = false;
         loop {
             line.clear();
-            self.stream.read_line(&mut line).await.expect("header line");
+            self.read_line(&mut line).await?;
             let trimmed = line.trim_end();
             if trimmed.is_empty() {
                 break;
             }
-            let (name, value) = trimmed.split_once(':').unwrap_or_else(|| panic!("bad header {trimmed:?}"));
+            let (name, value) = trimmed.split_once(':').ok_or_else(|| bad(trimmed))?;
             let name = name.to_ascii_lowercase();
             let value = value.trim().to_string();
             chunked |= name == "transfer-encoding" && value.contains("chunked");
             if name == "content-length" {
-                length = value.parse().expect("content-length");
+                length = value.parse().map_err(|_| bad(&value))?;
             }
             headers.push((name, value));
         }
-        let body = if chunked { self.read_chunks().await } else { self.read_exact(length).await };
-        Answer { status, headers, body }
+        let body = if chunked { self.read_chunks().await? } else { self.read_exact(length).await? };
+        Ok(Answer { status, headers, body })
     }
 
-    async fn read_exact(&mut self, length: usize) -> Vec<u8> {
+    /// One line; the end of the stream is an error (`UnexpectedEof`).
+    async fn read_line(&mut self, line: &mut String) -> std::io::Result<()> {
+        match self.stream.read_line(line).await? {
+            0 => Err(std::io::ErrorKind::UnexpectedEof.into()),
+            _ => Ok(()),
+        }
+    }
+
+    async fn read_exact(&mut self, length: usize) -> std::io::Result<Vec<u8>> {
         let mut body = vec![0; length];
-        self.stream.read_exact(&mut body).await.expect("body");
-        body
+        self.stream.read_exact(&mut body).await?;
+        Ok(body)
     }
 
     /// A chunked body (an SSE stream that ends after its one answer, as `initialize`'s does).
-    async fn read_chunks(&mut self) -> Vec<u8> {
+    async fn read_chunks(&mut self) -> std::io::Result<Vec<u8>> {
         let mut body = Vec::new();
         let mut line = String::new();
         loop {
             line.clear();
-            self.stream.read_line(&mut line).await.expect("chunk size");
-            let size = usize::from_str_radix(line.trim().split(';').next().unwrap_or(""), 16).expect("chunk size");
-            body.extend(self.read_exact(size).await);
+            self.read_line(&mut line).await?;
+            let size =
+                usize::from_str_radix(line.trim().split(';').next().unwrap_or(""), 16).map_err(|_| bad(&line))?;
+            body.extend(self.read_exact(size).await?);
             line.clear();
-            self.stream.read_line(&mut line).await.expect("chunk end");
+            self.read_line(&mut line).await?;
             if size == 0 {
-                return body;
+                return Ok(body);
             }
         }
     }
 
     /// Ends the session (DELETE), so that the gateway frees it now rather than at its idle expiry.
-    pub async fn close(mut self) {
+    pub async fn close(self) {
+        let status = self.try_close().await.unwrap_or_else(|e| panic!("closing the session: {e}"));
+        assert!(status < 300, "closing the session: {status}");
+    }
+
+    /// Ends the session (DELETE) and gives the answer's status (204 for a stateless client, which has none).
+    pub async fn try_close(mut self) -> std::io::Result<u16> {
         if self.stateless {
-            return;
+            return Ok(204);
         }
         let request = format!(
             "DELETE /mcp/ HTTP/1.1\r\nHost: {}\r\nAuthorization: Bearer {}\r\n{}Content-Length: 0\r\n\r\n",
             self.host, self.key, self.session_headers
         );
-        let answer = self.post(request.as_bytes()).await;
-        assert!(answer.status < 300, "closing the session: {}", answer.status);
+        Ok(self.try_post(request.as_bytes()).await?.status)
     }
 
     /// Sends a pre-built tool call and checks that the answer is a success holding `expect`.
@@ -179,6 +212,10 @@ impl RawHttp {
             answer.status
         );
     }
+}
+
+fn bad(what: &str) -> std::io::Error {
+    std::io::Error::new(std::io::ErrorKind::InvalidData, format!("malformed HTTP answer near {what:?}"))
 }
 
 /// JSON-RPC over one mock upstream process's stdio, calls multiplexed by id.

@@ -1,0 +1,68 @@
+//! What `/proc` says about a process: resident memory, open descriptors, children, and the processes that carry an
+//! environment marker (to find upstream processes that outlived the gateway, whoever their parent is now).
+
+use std::collections::BTreeMap;
+
+/// Resident set size in KiB (0 when the process is gone).
+pub fn rss_kib(pid: u32) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        .unwrap_or(0)
+}
+
+/// Open file descriptors by kind (`socket`, `pipe`, `anon_inode:[eventpoll]`, `file`, ...).
+pub fn fds_by_kind(pid: u32) -> BTreeMap<String, u64> {
+    let mut kinds = BTreeMap::new();
+    let Ok(entries) = std::fs::read_dir(format!("/proc/{pid}/fd")) else { return kinds };
+    for entry in entries.flatten() {
+        let Ok(target) = std::fs::read_link(entry.path()) else { continue };
+        let target = target.to_string_lossy().into_owned();
+        let kind = if target.starts_with('/') {
+            "file".to_string()
+        } else if let Some((kind, _)) = target.split_once(":[") {
+            kind.to_string()
+        } else {
+            target
+        };
+        *kinds.entry(kind).or_default() += 1;
+    }
+    kinds
+}
+
+/// The pid, parent pid and state of `/proc/<pid>/stat`.
+fn stat(pid: u32) -> Option<(u32, char)> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // The command name is in parentheses and may hold spaces; the fields after its closing one are fixed.
+    let mut rest = stat.get(stat.rfind(')')? + 2..)?.split(' ');
+    let state = rest.next()?.chars().next()?;
+    let ppid = rest.next()?.parse().ok()?;
+    Some((ppid, state))
+}
+
+fn all_pids() -> Vec<u32> {
+    let Ok(entries) = std::fs::read_dir("/proc") else { return Vec::new() };
+    entries.flatten().filter_map(|e| e.file_name().to_str()?.parse().ok()).collect()
+}
+
+/// The live (not zombie) children of `parent`.
+pub fn children(parent: u32) -> Vec<u32> {
+    all_pids()
+        .into_iter()
+        .filter(|&pid| matches!(stat(pid), Some((ppid, state)) if ppid == parent && state != 'Z'))
+        .collect()
+}
+
+/// Live processes whose environment holds `NAME=value` exactly (`marker` is that text).
+pub fn processes_with_env(marker: &str) -> Vec<u32> {
+    all_pids()
+        .into_iter()
+        .filter(|&pid| {
+            let Ok(environ) = std::fs::read(format!("/proc/{pid}/environ")) else { return false };
+            environ.split(|&b| b == 0).any(|var| var == marker.as_bytes())
+                && !matches!(stat(pid), Some((_, 'Z')) | None)
+        })
+        .collect()
+}

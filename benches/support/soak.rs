@@ -1,0 +1,818 @@
+//! The soak and fault driver (issue 7), shared by `cargo bench --bench soak` and the 30-second CI test
+//! (`tests/soak.rs`).
+//!
+//! It starts the `mcpgw` binary with a real `redis-server` as its shared tool cache and two servers of the mock upstream
+//! (`mock`, `steady`), then keeps many clients calling tools (half in sessions, half in the stateless 2026-07-28
+//! form; 85 % `gw_secure_call_tools` echo with a text unique to the request, 5 % slow calls of 20 to 220 ms that keep
+//! processes busy, 10 % discoveries that go through the Redis cache) while
+//! upstream processes are killed at random, the config file is rewritten in place (valid and invalid versions in
+//! turn) and Redis is killed and started again. Every request has its own JSON-RPC id and every answer is checked: the
+//! right id exactly once, the echo of this request's own text. At a quiet point after a warm-up and again at the end
+//! (load stopped, sessions closed, upstream processes retired by a config change, none running, Redis
+//! reachable again) it reads the gateway's
+//! resident memory and open descriptors; after SIGTERM it looks for upstream processes that outlived the gateway (they
+//! carry a marker in their environment, whoever their parent is now).
+
+use std::collections::BTreeMap;
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+
+#[path = "procfs.rs"]
+mod procfs;
+#[path = "raw_clients.rs"]
+#[allow(dead_code)]
+mod raw_clients;
+use raw_clients::{Answer, RawHttp};
+
+const KEY: &str = "gw_soak-key-00000000000000000000000000000000000";
+/// A request without an answer after this long counts as never answered.
+const ANSWER_DEADLINE: Duration = Duration::from_secs(30);
+
+/// What to run.
+#[derive(Clone, Debug)]
+pub struct Options {
+    /// The measured run (after the warm-up).
+    pub duration: Duration,
+    /// Load and faults before the first quiet point, so that the start figures include what every path allocates.
+    pub warmup: Duration,
+    /// Concurrent clients, each on its own connection (even ones in sessions, odd ones stateless).
+    pub clients: usize,
+    pub kill_every: Duration,
+    pub rewrite_every: Duration,
+    pub redis_restart_every: Duration,
+}
+
+impl Options {
+    /// The defaults for a run of `duration`: 16 clients, an upstream kill and a config rewrite every second, a Redis
+    /// restart every 10 seconds, 5 seconds of warm-up.
+    pub fn new(duration: Duration) -> Options {
+        Options {
+            duration,
+            warmup: Duration::from_secs(5),
+            clients: 16,
+            kill_every: Duration::from_secs(1),
+            rewrite_every: Duration::from_secs(1),
+            redis_restart_every: Duration::from_secs(10),
+        }
+    }
+}
+
+/// What the clients saw.
+#[derive(Default, Debug)]
+pub struct Tally {
+    pub sent: u64,
+    pub ok: u64,
+    /// Answered with an error, by reason (HTTP status, JSON-RPC error code or the call's `error_code`).
+    pub errors: BTreeMap<String, u64>,
+    /// Never answered, by what the client saw instead.
+    pub unanswered: BTreeMap<String, u64>,
+    /// Answers to a request that had already been answered (or a second answer in one body).
+    pub duplicated: u64,
+    /// Successful answers with the wrong content (another request's echo, say), with a sample.
+    pub wrong: u64,
+    pub wrong_sample: Option<String>,
+    /// Sessions that could not be opened, by reason.
+    pub connect_failures: BTreeMap<String, u64>,
+}
+
+/// A quiet-point reading of the gateway process.
+#[derive(Debug, Default, Clone)]
+pub struct Reading {
+    pub rss_kib: u64,
+    pub fds: BTreeMap<String, u64>,
+}
+
+impl Reading {
+    pub fn fd_total(&self) -> u64 {
+        self.fds.values().sum()
+    }
+}
+
+/// The outcome of a run.
+#[derive(Debug, Default)]
+pub struct Report {
+    pub options_text: String,
+    pub tally: Tally,
+    pub kills: u64,
+    pub rewrites_valid: u64,
+    pub rewrites_invalid: u64,
+    pub redis_restarts: u64,
+    /// `mcpgw_config_reloads_total` by result, read from `/metrics` at the end.
+    pub reloads: BTreeMap<String, u64>,
+    pub start: Reading,
+    pub end: Reading,
+    pub peak_rss_kib: u64,
+    pub exit_code: Option<i32>,
+    pub leaked_processes: Vec<u32>,
+    /// Gateway log lines that mention a panic.
+    pub panics: Vec<String>,
+    /// Problems of the run itself (a quiet point not reached, say).
+    pub problems: Vec<String>,
+}
+
+impl Report {
+    pub fn answered(&self) -> u64 {
+        self.tally.ok + self.tally.errors.values().sum::<u64>() + self.tally.wrong
+    }
+
+    pub fn unanswered(&self) -> u64 {
+        self.tally.unanswered.values().sum()
+    }
+
+    /// Resident memory growth from the start to the end quiet point, in percent.
+    pub fn rss_growth_percent(&self) -> f64 {
+        (self.end.rss_kib as f64 / self.start.rss_kib.max(1) as f64 - 1.0) * 100.0
+    }
+
+    /// The goals of issue 7 that this run missed (empty: all met).
+    pub fn failures(&self) -> Vec<String> {
+        let t = &self.tally;
+        let mut failures = self.problems.clone();
+        let check = |failures: &mut Vec<String>, ok: bool, what: String| {
+            if !ok {
+                failures.push(what);
+            }
+        };
+        check(&mut failures, t.sent > 0 && t.ok * 2 > t.sent, format!("most calls succeed ({} of {})", t.ok, t.sent));
+        check(&mut failures, self.unanswered() == 0, format!("never answered: {:?}", t.unanswered));
+        check(&mut failures, t.duplicated == 0, format!("answered twice: {}", t.duplicated));
+        check(&mut failures, t.wrong == 0, format!("wrong answers: {} (e.g. {:?})", t.wrong, t.wrong_sample));
+        check(&mut failures, t.connect_failures.is_empty(), format!("sessions not opened: {:?}", t.connect_failures));
+        check(&mut failures, self.sent_matches(), "every request sent is answered or counted unanswered".into());
+        check(
+            &mut failures,
+            self.rss_growth_percent() < 10.0,
+            format!("memory growth under 10 %: {:.1} %", self.rss_growth_percent()),
+        );
+        check(
+            &mut failures,
+            self.end.fd_total() <= self.start.fd_total(),
+            format!("no leaked descriptors: {:?} at the start, {:?} at the end", self.start.fds, self.end.fds),
+        );
+        check(
+            &mut failures,
+            self.leaked_processes.is_empty(),
+            format!("leaked processes: {:?}", self.leaked_processes),
+        );
+        check(&mut failures, self.exit_code == Some(0), format!("exit code 0 after SIGTERM: {:?}", self.exit_code));
+        check(&mut failures, self.panics.is_empty(), format!("panics in the gateway log: {:?}", self.panics));
+        check(
+            &mut failures,
+            self.kills > 0 && self.rewrites_valid > 0 && self.rewrites_invalid > 0 && self.redis_restarts > 0,
+            "every kind of fault happened".into(),
+        );
+        check(
+            &mut failures,
+            self.reloads.get("ok").copied().unwrap_or(0) > 0 && self.reloads.get("error").copied().unwrap_or(0) > 0,
+            format!("the gateway took the valid rewrites and refused the invalid ones: {:?}", self.reloads),
+        );
+        failures
+    }
+
+    fn sent_matches(&self) -> bool {
+        self.tally.sent == self.answered() + self.unanswered()
+    }
+
+    /// The report as printed and recorded in `BENCHMARKS.md`.
+    pub fn text(&self) -> String {
+        let t = &self.tally;
+        let mib = |kib: u64| kib as f64 / 1024.0;
+        let mut out = String::new();
+        out.push_str(&format!("soak: {}\n", self.options_text));
+        out.push_str(&format!(
+            "faults: {} upstream processes killed, {} config rewrites ({} valid, {} invalid), {} Redis restarts\n",
+            self.kills,
+            self.rewrites_valid + self.rewrites_invalid,
+            self.rewrites_valid,
+            self.rewrites_invalid,
+            self.redis_restarts
+        ));
+        out.push_str(&format!("gateway reloads (mcpgw_config_reloads_total): {:?}\n", self.reloads));
+        out.push_str(&format!(
+            "requests: sent {}, answered {} (success {}, with an error {}, wrong content {}), never answered {}, \
+             answered twice {}\n",
+            t.sent,
+            self.answered(),
+            t.ok,
+            t.errors.values().sum::<u64>(),
+            t.wrong,
+            self.unanswered(),
+            t.duplicated
+        ));
+        out.push_str(&format!("errors by reason: {:?}\n", t.errors));
+        if !t.unanswered.is_empty() {
+            out.push_str(&format!("never answered, by what the client saw: {:?}\n", t.unanswered));
+        }
+        if !t.connect_failures.is_empty() {
+            out.push_str(&format!("sessions not opened: {:?}\n", t.connect_failures));
+        }
+        out.push_str(&format!(
+            "memory (RSS at quiet points): start {:.1} MiB, end {:.1} MiB ({:+.1} %), peak during the run {:.1} MiB\n",
+            mib(self.start.rss_kib),
+            mib(self.end.rss_kib),
+            self.rss_growth_percent(),
+            mib(self.peak_rss_kib)
+        ));
+        out.push_str(&format!(
+            "open descriptors (quiet points): start {} {:?}, end {} {:?}\n",
+            self.start.fd_total(),
+            self.start.fds,
+            self.end.fd_total(),
+            self.end.fds
+        ));
+        out.push_str(&format!(
+            "after SIGTERM: exit code {:?}, upstream processes left {}\n",
+            self.exit_code,
+            self.leaked_processes.len()
+        ));
+        let failures = self.failures();
+        if failures.is_empty() {
+            out.push_str("goals: all met\n");
+        } else {
+            out.push_str(&format!("goals missed: {failures:#?}\n"));
+        }
+        out
+    }
+}
+
+/// A small deterministic generator (xorshift), so a run needs no extra crate.
+struct Rng(u64);
+
+impl Rng {
+    fn below(&mut self, n: u64) -> u64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        self.0 % n.max(1)
+    }
+}
+
+fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0").and_then(|l| l.local_addr()).expect("a free port").port()
+}
+
+/// A `redis-server` on a fixed port that can be killed and started again.
+struct Redis {
+    child: Option<Child>,
+    port: u16,
+}
+
+impl Redis {
+    fn start(port: u16) -> Redis {
+        let mut redis = Redis { child: None, port };
+        redis.up();
+        redis
+    }
+
+    fn up(&mut self) {
+        let child = Command::new("redis-server")
+            .args(["--port", &self.port.to_string(), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"])
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap_or_else(|e| {
+                panic!("cannot start redis-server ({e}); the soak needs a real Redis: apt-get install -y redis-server")
+            });
+        self.child = Some(child);
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while !self.answers_ping() {
+            assert!(Instant::now() < deadline, "redis-server on port {} did not answer PING within 10 s", self.port);
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    }
+
+    fn answers_ping(&self) -> bool {
+        let Ok(mut stream) = TcpStream::connect(("127.0.0.1", self.port)) else { return false };
+        let _ = stream.set_read_timeout(Some(Duration::from_secs(1)));
+        let mut reply = [0u8; 7];
+        stream.write_all(b"PING\r\n").is_ok() && stream.read_exact(&mut reply).is_ok() && &reply == b"+PONG\r\n"
+    }
+
+    /// Kills the server the hard way (a crash, not a shutdown) and waits for it to be gone.
+    fn kill(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+}
+
+impl Drop for Redis {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}
+
+/// The config file's contents, valid or not.
+struct Configs {
+    path: PathBuf,
+    redis_port: u16,
+    marker: String,
+    generation: u64,
+    rewrites: u64,
+}
+
+impl Configs {
+    /// A valid config; `generation` goes into every server's environment, so a new one retires every process.
+    fn valid(&self, description: &str) -> Value {
+        let server = |name: &str| {
+            json!({"server_name": name, "description": format!("{name}: {description}"),
+                "config": {"command": env!("CARGO_BIN_EXE_mcpgw-mock-upstream"), "args": [],
+                    "env": {"MCPGW_SOAK_RUN": self.marker, "SOAK_GENERATION": self.generation.to_string()}}})
+        };
+        json!({
+            "admin_apikey": "soak-admin-key-0123456789abcdefghijklmnop",
+            "common_mcp_gateway_config": {
+                "gw_log_level": "WARNING",
+                "gw_mcp_use_external_cache": true, "gw_cache_host": "127.0.0.1", "gw_cache_port": self.redis_port,
+                "gw_cache_db": 0
+            },
+            "mcp_configs": {"c1": {"mcp_config_name": "soak", "mcp_config": [server("mock"), server("steady")]}},
+            "projects": {"p1": {"project_name": "soak", "mcp_config_id": "c1", "users": ["u1"]}},
+            "users": {"u1": {"email": "soak@example.com"}},
+            "apikeys": {KEY: {"project_id": "p1", "user_id": "u1"}}
+        })
+    }
+
+    fn write(&self, text: &[u8]) {
+        // In place, not by rename: the gateway may read a half-written file, which is one more invalid version.
+        std::fs::write(&self.path, text).expect("write the config file");
+    }
+
+    /// Writes a new generation (the gateway retires every upstream process).
+    fn new_generation(&mut self) {
+        self.generation += 1;
+        let text = serde_json::to_vec_pretty(&self.valid("steady state")).expect("json");
+        self.write(&text);
+    }
+
+    /// The next rewrite in the cycle: a new generation, a truncated file, a description change, a config whose project
+    /// names a config that does not exist. Gives whether it was valid.
+    fn rewrite(&mut self) -> bool {
+        self.rewrites += 1;
+        match self.rewrites % 4 {
+            0 => {
+                self.new_generation();
+                true
+            }
+            1 => {
+                let text = serde_json::to_vec_pretty(&self.valid("truncated")).expect("json");
+                self.write(&text[..text.len() / 2]);
+                false
+            }
+            2 => {
+                let text = serde_json::to_vec_pretty(&self.valid(&format!("rewrite {}", self.rewrites))).expect("json");
+                self.write(&text);
+                true
+            }
+            _ => {
+                let mut config = self.valid("dangling project");
+                config["projects"]["p1"]["mcp_config_id"] = json!("no-such-config");
+                self.write(&serde_json::to_vec_pretty(&config).expect("json"));
+                false
+            }
+        }
+    }
+}
+
+/// The gateway process and where it listens.
+struct Gateway {
+    child: Child,
+    addr: String,
+    metrics: u16,
+    log: Arc<Mutex<Vec<String>>>,
+}
+
+impl Gateway {
+    fn start(config: &Path) -> Gateway {
+        let port = free_port();
+        let metrics = free_port();
+        let mut child = Command::new(env!("CARGO_BIN_EXE_mcpgw"))
+            .args(["serve", "--config"])
+            .arg(config)
+            .args(["--gateway-addr", &format!("127.0.0.1:{port}"), "--admin-addr", "127.0.0.1:0"])
+            .args(["--metrics-addr", &format!("127.0.0.1:{metrics}")])
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("start mcpgw");
+        let log: Arc<Mutex<Vec<String>>> = Arc::default();
+        if let Some(stderr) = child.stderr.take() {
+            let log = Arc::clone(&log);
+            std::thread::spawn(move || {
+                for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+                    if let Ok(mut log) = log.lock()
+                        && log.len() < 10_000
+                    {
+                        log.push(line);
+                    }
+                }
+            });
+        }
+        let gateway = Gateway { child, addr: format!("127.0.0.1:{port}"), metrics, log };
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while !gateway.get(gateway.metrics, "/readyz").starts_with("HTTP/1.1 200") {
+            assert!(Instant::now() < deadline, "mcpgw did not become ready; log:\n{}", gateway.log_text());
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        gateway
+    }
+
+    fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    fn get(&self, port: u16, path: &str) -> String {
+        let Ok(mut stream) = TcpStream::connect(("127.0.0.1", port)) else { return String::new() };
+        let _ = stream.set_read_timeout(Some(Duration::from_secs(5)));
+        let request = format!("GET {path} HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n");
+        let mut answer = String::new();
+        if stream.write_all(request.as_bytes()).is_ok() {
+            let _ = stream.read_to_string(&mut answer);
+        }
+        answer
+    }
+
+    /// `mcpgw_config_reloads_total` by result.
+    fn reloads(&self) -> BTreeMap<String, u64> {
+        let metrics = self.get(self.metrics, "/metrics");
+        metrics
+            .lines()
+            .filter_map(|line| line.strip_prefix("mcpgw_config_reloads_total{result=\""))
+            .filter_map(|rest| {
+                let (result, value) = rest.split_once("\"} ")?;
+                Some((result.to_string(), value.trim().parse::<f64>().ok()? as u64))
+            })
+            .collect()
+    }
+
+    fn log_text(&self) -> String {
+        self.log.lock().map(|log| log.join("\n")).unwrap_or_default()
+    }
+
+    /// SIGTERM, then the exit code (`None`: killed after 30 s, or ended by a signal).
+    fn terminate(&mut self) -> Option<i32> {
+        let _ = Command::new("kill").args(["-TERM", &self.pid().to_string()]).status();
+        let deadline = Instant::now() + Duration::from_secs(30);
+        loop {
+            if let Ok(Some(status)) = self.child.try_wait() {
+                return status.code();
+            }
+            if Instant::now() > deadline {
+                let _ = self.child.kill();
+                let _ = self.child.wait();
+                return None;
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    }
+}
+
+impl Drop for Gateway {
+    fn drop(&mut self) {
+        if let Ok(None) = self.child.try_wait() {
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+        }
+    }
+}
+
+/// What one request asks for and how its answer is checked.
+enum Expect {
+    /// `gw_secure_call_tools` echo: this text back.
+    Echo(String),
+    /// `gw_secure_call_tools` slow: a success.
+    Call,
+    /// `gw_discover_all_tools`: a tool list with `echo`.
+    Tools,
+}
+
+fn pick(rng: &mut Rng, client: usize, n: u64) -> (&'static str, Value, Expect) {
+    let roll = rng.below(100);
+    if roll < 85 {
+        let server = if n.is_multiple_of(2) { "mock" } else { "steady" };
+        let text = format!("soak {client} {n}");
+        let args = json!({"server_name": server, "tool_calls": [{"name": "echo", "args": {"text": text}}]});
+        ("gw_secure_call_tools", args, Expect::Echo(text))
+    } else if roll < 90 {
+        let ms = 20 + rng.below(200);
+        let args = json!({"server_name": "mock", "tool_calls": [{"name": "slow", "args": {"ms": ms}}]});
+        ("gw_secure_call_tools", args, Expect::Call)
+    } else {
+        ("gw_discover_all_tools", json!({"server_name": "mock"}), Expect::Tools)
+    }
+}
+
+/// The JSON-RPC messages of an answer body (one JSON document, or the `data:` lines of an event stream).
+fn messages(answer: &Answer) -> Vec<Value> {
+    let body = String::from_utf8_lossy(&answer.body);
+    let event_stream = answer.headers.iter().any(|(n, v)| n == "content-type" && v.contains("text/event-stream"));
+    if event_stream {
+        body.lines()
+            .filter_map(|l| l.strip_prefix("data:"))
+            .filter_map(|data| serde_json::from_str(data.trim()).ok())
+            .collect()
+    } else {
+        serde_json::from_str(&body).map(|v| vec![v]).unwrap_or_default()
+    }
+}
+
+/// Where an answer goes in the tally.
+enum Verdict {
+    Ok,
+    Error(String),
+    Wrong(String),
+    Unanswered(String),
+}
+
+fn judge(answer: &Answer, id: u64, expect: &Expect, duplicated: &mut u64) -> Verdict {
+    if answer.status != 200 {
+        return Verdict::Error(format!("HTTP {}", answer.status));
+    }
+    let mut mine = None;
+    for message in messages(answer) {
+        if message.get("id").and_then(Value::as_u64) == Some(id) && mine.is_none() {
+            mine = Some(message);
+        } else if message.get("id").is_some_and(|v| !v.is_null()) {
+            *duplicated += 1;
+        }
+    }
+    let Some(message) = mine else {
+        return Verdict::Unanswered(format!("HTTP 200 without an answer to the request: {}", answer.body.len()));
+    };
+    if let Some(error) = message.get("error") {
+        return Verdict::Error(format!("JSON-RPC error {}", error["code"]));
+    }
+    let content = &message["result"]["structuredContent"];
+    let call = match expect {
+        Expect::Tools => content,
+        Expect::Echo(_) | Expect::Call => &content["results"][0],
+    };
+    if call["status"] != "success" {
+        let code = call["error_code"].as_str().or(content["error_code"].as_str()).unwrap_or("no error_code");
+        return Verdict::Error(code.to_string());
+    }
+    let good = match expect {
+        Expect::Echo(text) => call["response"]["structuredContent"]["text"] == text.as_str(),
+        Expect::Call => call["response"]["structuredContent"]["done"] == true,
+        Expect::Tools => content["tools"].as_array().is_some_and(|t| t.iter().any(|t| t["name"] == "echo")),
+    };
+    if good { Verdict::Ok } else { Verdict::Wrong(message.to_string()) }
+}
+
+/// One client: its own connection, a request at a time, until `stop`.
+async fn client(n: usize, addr: String, stop: Arc<AtomicBool>, ids: Arc<AtomicU64>, tally: Arc<Mutex<Tally>>) {
+    let stateless = !n.is_multiple_of(2);
+    let mut rng = Rng(0x9e37_79b9_7f4a_7c15 ^ (n as u64 + 1).wrapping_mul(0x2545_f491_4f6c_dd1d));
+    let mut connection: Option<RawHttp> = None;
+    let count = |f: &mut dyn FnMut(&mut Tally)| {
+        if let Ok(mut tally) = tally.lock() {
+            f(&mut tally)
+        }
+    };
+    while !stop.load(Ordering::Relaxed) {
+        let Some(conn) = connection.as_mut() else {
+            match tokio::time::timeout(ANSWER_DEADLINE, RawHttp::try_connect(&addr, KEY, stateless)).await {
+                Ok(Ok(conn)) => connection = Some(conn),
+                Ok(Err(e)) => count(&mut |t| *t.connect_failures.entry(e.clone()).or_default() += 1),
+                Err(_) => count(&mut |t| *t.connect_failures.entry("no answer within 30 s".into()).or_default() += 1),
+            }
+            continue;
+        };
+        let id = ids.fetch_add(1, Ordering::Relaxed);
+        let (tool, args, expect) = pick(&mut rng, n, id);
+        let request = conn.tool_call_with_id(id, tool, args);
+        count(&mut |t| t.sent += 1);
+        let verdict = match tokio::time::timeout(ANSWER_DEADLINE, conn.try_post(&request)).await {
+            Err(_) => Verdict::Unanswered("no answer within 30 s".into()),
+            Ok(Err(e)) => Verdict::Unanswered(format!("connection: {:?}", e.kind())),
+            Ok(Ok(answer)) => {
+                let mut duplicated = 0;
+                let verdict = judge(&answer, id, &expect, &mut duplicated);
+                count(&mut |t| t.duplicated += duplicated);
+                verdict
+            }
+        };
+        match verdict {
+            Verdict::Ok => count(&mut |t| t.ok += 1),
+            Verdict::Error(reason) => {
+                // A session the gateway no longer knows cannot be used again: open a new one.
+                if reason == "HTTP 404" {
+                    connection = None;
+                }
+                count(&mut |t| *t.errors.entry(reason.clone()).or_default() += 1)
+            }
+            Verdict::Wrong(sample) => count(&mut |t| {
+                t.wrong += 1;
+                t.wrong_sample.get_or_insert_with(|| sample.clone());
+            }),
+            Verdict::Unanswered(reason) => {
+                connection = None;
+                count(&mut |t| *t.unanswered.entry(reason.clone()).or_default() += 1)
+            }
+        }
+    }
+    if let Some(conn) = connection {
+        let _ = tokio::time::timeout(Duration::from_secs(5), conn.try_close()).await;
+    }
+}
+
+/// The fault counters.
+#[derive(Default)]
+struct Faults {
+    kills: AtomicU64,
+    rewrites_valid: AtomicU64,
+    rewrites_invalid: AtomicU64,
+    redis_restarts: AtomicU64,
+    peak_rss_kib: AtomicU64,
+}
+
+/// Runs `fault` every `period` on its own thread until `stop`.
+fn every<'scope>(
+    scope: &'scope std::thread::Scope<'scope, '_>,
+    stop: &Arc<AtomicBool>,
+    period: Duration,
+    mut fault: impl FnMut() + Send + 'scope,
+) {
+    let stop = Arc::clone(stop);
+    scope.spawn(move || {
+        let mut next = Instant::now() + period;
+        while !stop.load(Ordering::Relaxed) {
+            let now = Instant::now();
+            if now >= next {
+                fault();
+                next += period;
+            }
+            std::thread::sleep(next.saturating_duration_since(now).min(Duration::from_millis(50)));
+        }
+    });
+}
+
+/// Load and faults for `length`, then everything stopped (Redis up again, the last config valid).
+fn phase(
+    runtime: &tokio::runtime::Runtime,
+    options: &Options,
+    gateway: &Gateway,
+    configs: &Arc<Mutex<Configs>>,
+    redis: &Arc<Mutex<Redis>>,
+    length: Duration,
+    shared: (&Arc<AtomicU64>, &Arc<Mutex<Tally>>, &Arc<Faults>),
+) {
+    let (ids, tally, faults) = shared;
+    let stop = Arc::new(AtomicBool::new(false));
+    let clients: Vec<_> = (0..options.clients)
+        .map(|n| runtime.spawn(client(n, gateway.addr.clone(), Arc::clone(&stop), Arc::clone(ids), Arc::clone(tally))))
+        .collect();
+    let gateway_pid = gateway.pid();
+    std::thread::scope(|scope| {
+        let mut rng = Rng(0xdead_beef_cafe_f00d ^ ids.load(Ordering::Relaxed));
+        every(scope, &stop, options.kill_every, move || {
+            let children = procfs::children(gateway_pid);
+            if !children.is_empty() {
+                let victim = children[rng.below(children.len() as u64) as usize];
+                let _ = Command::new("kill").args(["-KILL", &victim.to_string()]).status();
+                faults.kills.fetch_add(1, Ordering::Relaxed);
+            }
+        });
+        every(scope, &stop, options.rewrite_every, move || {
+            let valid = configs.lock().map(|mut c| c.rewrite()).unwrap_or(false);
+            let counter = if valid { &faults.rewrites_valid } else { &faults.rewrites_invalid };
+            counter.fetch_add(1, Ordering::Relaxed);
+        });
+        every(scope, &stop, options.redis_restart_every, move || {
+            if let Ok(mut redis) = redis.lock() {
+                redis.kill();
+                std::thread::sleep(Duration::from_millis(500));
+                redis.up();
+                faults.redis_restarts.fetch_add(1, Ordering::Relaxed);
+            }
+        });
+        every(scope, &stop, Duration::from_millis(100), move || {
+            faults.peak_rss_kib.fetch_max(procfs::rss_kib(gateway_pid), Ordering::Relaxed);
+        });
+        std::thread::sleep(length);
+        stop.store(true, Ordering::Relaxed);
+    });
+    runtime.block_on(async {
+        for client in clients {
+            let _ = client.await;
+        }
+    });
+}
+
+/// Whether the gateway reports Redis reachable (`gw_get_cache_status`); its probe reconnects within a second or two of
+/// a restart.
+fn redis_reachable(runtime: &tokio::runtime::Runtime, addr: &str) -> bool {
+    runtime.block_on(async {
+        let Ok(mut conn) = RawHttp::try_connect(addr, KEY, true).await else { return false };
+        let request = conn.tool_call_with_id(1, "gw_get_cache_status", json!({}));
+        let Ok(answer) = conn.try_post(&request).await else { return false };
+        messages(&answer).first().is_some_and(|m| m["result"]["structuredContent"]["external"]["reachable"] == true)
+    })
+}
+
+/// Load stopped: a new config generation retires every upstream process; once none is left, the gateway is connected
+/// to Redis again and the descriptor count has settled, the gateway is read.
+fn quiet_point(
+    runtime: &tokio::runtime::Runtime,
+    gateway: &Gateway,
+    configs: &Arc<Mutex<Configs>>,
+    problems: &mut Vec<String>,
+) -> Reading {
+    if let Ok(mut configs) = configs.lock() {
+        configs.new_generation();
+    }
+    let pid = gateway.pid();
+    let deadline = Instant::now() + Duration::from_secs(15);
+    while !procfs::children(pid).is_empty() {
+        if Instant::now() > deadline {
+            let left = procfs::children(pid);
+            problems.push(format!("upstream processes still running 15 s after a retiring config change: {left:?}"));
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let deadline = Instant::now() + Duration::from_secs(15);
+    while !redis_reachable(runtime, &gateway.addr) {
+        if Instant::now() > deadline {
+            problems.push("the gateway did not report Redis reachable within 15 s of its restart".into());
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    // Closed connections and ended processes free their descriptors a moment later: wait for three equal counts.
+    let mut last = procfs::fds_by_kind(pid);
+    let mut same = 0;
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while same < 3 && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(200));
+        let now = procfs::fds_by_kind(pid);
+        same = if now == last { same + 1 } else { 0 };
+        last = now;
+    }
+    Reading { rss_kib: procfs::rss_kib(pid), fds: last }
+}
+
+/// Runs the soak and reports what happened.
+pub fn run(options: &Options) -> Report {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos());
+    let marker = format!("soak-{}-{nanos}", std::process::id());
+    let redis_port = free_port();
+    let redis = Arc::new(Mutex::new(Redis::start(redis_port)));
+    let mut configs =
+        Configs { path: dir.path().join("gw.json"), redis_port, marker: marker.clone(), generation: 0, rewrites: 0 };
+    configs.new_generation();
+    let mut gateway = Gateway::start(&configs.path);
+    let configs = Arc::new(Mutex::new(configs));
+    let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().expect("runtime");
+    let ids = Arc::new(AtomicU64::new(1));
+    let tally = Arc::new(Mutex::new(Tally::default()));
+    let faults = Arc::new(Faults::default());
+    let mut report = Report {
+        options_text: format!(
+            "{} s after {} s of warm-up, {} clients ({} in sessions, {} stateless), an upstream kill every {:?}, a \
+             config rewrite every {:?}, a Redis restart every {:?}",
+            options.duration.as_secs(),
+            options.warmup.as_secs(),
+            options.clients,
+            options.clients.div_ceil(2),
+            options.clients / 2,
+            options.kill_every,
+            options.rewrite_every,
+            options.redis_restart_every
+        ),
+        ..Report::default()
+    };
+    // The counts cover the warm-up too: its faults and answers are as real as the measured run's.
+    let shared = (&ids, &tally, &faults);
+    phase(&runtime, options, &gateway, &configs, &redis, options.warmup, shared);
+    report.start = quiet_point(&runtime, &gateway, &configs, &mut report.problems);
+    phase(&runtime, options, &gateway, &configs, &redis, options.duration, shared);
+    report.end = quiet_point(&runtime, &gateway, &configs, &mut report.problems);
+    report.reloads = gateway.reloads();
+    report.kills = faults.kills.load(Ordering::Relaxed);
+    report.rewrites_valid = faults.rewrites_valid.load(Ordering::Relaxed);
+    report.rewrites_invalid = faults.rewrites_invalid.load(Ordering::Relaxed);
+    report.redis_restarts = faults.redis_restarts.load(Ordering::Relaxed);
+    report.peak_rss_kib = faults.peak_rss_kib.load(Ordering::Relaxed);
+    report.exit_code = gateway.terminate();
+    report.leaked_processes = procfs::processes_with_env(&format!("MCPGW_SOAK_RUN={marker}"));
+    for pid in &report.leaked_processes {
+        let _ = Command::new("kill").args(["-KILL", &pid.to_string()]).status();
+    }
+    let log = gateway.log_text();
+    report.panics = log.lines().filter(|l| l.contains("panicked")).map(str::to_string).collect();
+    if let Ok(mut tally) = tally.lock() {
+        report.tally = std::mem::take(&mut tally);
+    }
+    report
+}
