@@ -15,6 +15,7 @@
 //! `MCPGW_BENCH_PROCESSES` (the gateway's `max_processes_per_server`, default 4), `MCPGW_BENCH_CALLS_PER_PROCESS`
 //! (its `max_calls_per_process`, default 1).
 
+use std::collections::HashMap;
 use std::io::{BufRead, BufReader};
 use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
@@ -34,7 +35,7 @@ use raw_clients::{RawHttp, RawStdio};
 #[path = "support/procfs.rs"]
 #[allow(dead_code)]
 mod procfs;
-use procfs::rss_kib;
+use procfs::{children, cpu_micros, rss_kib};
 
 const KEY: &str = "gw_bench-key-0000000000000000000000000000000000";
 
@@ -283,6 +284,43 @@ async fn throughput(callers: Vec<Caller>, seconds: u64) -> f64 {
     rate
 }
 
+/// CPU time of groups of processes, read before and after a run, as microseconds per call. Each group is listed again
+/// at the end, so processes started during the run count too.
+struct CpuSplit(Vec<(&'static str, Pids, HashMap<u32, u64>)>);
+
+/// Lists the processes of a group.
+type Pids = Box<dyn Fn() -> Vec<u32>>;
+
+impl CpuSplit {
+    fn start(groups: Vec<(&'static str, Pids)>) -> CpuSplit {
+        CpuSplit(
+            groups
+                .into_iter()
+                .map(|(name, list)| {
+                    let before = list().into_iter().map(|pid| (pid, cpu_micros(pid))).collect();
+                    (name, list, before)
+                })
+                .collect(),
+        )
+    }
+
+    /// `name X + ... = total µs` per call for `calls` calls.
+    fn per_call(&self, calls: f64) -> String {
+        let mut parts = Vec::new();
+        let mut total = 0.0;
+        for (name, list, before) in &self.0 {
+            let used: u64 = list()
+                .into_iter()
+                .map(|pid| cpu_micros(pid).saturating_sub(before.get(&pid).copied().unwrap_or(0)))
+                .sum();
+            let used = used as f64 / calls.max(1.0);
+            total += used;
+            parts.push(format!("{name} {used:.0}"));
+        }
+        format!("{} = {total:.0} µs", parts.join(" + "))
+    }
+}
+
 fn ms(d: Duration) -> String {
     format!("{:.3} ms", d.as_secs_f64() * 1e3)
 }
@@ -409,8 +447,15 @@ fn main() {
         }
         for concurrency in [16usize, 64] {
             let direct_callers = (0..concurrency).map(|_| Caller::Stdio(Arc::clone(&direct))).collect();
+            // CPU per call: this process is the client; the direct mock is its child that is not the gateway.
+            let (me, gw_pid) = (std::process::id(), gw.child.id());
+            let cpu = CpuSplit::start(vec![
+                ("client", Box::new(move || vec![me])),
+                ("mock", Box::new(move || children(me).into_iter().filter(|&pid| pid != gw_pid).collect())),
+            ]);
             let direct_rate = throughput(direct_callers, seconds).await;
-            println!("throughput c={concurrency}, direct: {direct_rate:.0} calls/s (one process, {concurrency} calls in flight)");
+            println!("throughput c={concurrency}, direct: {direct_rate:.0} calls/s (one process, {concurrency} calls in flight); CPU per call: {}",
+                cpu.per_call(direct_rate * seconds as f64));
             for stateless in [false, true] {
                 let mode = mode_name(stateless);
                 let mut callers = Vec::with_capacity(concurrency);
@@ -419,10 +464,16 @@ fn main() {
                     callers.push(raw_gateway(&gw.addr, stateless, Call::Gateway).await);
                     only.push(raw_gateway(&gw.addr, stateless, Call::GatewayOnly).await);
                 }
+                let cpu = CpuSplit::start(vec![
+                    ("client", Box::new(move || vec![me])),
+                    ("gateway", Box::new(move || vec![gw_pid])),
+                    ("upstream processes", Box::new(move || children(gw_pid))),
+                ]);
                 let gateway_rate = throughput(callers, seconds).await;
+                let split = cpu.per_call(gateway_rate * seconds as f64);
                 // A tool that touches no upstream: the ceiling of the HTTP leg alone.
                 let http_only = throughput(only, seconds).await;
-                println!("throughput c={concurrency}, gateway {mode}: {gateway_rate:.0} calls/s ({concurrency} connections, up to {processes} upstream processes); ratio {:.2} (goal at c=16 >= 0.5); gw_get_cache_status alone {http_only:.0} calls/s",
+                println!("throughput c={concurrency}, gateway {mode}: {gateway_rate:.0} calls/s ({concurrency} connections, up to {processes} upstream processes); ratio {:.2} (goal at c=16 >= 0.5); gw_get_cache_status alone {http_only:.0} calls/s; CPU per call: {split}",
                     gateway_rate / direct_rate);
             }
         }

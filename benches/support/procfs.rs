@@ -32,6 +32,17 @@ pub fn fds_by_kind(pid: u32) -> BTreeMap<String, u64> {
     kinds
 }
 
+/// CPU time (user and system) used so far by `pid`, in microseconds (0 when the process is gone). The kernel counts
+/// in clock ticks of 10 ms (`CLK_TCK` 100 on Linux), so a reading needs a few seconds of work to mean much.
+pub fn cpu_micros(pid: u32) -> u64 {
+    let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else { return 0 };
+    let Some(rest) = stat.rfind(')').and_then(|at| stat.get(at + 2..)) else { return 0 };
+    // After the command name: state is field 3, utime field 14 and stime field 15.
+    let fields: Vec<&str> = rest.split(' ').collect();
+    let ticks = |i: usize| fields.get(i - 3).and_then(|v| v.parse::<u64>().ok()).unwrap_or(0);
+    (ticks(14) + ticks(15)) * 10_000
+}
+
 /// The pid, parent pid and state of `/proc/<pid>/stat`.
 fn stat(pid: u32) -> Option<(u32, char)> {
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;

@@ -25,6 +25,7 @@ use std::time::{Duration, Instant};
 use serde_json::{Value, json};
 
 #[path = "procfs.rs"]
+#[allow(dead_code)]
 mod procfs;
 #[path = "raw_clients.rs"]
 #[allow(dead_code)]
