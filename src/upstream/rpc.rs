@@ -6,13 +6,14 @@
 //! protocol structures and encoding them again. A request is written by the calling task itself (one `write_all` of a
 //! pre-encoded line under a lock); one reader task per process reads lines (bounded, see `transport.rs`), hands each
 //! answer to the request waiting for its id, answers the server's own requests (`ping` with an empty result, anything
-//! else with "method not found": the gateway offers no client capabilities) and ignores notifications. When the server's
+//! else with "method not found": the gateway offers no client capabilities; each reply written by a task of its own,
+//! so the reader never waits for the server's stdin) and ignores notifications. When the server's
 //! stdout ends, every waiting request fails with [`RpcError::Closed`] and so does every later one.
 //!
 //! Dropping the client stops the reader and closes the server's stdin (the MCP way to ask a stdio server to exit).
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
 use serde::Serialize;
@@ -26,6 +27,8 @@ use super::transport::{Line, LineReader};
 
 /// JSON-RPC "method not found".
 const METHOD_NOT_FOUND: i64 = -32601;
+/// Replies to server requests that may wait to be written at once (see [`reply`]).
+const MAX_PENDING_REPLIES: usize = 64;
 
 /// Why a request got no result.
 #[derive(Debug, Clone, PartialEq)]
@@ -45,6 +48,8 @@ struct Shared<W> {
     pending: Mutex<Option<HashMap<u64, oneshot::Sender<Answer>>>>,
     next_id: AtomicU64,
     closed: AtomicBool,
+    /// Replies to server requests not written yet.
+    pending_replies: AtomicUsize,
 }
 
 impl<W: AsyncWrite + Unpin + Send> Shared<W> {
@@ -123,6 +128,7 @@ impl<W: AsyncWrite + Unpin + Send + 'static> RpcClient<W> {
             pending: Mutex::new(Some(HashMap::new())),
             next_id: AtomicU64::new(1),
             closed: AtomicBool::new(false),
+            pending_replies: AtomicUsize::new(0),
         });
         let reader = tokio::spawn(read_loop(lines, shared.clone()));
         RpcClient { shared, reader }
@@ -182,7 +188,7 @@ impl<W> Drop for Forget<'_, W> {
 async fn read_loop<R, W>(mut lines: LineReader<R>, shared: Arc<Shared<W>>)
 where
     R: AsyncRead + Unpin + Send,
-    W: AsyncWrite + Unpin + Send,
+    W: AsyncWrite + Unpin + Send + 'static,
 {
     loop {
         match lines.next().await {
@@ -190,13 +196,13 @@ where
             Line::Oversized | Line::Blank => continue,
             Line::Message(Value::Array(batch)) if !batch.is_empty() => {
                 for message in batch {
-                    if let Err(message) = handle(&shared, message).await {
+                    if let Err(message) = handle(&shared, message) {
                         lines.report_invalid("not a JSON-RPC message", &message.to_string());
                     }
                 }
             }
             Line::Message(message) => {
-                if let Err(message) = handle(&shared, message).await {
+                if let Err(message) = handle(&shared, message) {
                     lines.report_invalid("not a JSON-RPC message", &message.to_string());
                 }
             }
@@ -206,7 +212,7 @@ where
 }
 
 /// One message from the server; gives it back when it is not a JSON-RPC message.
-async fn handle<W: AsyncWrite + Unpin + Send>(shared: &Shared<W>, message: Value) -> Result<(), Value> {
+fn handle<W: AsyncWrite + Unpin + Send + 'static>(shared: &Arc<Shared<W>>, message: Value) -> Result<(), Value> {
     let Value::Object(mut object) = message else {
         return Err(message);
     };
@@ -216,7 +222,7 @@ async fn handle<W: AsyncWrite + Unpin + Send>(shared: &Shared<W>, message: Value
     let method = object.get("method").and_then(Value::as_str).map(str::to_owned);
     match (method, object.remove("id")) {
         (Some(method), Some(id)) => {
-            reply(shared, &method, &id).await;
+            reply(shared, method, id);
             Ok(())
         }
         (Some(method), None) => {
@@ -246,16 +252,29 @@ async fn handle<W: AsyncWrite + Unpin + Send>(shared: &Shared<W>, message: Value
 }
 
 /// Answers a request of the server's: `ping` with an empty result, anything else with "method not found".
-async fn reply<W: AsyncWrite + Unpin + Send>(shared: &Shared<W>, method: &str, id: &Value) {
-    let reply = if method == "ping" {
-        Reply { jsonrpc: "2.0", id, result: Some(Value::Object(Map::new())), error: None }
-    } else {
-        tracing::debug!(%method, "upstream request the gateway does not serve");
-        let error = serde_json::json!({"code": METHOD_NOT_FOUND, "message": format!("method not found: {method}")});
-        Reply { jsonrpc: "2.0", id, result: None, error: Some(error) }
-    };
-    // A failed write means the connection is going; the reader sees the end of the stream next.
-    let _ = shared.send_line(&reply).await;
+///
+/// The reply is written by a task of its own, so the reader never waits for the server's stdin: a server that stops
+/// reading while it writes (a full pipe on both sides) cannot stop the answers to other requests from being read. At
+/// most [`MAX_PENDING_REPLIES`] replies wait at once; a server that asks for more without reading is not answered.
+fn reply<W: AsyncWrite + Unpin + Send + 'static>(shared: &Arc<Shared<W>>, method: String, id: Value) {
+    if shared.pending_replies.fetch_add(1, Ordering::AcqRel) >= MAX_PENDING_REPLIES {
+        shared.pending_replies.fetch_sub(1, Ordering::AcqRel);
+        tracing::debug!(%method, "upstream request not answered: too many replies waiting to be written");
+        return;
+    }
+    let shared = Arc::clone(shared);
+    tokio::spawn(async move {
+        let reply = if method == "ping" {
+            Reply { jsonrpc: "2.0", id: &id, result: Some(Value::Object(Map::new())), error: None }
+        } else {
+            tracing::debug!(%method, "upstream request the gateway does not serve");
+            let error = serde_json::json!({"code": METHOD_NOT_FOUND, "message": format!("method not found: {method}")});
+            Reply { jsonrpc: "2.0", id: &id, result: None, error: Some(error) }
+        };
+        // A failed write means the connection is going; the reader sees the end of the stream next.
+        let _ = shared.send_line(&reply).await;
+        shared.pending_replies.fetch_sub(1, Ordering::AcqRel);
+    });
 }
 
 #[cfg(test)]
@@ -355,5 +374,41 @@ mod tests {
         let reply = read_message(&mut server_in).await;
         assert_eq!(reply["id"], 7);
         assert_eq!(reply["error"]["code"], METHOD_NOT_FOUND);
+    }
+
+    #[tokio::test]
+    async fn a_write_the_server_does_not_read_does_not_stop_answers_being_read() {
+        // The client's requests go through a 256-byte pipe that the server reads only when the test says so.
+        let (client_write, server_read) = duplex(256);
+        let (mut server_out, client_read) = duplex(64 * 1024);
+        let (lines, _health) = LineReader::new(client_read, 1024 * 1024, Arc::from("test"));
+        let client = Arc::new(RpcClient::new(lines, client_write));
+        let mut server_in = BufReader::new(server_read);
+        let small = tokio::spawn({
+            let client = Arc::clone(&client);
+            async move { client.request("tools/call", json!({"name": "small"})).await }
+        });
+        let small_request = read_message(&mut server_in).await;
+        // Too big for the pipe: its write waits, holding the write side, until the server reads.
+        let big = tokio::spawn({
+            let client = Arc::clone(&client);
+            async move { client.request("tools/call", json!({"name": "big", "text": "x".repeat(4096)})).await }
+        });
+        // Its first bytes arrive; the rest waits (with the write side) until the server reads on.
+        assert!(!server_in.fill_buf().await.unwrap().is_empty());
+        // A ping (whose reply cannot be written yet) and then the small request's answer.
+        let ping = json!({"jsonrpc": "2.0", "id": "p1", "method": "ping"});
+        let answer = json!({"jsonrpc": "2.0", "id": small_request["id"], "result": {"ok": true}});
+        server_out.write_all(format!("{ping}\n{answer}\n").as_bytes()).await.unwrap();
+        let small = tokio::time::timeout(std::time::Duration::from_secs(10), small).await;
+        assert_eq!(small.expect("answered while the big write waits").unwrap(), Ok(json!({"ok": true})));
+        assert!(!big.is_finished());
+        // The server reads again: the big request and the ping's reply come through.
+        let mut seen = [read_message(&mut server_in).await, read_message(&mut server_in).await];
+        seen.sort_by_key(|m| m.get("method").is_some());
+        assert_eq!(seen[0], json!({"jsonrpc": "2.0", "id": "p1", "result": {}}));
+        let big_answer = json!({"jsonrpc": "2.0", "id": seen[1]["id"], "result": {}});
+        server_out.write_all(format!("{big_answer}\n").as_bytes()).await.unwrap();
+        assert_eq!(big.await.unwrap(), Ok(json!({})));
     }
 }
