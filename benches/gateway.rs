@@ -7,7 +7,9 @@
 //! `support/raw_clients.rs`), so that they measure the gateway and not a client library; a shorter section repeats the
 //! latency and the c=16 throughput with rmcp's client on both sides. Printed:
 //! - latency p50 and p99 at concurrency 1 (goal: the gateway adds at most 0.3 ms at p50);
-//! - throughput at concurrency 16 and 64 (goal at 16: at least half of direct);
+//! - throughput at concurrency 16 and 64 (goal at 16: at least half of direct), each with the CPU time per call of the
+//!   client (this process), the gateway and the upstream processes, or of the client and the mock for direct calls,
+//!   read from `/proc` (all share the machine's cores, so these say where a ratio comes from);
 //! - the gateway's idle RSS (goal: at most 20 MiB) and the time from start to ready (goal: within 100 ms);
 //! - the cost of local guardrails (keywords on input and output, PII redaction and restoration) on the same call.
 //!
