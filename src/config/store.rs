@@ -66,6 +66,8 @@ pub struct ConfigStore {
     current: ArcSwap<Snapshot>,
     status: ArcSwap<ReloadStatus>,
     lock: Mutex<()>,
+    /// The digest of the content whose reload failed last (cleared by a good one); see [`ConfigStore::reload_on_change`].
+    failed_digest: Mutex<Option<[u8; 32]>>,
     metrics: Arc<Metrics>,
     changes: tokio::sync::watch::Sender<Arc<Snapshot>>,
 }
@@ -102,6 +104,7 @@ impl ConfigStore {
             current: ArcSwap::new(snapshot),
             status: ArcSwap::from_pointee(ReloadStatus { valid: true, problems: Vec::new() }),
             lock: Mutex::new(()),
+            failed_digest: Mutex::new(None),
             metrics,
         })
     }
@@ -129,28 +132,45 @@ impl ConfigStore {
     /// Re-reads the file. A valid, changed file replaces the snapshot; an invalid one is reported and ignored.
     pub fn reload(&self) -> ReloadOutcome {
         let _guard = self.guard();
-        self.reload_locked()
+        self.reload_locked(false)
     }
 
-    fn reload_locked(&self) -> ReloadOutcome {
+    /// [`ConfigStore::reload`] for the file watcher: one edit raises several file events, so content whose reload has
+    /// just failed is not evaluated, counted or logged again (its problems stay in [`ConfigStore::status`]).
+    pub fn reload_on_change(&self) -> ReloadOutcome {
+        let _guard = self.guard();
+        self.reload_locked(true)
+    }
+
+    fn reload_locked(&self, skip_known_failure: bool) -> ReloadOutcome {
         let bytes = match fs::read(&self.path) {
             Ok(bytes) => bytes,
             Err(e) => return self.reload_failed(vec![format!("cannot read {}: {e}", self.path.display())]),
         };
-        if sha256(&bytes) == self.current.load().source_digest {
+        let digest = sha256(&bytes);
+        let mut failed = self.failed_digest.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        if digest == self.current.load().source_digest {
+            *failed = None;
             if !self.status.load().valid {
                 self.status.store(Arc::new(ReloadStatus { valid: true, problems: Vec::new() }));
             }
             return ReloadOutcome::Unchanged;
         }
+        if skip_known_failure && *failed == Some(digest) {
+            return ReloadOutcome::Failed(self.status.load().problems.clone());
+        }
         match snapshot_from_bytes(&bytes) {
             Ok(snapshot) => {
+                *failed = None;
                 self.install(snapshot);
                 self.metrics.config_reloads.with_label_values(&["ok"]).inc();
                 tracing::info!(config_path = %self.path.display(), "configuration reloaded");
                 ReloadOutcome::Reloaded
             }
-            Err(problems) => self.reload_failed(problems),
+            Err(problems) => {
+                *failed = Some(digest);
+                self.reload_failed(problems)
+            }
         }
     }
 
@@ -219,7 +239,7 @@ impl ConfigStore {
 
     /// The snapshot of the file as it is on disk now, installing it when it changed.
     fn latest_locked(&self) -> Result<Arc<Snapshot>, WriteError> {
-        match self.reload_locked() {
+        match self.reload_locked(false) {
             ReloadOutcome::Unchanged | ReloadOutcome::Reloaded => Ok(self.snapshot()),
             ReloadOutcome::Failed(problems) => Err(WriteError::DiskInvalid(problems)),
         }
@@ -270,6 +290,27 @@ mod tests {
         assert_eq!(store.snapshot().file.admin_apikey.as_deref(), Some("c"));
         assert!(store.status().valid);
         assert_eq!(store.reload(), ReloadOutcome::Unchanged);
+    }
+
+    #[test]
+    fn the_watcher_counts_and_logs_an_invalid_content_once() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = store(dir.path());
+        let errors = || store.metrics().config_reloads.with_label_values(&["error"]).get();
+        write(store.path(), json!({"admin_apikey": "b", "users": {"u1": {"email": "broken"}}}));
+        assert!(matches!(store.reload_on_change(), ReloadOutcome::Failed(_)));
+        assert!(matches!(store.reload_on_change(), ReloadOutcome::Failed(p) if !p.is_empty()));
+        assert_eq!(errors(), 1, "the same content is not evaluated again");
+        assert!(!store.status().valid);
+        // An explicit reload (SIGHUP) evaluates it again; so does the watcher once the content changes.
+        assert!(matches!(store.reload(), ReloadOutcome::Failed(_)));
+        assert_eq!(errors(), 2);
+        fs::write(store.path(), b"{ not json").unwrap();
+        assert!(matches!(store.reload_on_change(), ReloadOutcome::Failed(_)));
+        assert_eq!(errors(), 3);
+        write(store.path(), json!({"admin_apikey": "c"}));
+        assert_eq!(store.reload_on_change(), ReloadOutcome::Reloaded);
+        assert!(store.status().valid);
     }
 
     #[test]

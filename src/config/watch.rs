@@ -3,7 +3,8 @@
 //! The watcher observes the file's *parent directory*, not the file: editors and `kubectl` replace files by rename,
 //! and Kubernetes ConfigMap and Secret volumes swap a `..data` symlink, so a watch on the file itself would go stale
 //! after the first change. Events are debounced (a burst of writes is one reload) and every batch calls
-//! [`ConfigStore::reload`], which re-reads the file and does nothing when its content did not change. When the path
+//! [`ConfigStore::reload_on_change`], which re-reads the file and does nothing when its content did not change or is
+//! the content whose reload just failed (one edit can raise several batches). When the path
 //! is a symlink into another directory, that directory is watched too.
 
 use std::path::PathBuf;
@@ -37,14 +38,14 @@ pub fn watch(store: Arc<ConfigStore>) -> Result<ConfigWatcher, notify::Error> {
     let reload_store = Arc::clone(&store);
     let mut debouncer = new_debouncer(DEBOUNCE, None, move |result: DebounceEventResult| match result {
         Ok(events) if !events.is_empty() => {
-            reload_store.reload();
+            reload_store.reload_on_change();
         }
         Ok(_) => {}
         Err(errors) => {
             for error in errors {
                 tracing::warn!(error = %error, "config watcher error");
             }
-            reload_store.reload();
+            reload_store.reload_on_change();
         }
     })?;
     for dir in &dirs {
