@@ -38,6 +38,9 @@ use raw_clients::{RawHttp, RawStdio};
 #[allow(dead_code)]
 mod procfs;
 use procfs::{children, cpu_micros, rss_kib};
+#[path = "support/launch.rs"]
+mod launch;
+use launch::{free_port, ready, spawn_serve};
 
 const KEY: &str = "gw_bench-key-0000000000000000000000000000000000";
 
@@ -83,28 +86,12 @@ fn start_gateway(processes: u64, calls_per_process: u64, variant: impl FnOnce(&m
     });
     variant(&mut config);
     std::fs::write(&path, serde_json::to_vec_pretty(&config).expect("json")).expect("write config");
-    // The gateway port is chosen here so readiness can be polled without parsing logs (log level WARNING).
-    let port = std::net::TcpListener::bind("127.0.0.1:0").and_then(|l| l.local_addr()).expect("free port").port();
-    let metrics = std::net::TcpListener::bind("127.0.0.1:0").and_then(|l| l.local_addr()).expect("free port").port();
+    let (port, metrics) = (free_port(), free_port());
     let started = Instant::now();
-    let child = Command::new(env!("CARGO_BIN_EXE_mcpgw"))
-        .args(["serve", "--config"])
-        .arg(&path)
-        .args(["--gateway-addr", &format!("127.0.0.1:{port}"), "--admin-addr", "127.0.0.1:0"])
-        .args(["--metrics-addr", &format!("127.0.0.1:{metrics}")])
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("start mcpgw");
+    let child = spawn_serve(&path, port, metrics);
     let ready_after = loop {
-        if let Ok(mut stream) = std::net::TcpStream::connect(("127.0.0.1", metrics)) {
-            use std::io::Write;
-            let _ = stream.write_all(b"GET /readyz HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n");
-            let mut line = String::new();
-            let _ = BufReader::new(stream).read_line(&mut line);
-            if line.contains(" 200 ") {
-                break started.elapsed();
-            }
+        if ready(metrics) {
+            break started.elapsed();
         }
         assert!(started.elapsed() < Duration::from_secs(10), "mcpgw did not become ready");
         std::thread::sleep(Duration::from_micros(500));
@@ -332,7 +319,7 @@ struct Redis(Child, u16);
 
 impl Redis {
     fn start() -> Option<Redis> {
-        let port = std::net::TcpListener::bind("127.0.0.1:0").and_then(|l| l.local_addr()).ok()?.port();
+        let port = free_port();
         let child = Command::new("redis-server")
             .args(["--port", &port.to_string(), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"])
             .stdout(Stdio::null())

@@ -15,7 +15,7 @@
 
 use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader, Read, Write};
-use std::net::{TcpListener, TcpStream};
+use std::net::TcpStream;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -24,6 +24,9 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
+#[path = "launch.rs"]
+mod launch;
+use launch::{free_port, http_get, ready, spawn_serve};
 #[path = "procfs.rs"]
 #[allow(dead_code)]
 mod procfs;
@@ -255,10 +258,6 @@ impl Rng {
     }
 }
 
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0").and_then(|l| l.local_addr()).expect("a free port").port()
-}
-
 /// A `redis-server` on a fixed port that can be killed and started again.
 struct Redis {
     child: Option<Child>,
@@ -396,15 +395,7 @@ impl Gateway {
     fn start(config: &Path) -> Gateway {
         let port = free_port();
         let metrics = free_port();
-        let mut child = Command::new(env!("CARGO_BIN_EXE_mcpgw"))
-            .args(["serve", "--config"])
-            .arg(config)
-            .args(["--gateway-addr", &format!("127.0.0.1:{port}"), "--admin-addr", "127.0.0.1:0"])
-            .args(["--metrics-addr", &format!("127.0.0.1:{metrics}")])
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("start mcpgw");
+        let mut child = spawn_serve(config, port, metrics);
         let log: Arc<Mutex<Vec<String>>> = Arc::default();
         if let Some(stderr) = child.stderr.take() {
             let log = Arc::clone(&log);
@@ -420,7 +411,7 @@ impl Gateway {
         }
         let gateway = Gateway { child, addr: format!("127.0.0.1:{port}"), metrics, log };
         let deadline = Instant::now() + Duration::from_secs(30);
-        while !gateway.get(gateway.metrics, "/readyz").starts_with("HTTP/1.1 200") {
+        while !ready(gateway.metrics) {
             assert!(Instant::now() < deadline, "mcpgw did not become ready; log:\n{}", gateway.log_text());
             std::thread::sleep(Duration::from_millis(5));
         }
@@ -431,20 +422,9 @@ impl Gateway {
         self.child.id()
     }
 
-    fn get(&self, port: u16, path: &str) -> String {
-        let Ok(mut stream) = TcpStream::connect(("127.0.0.1", port)) else { return String::new() };
-        let _ = stream.set_read_timeout(Some(Duration::from_secs(5)));
-        let request = format!("GET {path} HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n");
-        let mut answer = String::new();
-        if stream.write_all(request.as_bytes()).is_ok() {
-            let _ = stream.read_to_string(&mut answer);
-        }
-        answer
-    }
-
     /// `mcpgw_config_reloads_total` by result.
     fn reloads(&self) -> BTreeMap<String, u64> {
-        let metrics = self.get(self.metrics, "/metrics");
+        let metrics = http_get(self.metrics, "/metrics");
         metrics
             .lines()
             .filter_map(|line| line.strip_prefix("mcpgw_config_reloads_total{result=\""))

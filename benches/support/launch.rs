@@ -1,0 +1,44 @@
+//! Starting the release `mcpgw serve` for a benchmark: ports chosen up front (so readiness can be polled on the
+//! metrics listener without parsing logs), stdout discarded, stderr piped for the caller to drain or keep.
+
+use std::io::{Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+/// A port that was free a moment ago on 127.0.0.1.
+pub fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0").and_then(|l| l.local_addr()).expect("a free port").port()
+}
+
+/// `mcpgw serve --config <config>` with the gateway on `port`, the metrics listener on `metrics` and the admin API on
+/// any free port.
+pub fn spawn_serve(config: &Path, port: u16, metrics: u16) -> Child {
+    Command::new(env!("CARGO_BIN_EXE_mcpgw"))
+        .args(["serve", "--config"])
+        .arg(config)
+        .args(["--gateway-addr", &format!("127.0.0.1:{port}"), "--admin-addr", "127.0.0.1:0"])
+        .args(["--metrics-addr", &format!("127.0.0.1:{metrics}")])
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("start mcpgw")
+}
+
+/// A plain `GET` on 127.0.0.1:`port` (the whole answer, or empty when the listener does not answer within 5 s).
+pub fn http_get(port: u16, path: &str) -> String {
+    let Ok(mut stream) = TcpStream::connect(("127.0.0.1", port)) else { return String::new() };
+    let _ = stream.set_read_timeout(Some(Duration::from_secs(5)));
+    let request = format!("GET {path} HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n");
+    let mut answer = String::new();
+    if stream.write_all(request.as_bytes()).is_ok() {
+        let _ = stream.read_to_string(&mut answer);
+    }
+    answer
+}
+
+/// Whether `/readyz` on the metrics listener answers 200.
+pub fn ready(metrics: u16) -> bool {
+    http_get(metrics, "/readyz").starts_with("HTTP/1.1 200")
+}
