@@ -3,9 +3,10 @@
 //! restarted. The driver is `support/soak.rs`; a 30-second run of it is the test `tests/soak.rs`.
 //!
 //! Run with `cargo bench --bench soak` (needs `redis-server`). Knobs: `MCPGW_SOAK_SECONDS` (the measured run, default
-//! 300), `MCPGW_SOAK_CLIENTS` (default 16), `MCPGW_SOAK_KILL_EVERY_MS` (default 1000),
-//! `MCPGW_SOAK_REWRITE_EVERY_MS` (default 1000), `MCPGW_SOAK_REDIS_RESTART_EVERY_MS` (default 10000). It prints the report and exits with 1 when a goal is missed: zero requests
-//! unanswered or answered twice, memory growth under 10 %, no leaked descriptors or processes.
+//! 300), `MCPGW_SOAK_CLIENTS` (default 16), `MCPGW_SOAK_KILL_EVERY_MS` (default 1000), `MCPGW_SOAK_REWRITE_EVERY_MS`
+//! (default 1000), `MCPGW_SOAK_REDIS_RESTART_EVERY_MS` (default 10000). It prints the report and exits with 1 when a
+//! goal is missed: zero requests unanswered or answered twice, memory growth under 10 %, no leaked descriptors or
+//! processes.
 
 use std::time::Duration;
 

@@ -1,17 +1,16 @@
 //! The soak and fault driver (issue 7), shared by `cargo bench --bench soak` and the 30-second CI test
 //! (`tests/soak.rs`).
 //!
-//! It starts the `mcpgw` binary with a real `redis-server` as its shared tool cache and two servers of the mock upstream
-//! (`mock`, `steady`), then keeps many clients calling tools (half in sessions, half in the stateless 2026-07-28
-//! form; 85 % `gw_secure_call_tools` echo with a text unique to the request, 5 % slow calls of 20 to 220 ms that keep
-//! processes busy, 10 % discoveries that go through the Redis cache) while
-//! upstream processes are killed at random, the config file is rewritten in place (valid and invalid versions in
-//! turn) and Redis is killed and started again. Every request has its own JSON-RPC id and every answer is checked: the
-//! right id exactly once, the echo of this request's own text. At a quiet point after a warm-up and again at the end
-//! (load stopped, sessions closed, upstream processes retired by a config change, none running, Redis
-//! reachable again) it reads the gateway's
-//! resident memory and open descriptors; after SIGTERM it looks for upstream processes that outlived the gateway (they
-//! carry a marker in their environment, whoever their parent is now).
+//! It starts the `mcpgw` binary with a real `redis-server` as its shared tool cache and two servers of the mock
+//! upstream (`mock`, `steady`), then keeps many clients calling tools (half in sessions, half in the stateless
+//! 2026-07-28 form; 85 % `gw_secure_call_tools` echo with a text unique to the request, 5 % slow calls of 20 to 220 ms
+//! that keep processes busy, 10 % discoveries that go through the Redis cache) while upstream processes are killed at
+//! random, the config file is rewritten in place (valid and invalid versions in turn) and Redis is killed and started
+//! again. Every request has its own JSON-RPC id and every answer is checked: the right id exactly once, the echo of
+//! this request's own text. At a quiet point after a warm-up and again at the end (load stopped, sessions closed,
+//! upstream processes retired by a config change, none running, Redis reachable again) it reads the gateway's resident
+//! memory and open descriptors; after SIGTERM it looks for upstream processes that outlived the gateway (they carry a
+//! marker in their environment, whoever their parent is now).
 
 use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader, Read, Write};

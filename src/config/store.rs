@@ -66,7 +66,8 @@ pub struct ConfigStore {
     current: ArcSwap<Snapshot>,
     status: ArcSwap<ReloadStatus>,
     lock: Mutex<()>,
-    /// The digest of the content whose reload failed last (cleared by a good one); see [`ConfigStore::reload_on_change`].
+    /// The digest of the content whose reload failed last (cleared by a good one); see
+    /// [`ConfigStore::reload_on_change`].
     failed_digest: Mutex<Option<[u8; 32]>>,
     metrics: Arc<Metrics>,
     changes: tokio::sync::watch::Sender<Arc<Snapshot>>,

@@ -149,9 +149,9 @@ fn accept(headers: &HeaderMap, message: Value) -> Option<Accepted> {
     Some(Accepted { id, invocation, stateless })
 }
 
-/// The JSON-RPC answer to an accepted call: the same result as [`tool_result`](super::handler::tool_result) gives rmcp (`structuredContent` plus
-/// the same JSON as text; `isError`), written straight from the answer without building the result as a value first.
-/// Only the stateless revision has `resultType`.
+/// The JSON-RPC answer to an accepted call: the same result as [`tool_result`](super::handler::tool_result) gives rmcp
+/// (`structuredContent` plus the same JSON as text; `isError`), written straight from the answer without building the
+/// result as a value first. Only the stateless revision has `resultType`.
 fn answer(id: Value, answer: Value, stateless: bool) -> Response<Body> {
     #[derive(Serialize)]
     struct Envelope<'a> {

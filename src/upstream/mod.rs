@@ -5,19 +5,20 @@
 //! (`pool.rs`, one `server_pool.rs` per key and spec) lends the caller one warm process of that pool, or starts one
 //! when none is idle and the pool is below its maximum, or makes the caller wait for a process to come back. The call
 //! (`lease.rs`) then travels over our JSON-RPC client (`rpc.rs`, which keeps results as JSON), reading through
-//! `transport.rs` (which notices when the server writes something that is not MCP), to the child process that `process.rs` spawned with a minimal environment
-//! (`environment.rs`) in its own process group, and that one supervisor task owns until it is reaped
-//! (`supervisor.rs`). Its stderr goes, line by line and bounded, to our logs (`stderr.rs`). When the call is done the
-//! process goes back to the pool, or is ended with its whole process group when it crashed, hung past the timeout,
-//! broke the protocol, or its configuration changed.
+//! `transport.rs` (which notices when the server writes something that is not MCP), to the child process that
+//! `process.rs` spawned with a minimal environment (`environment.rs`) in its own process group, and that one supervisor
+//! task owns until it is reaped (`supervisor.rs`). Its stderr goes, line by line and bounded, to our logs
+//! (`stderr.rs`). When the call is done the process goes back to the pool, or is ended with its whole process group
+//! when it crashed, hung past the timeout, broke the protocol, or its configuration changed.
 //!
 //! Concurrency: by default one call at a time per process. A pool grows to `max_processes_per_server` processes under
-//! load, and a call that finds every process busy waits for one. Giving each call its own process keeps failures
-//! apart: a crash, a hang that gets its process killed, or garbage on stdout costs exactly one call, and servers that
-//! handle requests one after another (many do) never make a call queue behind another inside the server. For servers
-//! that do handle requests concurrently, [`UpstreamPool::set_max_calls_per_process`] (`upstream_pool.max_calls_per_process`) lets calls share a process once
-//! all the pool's processes are busy (the client multiplexes them on one connection by request id), for more throughput; a process that
-//! fails then ends only after the other calls on it are done, but a crash or garbage fails every call sharing it.
+//! load, and a call that finds every process busy waits for one. Giving each call its own process keeps failures apart:
+//! a crash, a hang that gets its process killed, or garbage on stdout costs exactly one call, and servers that handle
+//! requests one after another (many do) never make a call queue behind another inside the server. For servers that do
+//! handle requests concurrently, [`UpstreamPool::set_max_calls_per_process`] (`upstream_pool.max_calls_per_process`)
+//! lets calls share a process once all the pool's processes are busy (the client multiplexes them on one connection by
+//! request id), for more throughput; a process that fails then ends only after the other calls on it are done, but a
+//! crash or garbage fails every call sharing it.
 
 mod environment;
 mod lease;
