@@ -14,7 +14,7 @@ const MOCK: &str = env!("CARGO_BIN_EXE_mcpgw-mock-upstream");
 const TIMEOUT: Duration = Duration::from_secs(10);
 
 fn mock() -> ServerSpec {
-    ServerSpec { command: MOCK.to_string(), args: vec![], env: vec![], inherit_env: vec![] }
+    ServerSpec { command: MOCK.to_string(), args: vec![], env: vec![], inherit_env: vec![], per_session: false }
 }
 
 fn key() -> PoolKey {
@@ -42,7 +42,7 @@ async fn call_within(
     timeout: Duration,
 ) -> Result<CallToolResult, UpstreamError> {
     let args = args.as_object().cloned().unwrap_or_default();
-    let result = pool.call_tool(&key(), spec, tool, args, timeout).await?;
+    let result = pool.call_tool(&key(), spec, None, tool, args, timeout).await?;
     Ok(serde_json::from_value(result).expect("the pool returns a CallToolResult"))
 }
 
@@ -81,7 +81,7 @@ async fn eventually(within: Duration, mut condition: impl FnMut() -> bool) -> bo
 #[tokio::test]
 async fn discovery_lists_the_tools_and_the_server_identity() {
     let pool = pool(2, Duration::from_secs(60));
-    let discovered = pool.list_tools(&key(), &mock(), TIMEOUT).await.expect("discovery");
+    let discovered = pool.list_tools(&key(), &mock(), None, TIMEOUT).await.expect("discovery");
     let names: HashSet<&str> = discovered.tools.iter().map(|tool| tool.name.as_ref()).collect();
     for name in ["echo", "add", "slow", "crash", "large", "garbage", "env", "pid", "fail"] {
         assert!(names.contains(name), "missing tool {name}");
@@ -322,7 +322,7 @@ async fn retain_retires_the_processes_of_changed_specs_only() {
     let spec = mock();
     let other_key = PoolKey::new("config-1", "other");
     let first = pid(&pool, &spec).await;
-    let other = pool.call_tool(&other_key, &spec, "pid", serde_json::Map::new(), TIMEOUT).await.expect("other");
+    let other = pool.call_tool(&other_key, &spec, None, "pid", serde_json::Map::new(), TIMEOUT).await.expect("other");
     let other: CallToolResult = serde_json::from_value(other).expect("a CallToolResult");
     let other_pid: u32 = text(&other).parse().expect("pid");
 
@@ -354,7 +354,7 @@ async fn shutdown_ends_every_process_and_its_group() {
             r#"sleep 300 </dev/null >/dev/null 2>&1 & echo $! > "$HELPER_FILE"; exec "$MOCK""#.into(),
         ],
         env: vec![("HELPER_FILE".into(), helper_file.display().to_string()), ("MOCK".into(), MOCK.into())],
-        inherit_env: vec![],
+        ..mock()
     };
     let pids: HashSet<u64> = concurrently(&pool, &wrapped, 3, "slow", json!({"ms": 100}))
         .await

@@ -16,6 +16,10 @@
 //! | `fail` | `{message}` | answers a tool error (`isError: true`) with `message` |
 //!
 //! Requests are served concurrently (rmcp runs each in its own task). The process ends when stdin closes.
+//!
+//! Flags, to play a real server's start: `--start-delay-ms N` waits N milliseconds before it reads anything (as `npx`
+//! or `uvx` do while they download), and `--starts-file PATH` appends one line (its pid) to PATH at every start, so a
+//! test can count the starts.
 
 #![forbid(unsafe_code)]
 
@@ -188,8 +192,44 @@ impl ServerHandler for MockUpstream {
     }
 }
 
+/// The start flags (see the module documentation); unknown arguments are ignored.
+fn start_flags() -> Result<(Duration, Option<String>), String> {
+    let mut delay = Duration::ZERO;
+    let mut starts_file = None;
+    let mut args = std::env::args().skip(1);
+    while let Some(arg) = args.next() {
+        match arg.as_str() {
+            "--start-delay-ms" => {
+                let ms = args.next().and_then(|v| v.parse::<u64>().ok()).ok_or("--start-delay-ms needs a number")?;
+                delay = Duration::from_millis(ms);
+            }
+            "--starts-file" => starts_file = Some(args.next().ok_or("--starts-file needs a path")?),
+            _ => {}
+        }
+    }
+    Ok((delay, starts_file))
+}
+
 #[tokio::main]
 async fn main() -> std::process::ExitCode {
+    let (delay, starts_file) = match start_flags() {
+        Ok(flags) => flags,
+        Err(error) => {
+            eprintln!("{NAME}: {error}");
+            return std::process::ExitCode::FAILURE;
+        }
+    };
+    if let Some(path) = starts_file {
+        let line = format!("{}\n", std::process::id());
+        let written = std::fs::OpenOptions::new().create(true).append(true).open(&path);
+        if let Err(error) = written.and_then(|mut file| file.write_all(line.as_bytes())) {
+            eprintln!("{NAME}: cannot write {path}: {error}");
+        }
+    }
+    if !delay.is_zero() {
+        eprintln!("{NAME}: waiting {} ms before serving", delay.as_millis());
+        tokio::time::sleep(delay).await;
+    }
     eprintln!("{NAME} {} started (pid {})", env!("CARGO_PKG_VERSION"), std::process::id());
     let server = match MockUpstream::new().serve(rmcp::transport::stdio_pipes()).await {
         Ok(server) => server,

@@ -71,7 +71,8 @@ impl Target {
         })
     }
 
-    fn connect_lazily(&self, timeout: Duration) -> RedisResult<ConnectionManager> {
+    /// A client whose connects are bounded by `connect_timeout` (`connectivity_timeout`) and answers by `timeout`.
+    fn connect_lazily(&self, connect_timeout: Duration, timeout: Duration) -> RedisResult<ConnectionManager> {
         let mut redis = RedisConnectionInfo::default().set_db(i64::from(self.db));
         if let Some(password) = &self.password {
             redis = redis.set_password(password);
@@ -81,7 +82,7 @@ impl Target {
         // One attempt per use: the back-off and the retry are ours (see the module documentation).
         let config = ConnectionManagerConfig::new()
             .set_number_of_retries(0)
-            .set_connection_timeout(Some(timeout))
+            .set_connection_timeout(Some(connect_timeout.min(timeout)))
             .set_response_timeout(Some(timeout));
         ConnectionManager::new_lazy_with_config(client, config)
     }
@@ -115,6 +116,7 @@ struct State {
     manager: Option<ConnectionManager>,
     skip_until: Option<Instant>,
     timeout: Duration,
+    connect_timeout: Duration,
 }
 
 /// See the module documentation.
@@ -134,6 +136,7 @@ impl ExternalCache {
                 manager: None,
                 skip_until: None,
                 timeout: settings.timeouts.cache,
+                connect_timeout: settings.timeouts.connectivity,
             }),
             health: AtomicU8::new(UNKNOWN),
             errors: AtomicU64::new(0),
@@ -152,6 +155,7 @@ impl ExternalCache {
         let target = Target::from_settings(settings);
         let mut state = self.state();
         state.timeout = settings.timeouts.cache;
+        state.connect_timeout = settings.timeouts.connectivity;
         if state.target == target {
             return;
         }
@@ -201,7 +205,7 @@ impl ExternalCache {
         let manager = match &state.manager {
             Some(manager) => manager.clone(),
             None => {
-                let manager = target.connect_lazily(state.timeout).map_err(|e| ExternalError::Failed(e.to_string()))?;
+                let manager = target.connect_lazily(state.connect_timeout, state.timeout).map_err(|e| ExternalError::Failed(e.to_string()))?;
                 state.manager = Some(manager.clone());
                 manager
             }

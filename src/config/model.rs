@@ -107,6 +107,10 @@ pub struct UpstreamPool {
     pub idle_timeout_seconds: Option<Number>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub max_calls_per_process: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub start_timeout_seconds: Option<Number>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub prestart: Option<bool>,
     #[serde(flatten)]
     pub extra: Map<String, Value>,
 }
@@ -196,9 +200,16 @@ pub struct ServerCommand {
     /// Names of the gateway's own environment variables passed on to the server.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub inherit_env: Option<Vec<String>>,
+    /// `"shared"` (default: pooled for every caller) or `"per_session"` (a process per MCP session).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub session_affinity: Option<String>,
     #[serde(flatten)]
     pub extra: Map<String, Value>,
 }
+
+/// `session_affinity` values.
+pub const SHARED: &str = "shared";
+pub const PER_SESSION: &str = "per_session";
 
 /// `input_guardrails_policy` / `output_guardrails_policy`.
 #[derive(Debug, Clone, Default, Serialize, PartialEq)]
@@ -409,6 +420,8 @@ fn decode_common(mut f: Fields<'_>) -> CommonConfig {
             max_processes_per_server: p.integer("max_processes_per_server", 1024),
             idle_timeout_seconds: p.number("idle_timeout_seconds"),
             max_calls_per_process: p.integer("max_calls_per_process", 1024),
+            start_timeout_seconds: p.number("start_timeout_seconds"),
+            prestart: p.bool("prestart"),
             extra: p.rest(),
         }),
         limits: f.nested("limits", |mut l| LimitsConfig {
@@ -519,8 +532,9 @@ fn decode_command(mut f: Fields<'_>) -> Option<ServerCommand> {
     let args = f.string_list("args").unwrap_or_default();
     let env = f.string_map("env");
     let inherit_env = f.string_list("inherit_env");
+    let session_affinity = f.string("session_affinity");
     let extra = f.rest();
-    Some(ServerCommand { command: command?, args, env, inherit_env, extra })
+    Some(ServerCommand { command: command?, args, env, inherit_env, session_affinity, extra })
 }
 
 fn decode_policy(mut f: Fields<'_>) -> GuardrailPolicy {

@@ -162,6 +162,10 @@ pub struct Settings {
     /// Calls one upstream process may serve at once (`upstream_pool.max_calls_per_process`, default 1).
     pub max_calls_per_process: u32,
     pub idle_timeout: Duration,
+    /// How long one upstream process start may take (`upstream_pool.start_timeout_seconds`, default 120).
+    pub start_timeout: Duration,
+    /// Start each server's first process when the config loads (`upstream_pool.prestart`, default false).
+    pub prestart: bool,
     pub limits: Limits,
     pub allowed_hosts: Vec<String>,
     pub allowed_origins: Vec<String>,
@@ -260,6 +264,14 @@ impl Settings {
                 false,
                 problems,
             ),
+            start_timeout: seconds(
+                pool.and_then(|u| u.start_timeout_seconds.as_ref()),
+                120.0,
+                &format!("{p}.upstream_pool.start_timeout_seconds"),
+                false,
+                problems,
+            ),
+            prestart: pool.and_then(|u| u.prestart).unwrap_or(false),
             limits: Limits::resolve(c.limits.as_ref(), problems),
             allowed_hosts: c
                 .gw_allowed_hosts

@@ -170,6 +170,14 @@ impl Indexes {
                 if !servers.insert(server.server_name.as_str()) {
                     problems.push(format!("{path}: {:?} appears twice in this configuration", server.server_name));
                 }
+                if let Some(affinity) = &server.config.session_affinity
+                    && ![crate::config::model::SHARED, crate::config::model::PER_SESSION].contains(&affinity.as_str())
+                {
+                    problems.push(format!(
+                        "mcp_configs.{id}.mcp_config[{i}].config.session_affinity: must be \"shared\" or \
+                         \"per_session\", found {affinity:?}"
+                    ));
+                }
                 if let Some(oauth) = &server.oauth_config
                     && let Err(found) = crate::upstream::oauth::OAuthSettings::from_config(oauth)
                 {

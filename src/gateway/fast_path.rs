@@ -220,8 +220,9 @@ where
             return Box::pin(async move { inner.call(req).await });
         };
         let ctx = Arc::clone(&self.ctx);
+        let session = req.headers().get("mcp-session-id").and_then(|v| v.to_str().ok()).map(str::to_string);
         Box::pin(async move {
-            let result = call.invocation.run(&ctx, &identity).await;
+            let result = call.invocation.run(&ctx, &identity, session.as_deref()).await;
             Ok(answer(call.id, result, call.stateless))
         })
     }

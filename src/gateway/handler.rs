@@ -24,6 +24,8 @@ pub struct GatewayHandler {
     ctx: Arc<GatewayContext>,
     /// Fixed credentials (stdio); `None` over HTTP, where each request carries its identity.
     credentials: Option<Arc<Credentials>>,
+    /// The stdio connection is one MCP session (for `per_session` servers); over HTTP each request names its own.
+    stdio_session: Option<Arc<str>>,
 }
 
 /// The `AUTH_FAILED` answer object.
@@ -43,12 +45,13 @@ pub fn tool_result(answer: Value) -> CallToolResult {
 impl GatewayHandler {
     /// The handler for the HTTP front.
     pub fn http(ctx: Arc<GatewayContext>) -> GatewayHandler {
-        GatewayHandler { ctx, credentials: None }
+        GatewayHandler { ctx, credentials: None, stdio_session: None }
     }
 
     /// The handler for the stdio front, with credentials from the environment.
     pub fn stdio(ctx: Arc<GatewayContext>, credentials: Credentials) -> GatewayHandler {
-        GatewayHandler { ctx, credentials: Some(Arc::new(credentials)) }
+        let session = Arc::from(format!("stdio-{}", uuid::Uuid::new_v4()));
+        GatewayHandler { ctx, credentials: Some(Arc::new(credentials)), stdio_session: Some(session) }
     }
 
     async fn identity(&self, context: &RequestContext<RoleServer>) -> Result<Arc<Identity>, AuthFailure> {
@@ -123,7 +126,16 @@ impl GatewayHandler {
         }
         let _running = self.ctx.in_flight.enter();
         let args = request.arguments.unwrap_or_default();
-        match tools::call(&self.ctx, &identity, &request.name, args).await {
+        let session = match &self.stdio_session {
+            Some(session) => Some(session.to_string()),
+            None => context
+                .extensions
+                .get::<axum::http::request::Parts>()
+                .and_then(|parts| parts.headers.get("mcp-session-id"))
+                .and_then(|value| value.to_str().ok())
+                .map(str::to_string),
+        };
+        match tools::call(&self.ctx, &identity, session.as_deref(), &request.name, args).await {
             Ok(answer) => Ok(tool_result(answer).into()),
             Err(refusal) => Err(McpError::invalid_params(refusal.to_string(), None)),
         }

@@ -142,7 +142,7 @@ fn pool_settings(snapshot: &Snapshot) -> PoolSettings {
     PoolSettings {
         max_processes_per_server: snapshot.settings.max_processes_per_server as usize,
         idle_timeout: snapshot.settings.idle_timeout,
-        connect_timeout: snapshot.settings.timeouts.connectivity,
+        start_timeout: snapshot.settings.start_timeout,
     }
 }
 
@@ -167,6 +167,14 @@ impl GatewayContext {
         });
         ctx.pool.set_max_calls_per_process(snapshot.settings.max_calls_per_process as usize);
         ctx.pool.set_max_message_bytes(snapshot.settings.limits.max_tool_result_bytes);
+        // A session's `per_session` upstream processes end with it (closed by the client, idled out).
+        let pool = Arc::downgrade(&ctx.pool);
+        ctx.sessions.on_end(move |session| {
+            if let Some(pool) = pool.upgrade() {
+                pool.end_session(session);
+            }
+        });
+        ctx.prestart(&snapshot);
         ctx.follow_config();
         let weak = Arc::downgrade(&ctx);
         ctx.store.metrics().on_scrape(move |metrics| {
@@ -228,6 +236,18 @@ impl GatewayContext {
         self.pool.set_max_calls_per_process(settings.max_calls_per_process as usize);
         self.pool.set_max_message_bytes(settings.limits.max_tool_result_bytes);
         self.pool.retain(&live);
+        self.prestart(snapshot);
+    }
+
+    /// With `upstream_pool.prestart`, starts the first process of each server that is new or changed in `snapshot`.
+    /// Servers with `oauth_config` are left out (their process needs a caller's token), as are `per_session` ones.
+    fn prestart(&self, snapshot: &Snapshot) {
+        let servers = snapshot.file.mcp_configs.iter().flat_map(|(config_id, config)| {
+            config.mcp_config.iter().filter(|entry| entry.oauth_config.is_none()).map(|entry| {
+                (PoolKey::new(config_id.clone(), entry.server_name.clone()), ServerSpec::from_entry(entry))
+            })
+        });
+        self.pool.prestart_changed(servers.collect(), snapshot.settings.prestart);
     }
 
     /// Resolves credentials against `snapshot` with the configured authentication provider.

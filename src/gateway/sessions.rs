@@ -12,12 +12,16 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+/// What to do when a session ends (the upstream pool ends the session's own processes).
+type OnEnd = Box<dyn Fn(&str) + Send + Sync>;
+
 /// Session id to the digest of the key that opened it and when it was last used.
 #[derive(Default)]
 pub struct SessionRegistry {
     sessions: Mutex<HashMap<String, (/* key digest */ [u8; 32], Instant)>>,
     /// `initialize` requests under way that hold a place (see [`SessionRegistry::reserve`]).
     pending: Arc<AtomicUsize>,
+    on_end: std::sync::OnceLock<OnEnd>,
 }
 
 /// What a request's session id means for its key.
@@ -40,6 +44,17 @@ impl Drop for Reservation {
 impl SessionRegistry {
     fn map(&self) -> std::sync::MutexGuard<'_, HashMap<String, ([u8; 32], Instant)>> {
         self.sessions.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Sets what happens when a session ends (closed or expired); once.
+    pub fn on_end(&self, action: impl Fn(&str) + Send + Sync + 'static) {
+        let _ = self.on_end.set(Box::new(action));
+    }
+
+    fn ended(&self, session_id: &str) {
+        if let Some(action) = self.on_end.get() {
+            action(session_id);
+        }
     }
 
     /// A place for one more session when fewer than `max` are open or being opened; `None` when full.
@@ -86,12 +101,19 @@ impl SessionRegistry {
         for id in &expired {
             map.remove(id);
         }
+        drop(map);
+        for id in &expired {
+            self.ended(id);
+        }
         expired
     }
 
     /// Forgets a session (closed by the client, or unknown to the protocol layer).
     pub fn close(&self, session_id: &str) {
-        self.map().remove(session_id);
+        let known = self.map().remove(session_id).is_some();
+        if known {
+            self.ended(session_id);
+        }
     }
 
     /// Number of known sessions.
@@ -130,6 +152,20 @@ mod tests {
         assert!(reg.expire(DAY).is_empty());
         assert_eq!(reg.expire(Duration::ZERO), vec!["s1".to_string()]);
         assert!(reg.is_empty());
+    }
+
+    #[test]
+    fn closed_and_expired_sessions_are_reported_once() {
+        let reg = SessionRegistry::default();
+        let ended = Arc::new(Mutex::new(Vec::new()));
+        let seen = Arc::clone(&ended);
+        reg.on_end(move |id| seen.lock().unwrap().push(id.to_string()));
+        reg.open("s1", [1; 32]);
+        reg.open("s2", [1; 32]);
+        reg.close("s1");
+        reg.close("s1");
+        reg.expire(Duration::ZERO);
+        assert_eq!(*ended.lock().unwrap(), vec!["s1".to_string(), "s2".to_string()]);
     }
 
     #[test]

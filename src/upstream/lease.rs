@@ -3,8 +3,7 @@
 //! [`UpstreamPool`](super::UpstreamPool) hands out a [`Lease`]; the caller makes one request through [`Lease::call`];
 //! dropping the lease tells the pool the call is done, and whether the exchange left the process unusable (see
 //! [`Verdict`]), in which case it ends once no other call uses it. A lease dropped before its exchange finished (the
-//! caller gave up) counts as unusable too: the server may still be busy with the abandoned request. [`Slot`] is the
-//! place a process is being started in: dropping it before it became a lease frees the place for a waiting caller.
+//! caller gave up) counts as unusable too: the server may still be busy with the abandoned request.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -72,33 +71,6 @@ impl Lease {
 impl Drop for Lease {
     fn drop(&mut self) {
         self.server.check_in(&self.process, self.verdict);
-    }
-}
-
-/// A place in a pool taken for a process that is starting.
-pub(super) struct Slot {
-    server: Arc<ServerPool>,
-    armed: bool,
-}
-
-impl Slot {
-    pub(super) fn new(server: Arc<ServerPool>) -> Slot {
-        Slot { server, armed: true }
-    }
-
-    /// The started process takes the place.
-    pub(super) fn into_lease(mut self, process: UpstreamProcess) -> Lease {
-        self.armed = false;
-        let process = self.server.add_started(process);
-        Lease::new(self.server.clone(), process)
-    }
-}
-
-impl Drop for Slot {
-    fn drop(&mut self) {
-        if self.armed {
-            self.server.release_slot();
-        }
     }
 }
 

@@ -1,9 +1,12 @@
 //! Upstream MCP servers: the pool of child processes that the gateway forwards tool calls to.
 //!
 //! Data flows one way through this module. A caller (discovery or a secure tool call) names a pool with a [`PoolKey`]
-//! (MCP config id and server name) and says how its server is started with a [`ServerSpec`]. [`UpstreamPool`]
-//! (`pool.rs`, one `server_pool.rs` per key and spec) lends the caller one warm process of that pool, or starts one
-//! when none is idle and the pool is below its maximum, or makes the caller wait for a process to come back. The call
+//! (MCP config id and server name), says how its server is started with a [`ServerSpec`], and names its MCP session
+//! (for `per_session` servers, which get a process per session). [`UpstreamPool`] (`pool.rs`, one `server_pool.rs`
+//! per key, spec and session) lends the caller one warm process of that pool, or starts one when none is idle and the
+//! pool is below its maximum, or makes the caller wait for a start under way or a process to come back. Starts run as
+//! tasks of their own, bounded by `start_timeout_seconds` and never by a caller's patience (real servers started with
+//! `npx` or `uvx` may download for a minute on their first start); failed starts cool the server down. The call
 //! (`lease.rs`) then travels over our JSON-RPC client (`rpc.rs`, which keeps results as JSON), reading through
 //! `transport.rs` (which notices when the server writes something that is not MCP), to the child process that
 //! `process.rs` spawned with a minimal environment (`environment.rs`) in its own process group, and that one supervisor
@@ -63,6 +66,8 @@ pub struct ServerSpec {
     pub env: Vec<(String, String)>,
     /// Names copied from the gateway's own environment when set there (`GW_*` names are never copied).
     pub inherit_env: Vec<String>,
+    /// `config.session_affinity: "per_session"`: each MCP session gets a process of its own.
+    pub per_session: bool,
 }
 
 impl ServerSpec {
@@ -74,26 +79,42 @@ impl ServerSpec {
             args: config.args.clone(),
             env: config.env.iter().flatten().map(|(name, value)| (name.clone(), value.clone())).collect(),
             inherit_env: config.inherit_env.clone().unwrap_or_default(),
+            per_session: config.session_affinity.as_deref() == Some(crate::config::model::PER_SESSION),
         }
+    }
+
+    /// The values of the environment variables whose names mark them as secrets (spec 5.2.5: token, key, secret,
+    /// password, auth), to be masked wherever the server's own output is shown.
+    pub fn secret_values(&self) -> Vec<String> {
+        const MARKS: [&str; 5] = ["token", "key", "secret", "password", "auth"];
+        self.env
+            .iter()
+            .filter(|(name, value)| {
+                let name = name.to_ascii_lowercase();
+                value.len() >= 4 && MARKS.iter().any(|mark| name.contains(mark))
+            })
+            .map(|(_, value)| value.clone())
+            .collect()
     }
 }
 
-/// How big pools grow and when idle processes end; changed by [`UpstreamPool::set_settings`] after a reload.
+/// How big pools grow, how long a start may take and when idle processes end; changed by
+/// [`UpstreamPool::set_settings`] after a reload.
 #[derive(Clone, Debug)]
 pub struct PoolSettings {
     pub max_processes_per_server: usize,
     pub idle_timeout: Duration,
-    /// How long starting a process and its `initialize` handshake may take (`connectivity_timeout`).
-    pub connect_timeout: Duration,
+    /// How long one process start may take, spawn until the answer to `initialize` (`start_timeout_seconds`).
+    pub start_timeout: Duration,
 }
 
 impl Default for PoolSettings {
-    /// The contract's defaults (`upstream_pool`: 4 processes, 300 s).
+    /// The contract's defaults (`upstream_pool`: 4 processes, 300 s idle, 120 s to start).
     fn default() -> PoolSettings {
         PoolSettings {
             max_processes_per_server: 4,
             idle_timeout: Duration::from_secs(300),
-            connect_timeout: Duration::from_secs(2),
+            start_timeout: Duration::from_secs(120),
         }
     }
 }
@@ -119,9 +140,11 @@ pub struct PoolStats {
     /// Processes started since the pool was created.
     pub started: u64,
     /// Process starts attempted (spawn and `initialize`).
-    pub connect_attempts: u64,
-    /// Process starts that ran out of `connect_timeout`.
-    pub connect_timeouts: u64,
+    pub start_attempts: u64,
+    /// Process starts that failed (including those that ran out of `start_timeout`).
+    pub start_failures: u64,
+    /// Process starts that ran out of `start_timeout`.
+    pub start_timeouts: u64,
 }
 
 /// Why an upstream operation failed.
@@ -130,6 +153,13 @@ pub enum UpstreamError {
     /// The process could not be started or did not initialize.
     #[error("the upstream server could not be started: {0}")]
     Start(String),
+    /// The server is cooling down after failed starts; no process is started until `retry_after` has passed.
+    #[error(
+        "the upstream server failed to start {failures} times in a row and is cooling down; retry in {} seconds \
+         (last failure: {last})",
+        .retry_after.as_secs_f64().ceil()
+    )]
+    Unavailable { failures: u32, retry_after: Duration, last: String },
     /// The operation exceeded its timeout; a process that was working on it was killed and will be replaced.
     #[error("operation timed out after {} seconds", .0.as_secs_f64())]
     Timeout(Duration),

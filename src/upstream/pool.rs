@@ -1,18 +1,22 @@
-//! The pool of upstream processes: per (MCP config, server) a [`ServerPool`] of processes and the calls they serve.
+//! The pool of upstream processes: per (MCP config, server) a [`ServerPool`] of processes and the calls they serve;
+//! for `per_session` servers one per MCP session as well.
 //!
-//! A call runs `checkout`: use an idle process (a warm call never waits for a start), else start one when the pool is
-//! below `max_processes_per_server`, else share a busy one when sharing is allowed, else wait until a call ends. The
-//! whole operation, waiting and starting included, is bounded by the caller's timeout. The call ends with its `Lease`'s
-//! drop: the process stays, or ends when the call left it unusable. A reaper task ends processes idle longer than
+//! A call runs `checkout`: use an idle process (a warm call never waits for a start), else begin a start when the pool
+//! is below `max_processes_per_server` (it runs on its own, see `server_pool.rs`), else share a busy one when sharing
+//! is allowed, else wait. Time spent waiting while a start is under way does not count against the caller's timeout
+//! (`tool_execution_timeout`, `discovery_timeout`): that bounds the upstream's own work, and the start is bounded by
+//! `start_timeout_seconds`. Waiting for a busy process does count. The call ends with its `Lease`'s drop: the process
+//! stays, or ends (and is replaced) when the call left it unusable. A reaper task ends processes idle longer than
 //! `idle_timeout` and forgets empty pools. [`UpstreamPool::retain`] retires pools whose spec changed: their idle
-//! processes end now, busy ones when their calls are done.
+//! processes end now, busy ones when their calls are done. [`UpstreamPool::end_session`] does the same for the pools
+//! of an MCP session that ended.
 //!
 //! Pools are looked up by key and spec, so a request still holding the previous configuration snapshot during a
 //! reload gets a process of the spec it holds; such a pool is not the live one and simply expires when idle.
 //! Lock order: the map of pools, then one pool's state; nothing is awaited while a lock is held.
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, Weak};
 use std::time::Duration;
 
@@ -20,8 +24,7 @@ use serde::Serialize;
 use serde_json::{Map, Value};
 use tokio::time::Instant;
 
-use super::lease::{Lease, Slot};
-use super::process::{self, StartOptions};
+use super::lease::Lease;
 use super::server_pool::{ServerPool, Shared, Take};
 use super::supervisor::{STOP_GRACE, StopMode};
 use super::{DEFAULT_MAX_MESSAGE_BYTES, Discovered, PoolKey, PoolSettings, PoolStats, ServerSpec, UpstreamError, lock};
@@ -32,60 +35,135 @@ const MAX_TOOL_PAGES: usize = 1000;
 /// The pool of upstream MCP server processes, shared by every session of the gateway.
 pub struct UpstreamPool {
     shared: Arc<Shared>,
-    settings: Mutex<PoolSettings>,
-    max_message_bytes: AtomicUsize,
-    calls_per_process: AtomicUsize,
-    servers: Mutex<HashMap<PoolKey, Vec<Arc<ServerPool>>>>,
+    servers: Mutex<Pools>,
     reaper_started: AtomicBool,
+    /// Makes the ids of one-call sessions (a `per_session` server called without an MCP session).
+    one_call_sessions: AtomicU64,
+    /// The servers of the last configuration, for [`UpstreamPool::prestart_changed`].
+    known_servers: Mutex<HashMap<PoolKey, ServerSpec>>,
     this: Weak<UpstreamPool>,
+}
+
+/// The server pools: the shared ones by (config, server), each with its generations (specs); those of
+/// `per_session` servers by MCP session.
+#[derive(Default)]
+struct Pools {
+    shared: HashMap<PoolKey, Vec<Arc<ServerPool>>>,
+    by_session: HashMap<Arc<str>, Vec<Arc<ServerPool>>>,
+}
+
+impl Pools {
+    fn all(&self) -> impl Iterator<Item = &Arc<ServerPool>> {
+        self.shared.values().chain(self.by_session.values()).flatten()
+    }
+
+    /// Keeps the pools for which `keep` holds, in both maps, and forgets the emptied entries.
+    fn retain(&mut self, mut keep: impl FnMut(&Arc<ServerPool>) -> bool) {
+        self.shared.retain(|_, generations| {
+            generations.retain(&mut keep);
+            !generations.is_empty()
+        });
+        self.by_session.retain(|_, servers| {
+            servers.retain(&mut keep);
+            !servers.is_empty()
+        });
+    }
 }
 
 impl UpstreamPool {
     pub fn new(settings: PoolSettings) -> Arc<UpstreamPool> {
-        Arc::new_cyclic(|this| UpstreamPool {
-            shared: Arc::default(),
+        let shared = Shared {
             settings: Mutex::new(settings),
             max_message_bytes: AtomicUsize::new(DEFAULT_MAX_MESSAGE_BYTES),
             calls_per_process: AtomicUsize::new(1),
+            ..Shared::default()
+        };
+        Arc::new_cyclic(|this| UpstreamPool {
+            shared: Arc::new(shared),
             servers: Mutex::default(),
             reaper_started: AtomicBool::new(false),
+            one_call_sessions: AtomicU64::new(0),
+            known_servers: Mutex::default(),
             this: this.clone(),
         })
     }
 
-    /// New limits after a config reload; a lower maximum or idle timeout takes effect at the next reaper tick.
+    /// New limits after a config reload; a lower maximum or idle timeout takes effect at the next reaper tick, a new
+    /// start timeout with the next start.
     pub fn set_settings(&self, settings: PoolSettings) {
-        *lock(&self.settings) = settings;
+        *lock(&self.shared.settings) = settings;
         // A higher maximum lets waiting callers start processes.
-        for server in lock(&self.servers).values().flatten() {
-            server.returned.notify_waiters();
-        }
+        self.wake_all();
     }
 
     /// The longest upstream message (one tool result) read; applies to processes started from now on.
     pub fn set_max_message_bytes(&self, bytes: usize) {
-        self.max_message_bytes.store(bytes.max(1), Ordering::Relaxed);
+        self.shared.max_message_bytes.store(bytes.max(1), Ordering::Relaxed);
     }
 
     /// How many calls may share one process once a pool has all its processes busy (default 1: every call has a
     /// process to itself). Sharing raises throughput with servers that handle requests concurrently; the price is that
     /// a crash or garbage on stdout fails every call sharing the process.
     pub fn set_max_calls_per_process(&self, calls: usize) {
-        self.calls_per_process.store(calls.max(1), Ordering::Relaxed);
-        for server in lock(&self.servers).values().flatten() {
+        self.shared.calls_per_process.store(calls.max(1), Ordering::Relaxed);
+        self.wake_all();
+    }
+
+    fn wake_all(&self) {
+        for server in lock(&self.servers).all() {
             server.returned.notify_waiters();
         }
     }
 
+    /// Starts the first process of (key, spec) now, before any call needs it (`upstream_pool.prestart`). Nothing
+    /// happens when it has a process or a start under way, or for a `per_session` server (its processes belong to
+    /// sessions).
+    pub fn prestart(&self, key: &PoolKey, spec: &ServerSpec) {
+        if spec.per_session || self.shared.shutting_down.load(Ordering::SeqCst) {
+            return;
+        }
+        self.start_reaper();
+        self.server_pool(key, spec, None).prestart();
+    }
+
+    /// After a configuration load: remembers `servers` and, when `prestart` is on, starts the first process of each
+    /// one that is new or whose spec changed since the last call.
+    pub fn prestart_changed(&self, servers: HashMap<PoolKey, ServerSpec>, prestart: bool) {
+        let previous = std::mem::replace(&mut *lock(&self.known_servers), servers.clone());
+        if !prestart {
+            return;
+        }
+        for (key, spec) in &servers {
+            if previous.get(key) != Some(spec) {
+                tracing::info!(server = %key.server_name, config = %key.mcp_config_id, "prestarting upstream server");
+                self.prestart(key, spec);
+            }
+        }
+    }
+
+    /// An MCP session ended: the processes of its `per_session` servers end (idle ones now, busy ones when their
+    /// calls are done).
+    pub fn end_session(&self, session: &str) {
+        let Some(servers) = lock(&self.servers).by_session.remove(session) else { return };
+        for server in servers {
+            let idle = server.retire();
+            tracing::info!(server = %server.label, config = %server.key.mcp_config_id, idle = idle.len(),
+                "MCP session ended; ending its upstream process");
+            drop(idle);
+        }
+    }
+
     /// Lists the server's tools on a pooled process (live discovery), with what the server says about itself.
+    /// `session` is the caller's MCP session (it picks the process of a `per_session` server).
     pub async fn list_tools(
         &self,
         key: &PoolKey,
         spec: &ServerSpec,
+        session: Option<&str>,
         timeout: Duration,
     ) -> Result<Discovered, UpstreamError> {
-        let deadline = Instant::now() + timeout;
-        let mut lease = self.checkout(key, spec, deadline, timeout).await?;
+        let session = self.session_for(spec, session);
+        let (mut lease, deadline) = self.checkout(key, spec, session.id(), timeout).await?;
         let mut tools = Vec::new();
         let mut cursor: Option<String> = None;
         for _ in 0..MAX_TOOL_PAGES {
@@ -123,11 +201,13 @@ impl UpstreamPool {
         })
     }
 
-    /// Calls one tool on a pooled process and returns the server's `CallToolResult` as it came, as JSON.
+    /// Calls one tool on a pooled process and returns the server's `CallToolResult` as it came, as JSON. `session` is
+    /// the caller's MCP session (it picks the process of a `per_session` server).
     pub async fn call_tool(
         &self,
         key: &PoolKey,
         spec: &ServerSpec,
+        session: Option<&str>,
         name: &str,
         args: Map<String, Value>,
         timeout: Duration,
@@ -137,8 +217,8 @@ impl UpstreamPool {
             name: &'a str,
             arguments: &'a Map<String, Value>,
         }
-        let deadline = Instant::now() + timeout;
-        let mut lease = self.checkout(key, spec, deadline, timeout).await?;
+        let session = self.session_for(spec, session);
+        let (mut lease, deadline) = self.checkout(key, spec, session.id(), timeout).await?;
         let result = lease.request(deadline, timeout, "tools/call", Params { name, arguments: &args }).await?;
         check_tool_result(result)
     }
@@ -147,15 +227,12 @@ impl UpstreamPool {
     /// Their idle processes end now; lent ones finish their call first.
     pub fn retain(&self, live: &HashMap<PoolKey, ServerSpec>) {
         let mut retired = Vec::new();
-        lock(&self.servers).retain(|key, generations| {
-            generations.retain(|server| {
-                let keep = live.get(key) == Some(&server.spec);
-                if !keep {
-                    retired.push(server.clone());
-                }
-                keep
-            });
-            !generations.is_empty()
+        lock(&self.servers).retain(|server| {
+            let keep = live.get(&server.key) == Some(&server.spec);
+            if !keep {
+                retired.push(server.clone());
+            }
+            keep
         });
         for server in retired {
             let idle = server.retire();
@@ -169,7 +246,7 @@ impl UpstreamPool {
     /// calls. Returns when the processes are gone. Idempotent.
     pub async fn shutdown(&self) {
         self.shared.shutting_down.store(true, Ordering::SeqCst);
-        let servers: Vec<Arc<ServerPool>> = lock(&self.servers).drain().flat_map(|(_, servers)| servers).collect();
+        let servers: Vec<Arc<ServerPool>> = std::mem::take(&mut *lock(&self.servers)).all().cloned().collect();
         let idle: Vec<_> = servers.iter().flat_map(|server| server.retire()).collect();
         let live = self.shared.processes.close();
         for control in &live {
@@ -191,78 +268,85 @@ impl UpstreamPool {
             processes: self.shared.processes.len(),
             restarts: self.shared.restarts.load(Ordering::Relaxed),
             started: self.shared.started.load(Ordering::Relaxed),
-            connect_attempts: self.shared.connect_attempts.load(Ordering::Relaxed),
-            connect_timeouts: self.shared.connect_timeouts.load(Ordering::Relaxed),
+            start_attempts: self.shared.start_attempts.load(Ordering::Relaxed),
+            start_failures: self.shared.start_failures.load(Ordering::Relaxed),
+            start_timeouts: self.shared.start_timeouts.load(Ordering::Relaxed),
         }
     }
 
-    /// Lends a process of the (key, spec) pool: an idle one, a new one, or the next one given back.
+    /// The session whose process a call of `spec` uses: none for a shared server; for a `per_session` server the
+    /// caller's MCP session, or, without one, a session of this call alone (its process ends with the call).
+    fn session_for<'a>(&'a self, spec: &ServerSpec, session: Option<&'a str>) -> CallSession<'a> {
+        match (spec.per_session, session) {
+            (false, _) => CallSession::None,
+            (true, Some(id)) => CallSession::Client(id),
+            (true, None) => {
+                let n = self.one_call_sessions.fetch_add(1, Ordering::Relaxed);
+                CallSession::OneCall { pool: self, id: format!("one-call-{n}") }
+            }
+        }
+    }
+
+    /// Lends a process of the (key, spec, session) pool: an idle one, a new one, or the next one given back. Returns
+    /// the lease and the deadline of the work on it: `timeout` from now, plus the time spent waiting for starts.
     async fn checkout(
         &self,
         key: &PoolKey,
         spec: &ServerSpec,
-        deadline: Instant,
+        session: Option<&str>,
         timeout: Duration,
-    ) -> Result<Lease, UpstreamError> {
+    ) -> Result<(Lease, Instant), UpstreamError> {
         self.start_reaper();
+        let mut deadline = Instant::now() + timeout;
+        let mut seen_failures = None;
         loop {
             if self.shared.shutting_down.load(Ordering::SeqCst) {
                 return Err(UpstreamError::ShuttingDown);
             }
-            let server = self.server_pool(key, spec);
-            let max = lock(&self.settings).max_processes_per_server.max(1);
-            let calls_per_process = self.calls_per_process.load(Ordering::Relaxed);
+            let server = self.server_pool(key, spec, session);
             let mut returned = std::pin::pin!(server.returned.notified());
-            match server.take(max, calls_per_process, returned.as_mut()) {
-                Take::Use(process) => return Ok(Lease::new(server.clone(), process)),
+            let starts_under_way = match server.take(&mut seen_failures, returned.as_mut()) {
+                Take::Use(process) => return Ok((Lease::new(server.clone(), process), deadline)),
                 Take::Start => {
-                    let slot = Slot::new(server.clone());
-                    let options = StartOptions {
-                        label: server.label.clone(),
-                        max_message_bytes: self.max_message_bytes.load(Ordering::Relaxed),
-                    };
-                    let start = process::start(spec, &options, &self.shared.processes);
-                    // Starting is bounded by the connectivity timeout as well as by the caller's deadline.
-                    let connect_timeout = lock(&self.settings).connect_timeout;
-                    let connect_deadline = deadline.min(Instant::now() + connect_timeout);
-                    self.shared.connect_attempts.fetch_add(1, Ordering::Relaxed);
-                    return match tokio::time::timeout_at(connect_deadline, start).await {
-                        Ok(Ok(process)) => {
-                            self.shared.started.fetch_add(1, Ordering::Relaxed);
-                            Ok(slot.into_lease(process))
-                        }
-                        Ok(Err(error)) => {
-                            tracing::warn!(server = %server.label, %error, "upstream process did not start");
-                            Err(error)
-                        }
-                        Err(_elapsed) if connect_deadline < deadline => {
-                            self.shared.connect_timeouts.fetch_add(1, Ordering::Relaxed);
-                            tracing::warn!(server = %server.label, "upstream process did not start within connectivity_timeout");
-                            Err(UpstreamError::Timeout(connect_timeout))
-                        }
-                        Err(_elapsed) => Err(UpstreamError::Timeout(timeout)),
-                    };
+                    server.begin_start();
+                    true
                 }
-                Take::Wait => {
-                    if tokio::time::timeout_at(deadline, returned).await.is_err() {
-                        return Err(UpstreamError::Timeout(timeout));
-                    }
+                Take::Wait { starts_under_way } => starts_under_way,
+                Take::LookUpAgain => continue,
+                Take::Failed(message) => return Err(UpstreamError::Start(message.to_string())),
+                Take::CoolingDown { failures, retry_after, last } => {
+                    return Err(UpstreamError::Unavailable { failures, retry_after, last: last.to_string() });
                 }
-                Take::LookUpAgain => {}
+            };
+            if starts_under_way {
+                // A start ends by itself (joining the pool or failing) within its own timeout, and wakes us either
+                // way; the caller's timeout does not run meanwhile.
+                let waiting = Instant::now();
+                let patience = lock(&self.shared.settings).start_timeout + Duration::from_secs(1);
+                let _ = tokio::time::timeout(patience, returned).await;
+                deadline += waiting.elapsed();
+            } else if tokio::time::timeout_at(deadline, returned).await.is_err() {
+                return Err(UpstreamError::Timeout(timeout));
             }
         }
     }
 
-    /// The pool of (key, spec), created when missing.
-    fn server_pool(&self, key: &PoolKey, spec: &ServerSpec) -> Arc<ServerPool> {
+    /// The pool of (key, spec, session), created when missing.
+    fn server_pool(&self, key: &PoolKey, spec: &ServerSpec, session: Option<&str>) -> Arc<ServerPool> {
         let mut servers = lock(&self.servers);
-        if let Some(generations) = servers.get(key)
-            && let Some(server) = generations.iter().find(|server| server.spec == *spec)
-        {
+        let found = match session {
+            None => servers.shared.get(key),
+            Some(session) => servers.by_session.get(session),
+        };
+        if let Some(server) = found.into_iter().flatten().find(|server| server.key == *key && server.spec == *spec) {
             return server.clone();
         }
-        let server = Arc::new(ServerPool::new(key.clone(), spec.clone(), self.shared.clone()));
-        servers.entry(key.clone()).or_default().push(server.clone());
+        let session: Option<Arc<str>> = session.map(Arc::from);
+        let server = Arc::new(ServerPool::new(key.clone(), spec.clone(), session.clone(), self.shared.clone()));
+        match session {
+            None => servers.shared.entry(key.clone()).or_default().push(server.clone()),
+            Some(session) => servers.by_session.entry(session).or_default().push(server.clone()),
+        }
         server
     }
 
@@ -286,19 +370,41 @@ impl UpstreamPool {
     /// One reaper pass: ends idle processes past the idle timeout or over the maximum and dead ones, forgets empty
     /// pools. Returns how long to sleep until the next pass.
     fn reap(&self) -> Duration {
-        let settings = lock(&self.settings).clone();
+        let settings = lock(&self.shared.settings).clone();
         let now = Instant::now();
         let mut ended = Vec::new();
-        lock(&self.servers).retain(|_, generations| {
-            generations.retain(|server| {
-                let (idle, empty) = server.expire(now, &settings);
-                ended.extend(idle);
-                !empty
-            });
-            !generations.is_empty()
+        lock(&self.servers).retain(|server| {
+            let (idle, empty) = server.expire(now, &settings);
+            ended.extend(idle);
+            !empty
         });
         drop(ended);
         (settings.idle_timeout / 4).clamp(Duration::from_millis(20), Duration::from_secs(1))
+    }
+}
+
+/// Which session a call's process belongs to; a one-call session ends (with its process) when the call is done.
+enum CallSession<'a> {
+    None,
+    Client(&'a str),
+    OneCall { pool: &'a UpstreamPool, id: String },
+}
+
+impl CallSession<'_> {
+    fn id(&self) -> Option<&str> {
+        match self {
+            CallSession::None => None,
+            CallSession::Client(id) => Some(id),
+            CallSession::OneCall { id, .. } => Some(id),
+        }
+    }
+}
+
+impl Drop for CallSession<'_> {
+    fn drop(&mut self) {
+        if let CallSession::OneCall { pool, id } = self {
+            pool.end_session(id);
+        }
     }
 }
 

@@ -4,9 +4,10 @@
 //! (`process_group(0)`, so the whole group can be signalled), with stdin and stdout piped to our JSON-RPC client
 //! (`rpc.rs`, reading through the [`LineReader`]) and stderr piped to the log forwarder. The child itself is handed to
 //! its supervisor task (`supervisor.rs`) at once, which owns it until it is reaped. The start then runs the MCP
-//! `initialize` handshake and returns an [`UpstreamProcess`]: the client, the reader's health report, what the server
-//! said about itself and the supervisor's [`ProcessControl`]. A start that fails or is cancelled ends its process; so
-//! does dropping an `UpstreamProcess`.
+//! `initialize` handshake, bounded by `start_timeout_seconds`, and returns an [`UpstreamProcess`]: the client, the
+//! reader's health report, what the server said about itself and the supervisor's [`ProcessControl`]. A start that
+//! fails, runs out of time or is cancelled ends its process, and its error names the cause and the last line the
+//! process wrote on stderr (masked); dropping an `UpstreamProcess` ends it too.
 
 use std::process::Stdio;
 use std::sync::Arc;
@@ -83,14 +84,28 @@ pub(crate) struct StartOptions {
     /// The server's name, for logs.
     pub label: Arc<str>,
     pub max_message_bytes: usize,
+    /// Spawn until the answer to `initialize` (`upstream_pool.start_timeout_seconds`).
+    pub start_timeout: Duration,
 }
 
-/// Spawns the server and runs the MCP `initialize` handshake. Cancelling the returned future ends the process.
+/// How long a failed start waits for the server's last stderr lines to be read, for its error message.
+const STDERR_PATIENCE: Duration = Duration::from_millis(300);
+
+/// Why a start failed, and whether it ran out of time (counted apart).
+#[derive(Debug)]
+pub(crate) struct StartFailure {
+    pub error: UpstreamError,
+    pub timed_out: bool,
+}
+
+/// Spawns the server and runs the MCP `initialize` handshake within `options.start_timeout`. Cancelling the returned
+/// future ends the process.
 pub(crate) async fn start(
     spec: &ServerSpec,
     options: &StartOptions,
     processes: &Arc<ProcessSet>,
-) -> Result<UpstreamProcess, UpstreamError> {
+) -> Result<UpstreamProcess, StartFailure> {
+    let failed = |message: String| StartFailure { error: UpstreamError::Start(message), timed_out: false };
     let mut command = Command::new(&spec.command);
     command
         .args(&spec.args)
@@ -101,39 +116,54 @@ pub(crate) async fn start(
         .stderr(Stdio::piped())
         .process_group(0)
         .kill_on_drop(true);
-    let mut child =
-        command.spawn().map_err(|error| UpstreamError::Start(format!("cannot run `{}`: {error}", spec.command)))?;
+    let mut child = command.spawn().map_err(|error| failed(format!("cannot run `{}`: {error}", spec.command)))?;
     let (Some(pid), Some(stdin), Some(stdout), Some(stderr)) =
         (child.id(), child.stdin.take(), child.stdout.take(), child.stderr.take())
     else {
-        return Err(UpstreamError::Start(format!("`{}` started without its pipes", spec.command)));
+        return Err(failed(format!("`{}` started without its pipes", spec.command)));
     };
     let label = options.label.clone();
     let Some(control) = supervisor::adopt(child, pid, processes, label.clone()) else {
-        return Err(UpstreamError::ShuttingDown);
+        return Err(StartFailure { error: UpstreamError::ShuttingDown, timed_out: false });
     };
     tracing::info!(server = %label, pid, command = %spec.command, "upstream process started");
-    tokio::spawn({
-        let label = label.clone();
-        async move { stderr::forward(stderr, &label, pid).await }
+    let last_stderr = Arc::new(stderr::LastLine::default());
+    let mut stderr_done = tokio::spawn({
+        let (label, secrets, last) = (label.clone(), spec.secret_values(), last_stderr.clone());
+        async move { stderr::forward(stderr, &label, pid, &secrets, &last).await }
     });
 
     // Until the handshake succeeds, a failure or a cancelled start must not leave the process behind.
     let stop_on_failure = StopOnDrop(Some(control.clone()));
     let (lines, health) = LineReader::new(stdout, options.max_message_bytes, label);
     let client = RpcClient::new(lines, stdin);
-    let info = match initialize(&client).await {
-        Ok(info) => info,
-        Err(error) => {
+    let (why, timed_out) = match tokio::time::timeout(options.start_timeout, initialize(&client)).await {
+        Ok(Ok(info)) => {
+            stop_on_failure.disarm();
+            let info = Arc::new(info);
+            return Ok(UpstreamProcess { control, client, info, health, max_message_bytes: options.max_message_bytes });
+        }
+        Ok(Err(error)) => {
             let ended = control.exit_report(Duration::from_millis(200)).await;
-            return Err(UpstreamError::Start(format!(
-                "`{}` did not initialize: {error} (process {pid}: {ended})",
+            (format!("`{}` did not initialize: {error} (process {pid}: {ended})", spec.command), false)
+        }
+        Err(_elapsed) => {
+            let seconds = options.start_timeout.as_secs_f64();
+            let why = format!(
+                "`{}` did not answer `initialize` within {seconds} seconds (upstream_pool.start_timeout_seconds)",
                 spec.command
-            )));
+            );
+            (why, true)
         }
     };
-    stop_on_failure.disarm();
-    Ok(UpstreamProcess { control, client, info: Arc::new(info), health, max_message_bytes: options.max_message_bytes })
+    // Killed now; its stderr ends with it (or soon after, when helpers of its own still hold the pipe).
+    drop(stop_on_failure);
+    let _ = tokio::time::timeout(STDERR_PATIENCE, &mut stderr_done).await;
+    let message = match last_stderr.get() {
+        Some(line) => format!("{why}; its last line on stderr: {line}"),
+        None => format!("{why}; it wrote nothing on stderr"),
+    };
+    Err(StartFailure { error: UpstreamError::Start(message), timed_out })
 }
 
 /// The MCP handshake: `initialize` (the gateway offers no client capabilities), then `notifications/initialized`.

@@ -1,55 +1,81 @@
-//! One pool of processes: those of one (MCP config, server) with one spec, and how many calls each is serving.
+//! One pool of processes: those of one (MCP config, server) with one spec (and, for `per_session` servers, one MCP
+//! session), the calls they serve, and the starts under way.
 //!
 //! A caller asks [`ServerPool::take`] what to do: use an idle process (the most recently used, so rarely needed ones
 //! age out), start one when the pool is below its maximum, share the least busy process when the pool is full and
-//! sharing is allowed (`calls_per_process` > 1), or wait. A call that leaves its process unusable (crash, timeout,
-//! garbage) marks it failed: it takes no new calls and ends when its last call is done, so calls sharing it are not cut
-//! off. The state sits behind a mutex that is never held across an await; waiters wait on `returned`, registered under
-//! the lock so no hand-back is missed.
+//! sharing is allowed (`calls_per_process` > 1), or wait. A start runs as a task of its own ([`ServerPool::begin_start`])
+//! bounded by `start_timeout_seconds`, never by a caller's patience: a caller that gives up leaves the start running,
+//! and the process joins the pool as idle when it is ready, for whoever asks next. Callers that find a start under way
+//! wait for it instead of starting their own, so a cold burst makes at most `max_processes_per_server` starts.
+//!
+//! Failed starts are remembered: a caller that waited for a start that failed gets its error, and after
+//! [`COOL_DOWN_AFTER`] failures in a row the pool cools down (1 s, doubling up to [`MAX_COOL_DOWN`]); calls then fail
+//! at once and nothing is spawned until it is over. A call that leaves its process unusable (crash, timeout, garbage)
+//! marks it failed: it takes no new calls, ends when its last call is done, and a replacement starts at once, so the
+//! next call of the same batch does not pay a cold start. The state sits behind a mutex that is never held across an
+//! await; waiters wait on `returned`, registered under the lock so no hand-back or finished start is missed.
 
 use std::pin::Pin;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 use tokio::sync::Notify;
 use tokio::sync::futures::Notified;
 use tokio::time::Instant;
 
 use super::lease::Verdict;
-use super::process::UpstreamProcess;
+use super::process::{self, StartOptions, UpstreamProcess};
 use super::supervisor::{ProcessSet, StopMode};
-use super::{PoolKey, PoolSettings, ServerSpec, lock};
+use super::{PoolKey, PoolSettings, ServerSpec, UpstreamError, lock};
 
-/// What every server pool and lease reports to.
+/// Failed starts in a row after which a server cools down.
+pub(super) const COOL_DOWN_AFTER: u32 = 3;
+/// The longest cool-down.
+pub(super) const MAX_COOL_DOWN: Duration = Duration::from_secs(60);
+
+/// What every server pool and lease reports to, and the settings they all follow.
 #[derive(Debug, Default)]
 pub(super) struct Shared {
     pub processes: Arc<ProcessSet>,
+    pub settings: Mutex<PoolSettings>,
+    pub max_message_bytes: AtomicUsize,
+    pub calls_per_process: AtomicUsize,
     pub started: AtomicU64,
     pub restarts: AtomicU64,
-    pub connect_attempts: AtomicU64,
-    pub connect_timeouts: AtomicU64,
+    pub start_attempts: AtomicU64,
+    pub start_failures: AtomicU64,
+    pub start_timeouts: AtomicU64,
     pub shutting_down: AtomicBool,
 }
 
-/// The processes of one (key, spec).
+/// The processes of one (key, spec, session).
 pub(super) struct ServerPool {
     pub key: PoolKey,
     pub spec: ServerSpec,
+    /// The MCP session whose process this is (`per_session` servers); `None` for the shared pool.
+    pub session: Option<Arc<str>>,
     /// The server's name, for logs.
     pub label: Arc<str>,
     shared: Arc<Shared>,
     state: Mutex<ServerState>,
-    /// Signalled when a call ends or a place frees up, and (to all) when the pool is retired.
+    /// Signalled when a call ends, a place frees up or a start ends, and (to all) when the pool is retired.
     pub returned: Notify,
 }
 
 #[derive(Default)]
 struct ServerState {
     entries: Vec<Entry>,
-    /// Places taken by processes being started.
+    /// Starts under way.
     starting: usize,
     /// No longer in the map: processes end when their calls are done, and callers look the pool up again.
     retired: bool,
+    /// Failed starts since the last successful one.
+    failures_in_row: u32,
+    /// Every failed start of this pool; a caller compares it with the value it saw first.
+    failure_seq: u64,
+    last_failure: Option<Arc<str>>,
+    cool_down_until: Option<Instant>,
 }
 
 struct Entry {
@@ -71,17 +97,24 @@ impl Entry {
 /// What a caller does after looking at a pool.
 pub(super) enum Take {
     Use(Arc<UpstreamProcess>),
+    /// A place was taken for a new process: the caller begins the start ([`ServerPool::begin_start`]), then waits.
     Start,
-    Wait,
+    /// Wait for `returned`; `starts_under_way` says whether a start may end the wait.
+    Wait { starts_under_way: bool },
     LookUpAgain,
+    /// The start this caller waited for failed, and nothing else can serve it.
+    Failed(Arc<str>),
+    /// The server is cooling down after failed starts.
+    CoolingDown { failures: u32, retry_after: Duration, last: Arc<str> },
 }
 
 impl ServerPool {
-    pub(super) fn new(key: PoolKey, spec: ServerSpec, shared: Arc<Shared>) -> ServerPool {
+    pub(super) fn new(key: PoolKey, spec: ServerSpec, session: Option<Arc<str>>, shared: Arc<Shared>) -> ServerPool {
         ServerPool {
             label: Arc::from(key.server_name.as_str()),
             key,
             spec,
+            session,
             shared,
             state: Mutex::default(),
             returned: Notify::new(),
@@ -92,21 +125,54 @@ impl ServerPool {
         self.shared.shutting_down.load(Ordering::SeqCst)
     }
 
-    /// Decides under the lock what a caller does; registers `returned` before unlocking when it has to wait.
-    pub(super) fn take(&self, max: usize, calls_per_process: usize, returned: Pin<&mut Notified<'_>>) -> Take {
+    /// Processes this pool may have: a session's pool has one, which serves all the session's calls.
+    fn max_processes(&self) -> usize {
+        match self.session {
+            Some(_) => 1,
+            None => lock(&self.shared.settings).max_processes_per_server.max(1),
+        }
+    }
+
+    fn calls_per_process(&self) -> usize {
+        match self.session {
+            Some(_) => usize::MAX,
+            None => self.shared.calls_per_process.load(Ordering::Relaxed).max(1),
+        }
+    }
+
+    /// Decides under the lock what a caller does; registers `returned` before unlocking when it has to wait (also
+    /// after [`Take::Start`]). `seen_failures` is the pool's failure count when this caller first looked.
+    pub(super) fn take(&self, seen_failures: &mut Option<u64>, returned: Pin<&mut Notified<'_>>) -> Take {
+        let (max, calls_per_process) = (self.max_processes(), self.calls_per_process());
         let mut state = lock(&self.state);
         if state.retired {
             return Take::LookUpAgain;
         }
         let dead = remove_gone(&mut state.entries);
         self.count_restarts(dead.len());
+        let seen = *seen_failures.get_or_insert(state.failure_seq);
         let idle = state.entries.iter_mut().filter(|entry| entry.usable() && entry.calls == 0);
         if let Some(entry) = idle.max_by_key(|entry| entry.since) {
             entry.calls = 1;
             return Take::Use(entry.process.clone());
         }
-        if state.entries.len() + state.starting < max {
+        let usable = state.entries.iter().filter(|entry| entry.usable()).count();
+        if state.failure_seq > seen
+            && state.starting == 0
+            && usable == 0
+            && let Some(last) = &state.last_failure
+        {
+            return Take::Failed(last.clone());
+        }
+        if let Some(until) = state.cool_down_until
+            && let Some(retry_after) = until.checked_duration_since(Instant::now()).filter(|left| !left.is_zero())
+        {
+            let last = state.last_failure.clone().unwrap_or_else(|| Arc::from("unknown"));
+            return Take::CoolingDown { failures: state.failures_in_row, retry_after, last };
+        }
+        if usable + state.starting < max {
             state.starting += 1;
+            returned.enable();
             return Take::Start;
         }
         let shareable = state.entries.iter_mut().filter(|entry| entry.usable() && entry.calls < calls_per_process);
@@ -115,50 +181,135 @@ impl ServerPool {
             return Take::Use(entry.process.clone());
         }
         returned.enable();
-        Take::Wait
+        Take::Wait { starts_under_way: state.starting > 0 }
     }
 
-    /// A started process joins the pool, serving the call that started it.
-    pub(super) fn add_started(&self, process: UpstreamProcess) -> Arc<UpstreamProcess> {
-        let process = Arc::new(process);
+    /// Starts the first process of an empty pool ahead of any call (`upstream_pool.prestart`); nothing when the pool
+    /// has a process, a start under way, or is cooling down.
+    pub(super) fn prestart(self: &Arc<Self>) {
         {
             let mut state = lock(&self.state);
-            state.starting = state.starting.saturating_sub(1);
-            state.entries.push(Entry { process: process.clone(), calls: 1, since: Instant::now(), failed: None });
+            let cooling = state.cool_down_until.is_some_and(|until| until > Instant::now());
+            if state.retired || cooling || state.starting > 0 || !state.entries.is_empty() {
+                return;
+            }
+            state.starting += 1;
         }
-        // Callers that waited while every place was taken by starts may share the new process.
-        self.returned.notify_waiters();
-        process
+        self.begin_start();
     }
 
-    /// A call on `process` is done; `verdict` says whether the process is still usable.
-    pub(super) fn check_in(&self, process: &Arc<UpstreamProcess>, verdict: Verdict) {
+    /// Runs one start (for which a place was taken) as a task of its own; the process joins the pool as idle.
+    pub(super) fn begin_start(self: &Arc<Self>) {
+        let server = Arc::clone(self);
+        let shared = &self.shared;
+        shared.start_attempts.fetch_add(1, Ordering::Relaxed);
+        let options = StartOptions {
+            label: self.label.clone(),
+            max_message_bytes: shared.max_message_bytes.load(Ordering::Relaxed),
+            start_timeout: lock(&shared.settings).start_timeout,
+        };
+        tokio::spawn(async move {
+            match process::start(&server.spec, &options, &server.shared.processes).await {
+                Ok(process) => server.add_started(process),
+                Err(failure) => server.start_failed(failure.error, failure.timed_out),
+            }
+        });
+    }
+
+    /// A started process joins the pool, idle, and every waiter looks again.
+    fn add_started(&self, process: UpstreamProcess) {
+        let process = Arc::new(process);
+        let joined = {
+            let mut state = lock(&self.state);
+            state.starting = state.starting.saturating_sub(1);
+            let joined = !state.retired && !self.shutting_down();
+            if joined {
+                state.entries.push(Entry { process: process.clone(), calls: 0, since: Instant::now(), failed: None });
+                state.failures_in_row = 0;
+                state.cool_down_until = None;
+                self.shared.started.fetch_add(1, Ordering::Relaxed);
+            }
+            joined
+        };
+        if !joined {
+            // The configuration changed or the gateway is stopping while it started: it ends (on drop) unused.
+            tracing::info!(server = %self.label, pid = process.pid(), "a process started for a retired pool ends");
+        }
+        self.returned.notify_waiters();
+    }
+
+    /// A start failed: remember why, cool down after too many in a row, and let the waiters see it.
+    fn start_failed(&self, error: UpstreamError, timed_out: bool) {
+        if matches!(error, UpstreamError::ShuttingDown) {
+            lock(&self.state).starting -= 1;
+            self.returned.notify_waiters();
+            return;
+        }
+        let message: Arc<str> = Arc::from(match &error {
+            UpstreamError::Start(message) => message.clone(),
+            other => other.to_string(),
+        });
+        self.shared.start_failures.fetch_add(1, Ordering::Relaxed);
+        if timed_out {
+            self.shared.start_timeouts.fetch_add(1, Ordering::Relaxed);
+        }
+        let (failures, cool_down) = {
+            let mut state = lock(&self.state);
+            state.starting = state.starting.saturating_sub(1);
+            state.failure_seq += 1;
+            state.failures_in_row += 1;
+            state.last_failure = Some(message.clone());
+            let cool_down = cool_down_after(state.failures_in_row);
+            if let Some(cool_down) = cool_down {
+                state.cool_down_until = Some(Instant::now() + cool_down);
+            }
+            (state.failures_in_row, cool_down)
+        };
+        match cool_down {
+            Some(cool_down) => tracing::warn!(server = %self.label, failures, cool_down_seconds = cool_down.as_secs(),
+                error = %message, "upstream process did not start; cooling the server down"),
+            None => tracing::warn!(server = %self.label, failures, error = %message, "upstream process did not start"),
+        }
+        self.returned.notify_waiters();
+    }
+
+    /// A call on `process` is done; `verdict` says whether the process is still usable. A process the call left
+    /// unusable is replaced at once (when the pool is live), so the next call finds a process ready or starting.
+    pub(super) fn check_in(self: &Arc<Self>, process: &Arc<UpstreamProcess>, verdict: Verdict) {
         let failure = match verdict {
             Verdict::End(mode) => Some(mode),
             Verdict::Keep if process.is_gone() => Some(StopMode::Kill),
             Verdict::Keep => None,
         };
-        let ended = {
+        let max = self.max_processes();
+        let (ended, replace) = {
             let mut state = lock(&self.state);
             let retiring = state.retired || self.shutting_down();
             match state.entries.iter().position(|entry| Arc::ptr_eq(&entry.process, process)) {
                 Some(index) => {
                     let entry = &mut state.entries[index];
+                    let newly_failed = failure.is_some() && entry.failed.is_none();
                     entry.calls = entry.calls.saturating_sub(1);
                     entry.failed = entry.failed.max(failure);
-                    if entry.calls > 0 {
+                    let ended = if entry.calls > 0 {
                         None
                     } else if entry.failed.is_some() || retiring {
                         Some(state.entries.swap_remove(index))
                     } else {
                         entry.since = Instant::now();
                         None
+                    };
+                    let usable = state.entries.iter().filter(|entry| entry.usable()).count();
+                    let replace = newly_failed && !retiring && usable + state.starting < max;
+                    if replace {
+                        state.starting += 1;
                     }
+                    (ended, replace)
                 }
                 // Not in the pool any more (shutdown took it): end it all the same.
                 None => {
                     process.control().request_stop(failure.unwrap_or(StopMode::Graceful));
-                    None
+                    (None, false)
                 }
             }
         };
@@ -169,15 +320,10 @@ impl ServerPool {
             }
             entry.process.control().request_stop(entry.failed.unwrap_or(StopMode::Graceful));
         }
-    }
-
-    /// A place taken for a start is free again (the start failed or was cancelled).
-    pub(super) fn release_slot(&self) {
-        {
-            let mut state = lock(&self.state);
-            state.starting = state.starting.saturating_sub(1);
+        if replace {
+            tracing::info!(server = %self.label, "replacing an upstream process that a call left unusable");
+            self.begin_start();
         }
-        self.returned.notify_one();
     }
 
     /// Marks the pool retired and wakes its waiters. Idle processes are handed over (they end when dropped); busy ones
@@ -195,24 +341,28 @@ impl ServerPool {
     }
 
     /// Takes out the idle processes that should end now (idle too long, over a lowered maximum, or gone); the pool is
-    /// retired when nothing is left in it.
+    /// retired when nothing is left in it. A session's process does not idle out: it ends with its session.
     pub(super) fn expire(&self, now: Instant, settings: &PoolSettings) -> (Vec<Arc<UpstreamProcess>>, bool) {
+        let max = self.max_processes();
+        let idle_timeout = if self.session.is_some() { Duration::MAX } else { settings.idle_timeout };
         let mut state = lock(&self.state);
         let mut ended = remove_gone(&mut state.entries);
         self.count_restarts(ended.len());
-        let mut over = (state.entries.len() + state.starting).saturating_sub(settings.max_processes_per_server.max(1));
+        let mut over = (state.entries.len() + state.starting).saturating_sub(max);
         // Longest idle first, so a lowered maximum ends those.
         state.entries.sort_by_key(|entry| entry.since);
         let (expired, kept): (Vec<Entry>, Vec<Entry>) =
             std::mem::take(&mut state.entries).into_iter().partition(|entry| {
-                let expire = entry.calls == 0
-                    && (over > 0 || now.saturating_duration_since(entry.since) >= settings.idle_timeout);
+                let expire =
+                    entry.calls == 0 && (over > 0 || now.saturating_duration_since(entry.since) >= idle_timeout);
                 over = over.saturating_sub(usize::from(expire));
                 expire
             });
         state.entries = kept;
         ended.extend(expired.into_iter().map(|entry| entry.process));
-        let empty = state.entries.is_empty() && state.starting == 0;
+        // A pool that is cooling down is kept (with its memory of the failures) until the cool-down is over.
+        let cooling = state.cool_down_until.is_some_and(|until| until > now);
+        let empty = state.entries.is_empty() && state.starting == 0 && !cooling;
         state.retired |= empty;
         (ended, empty)
     }
@@ -225,6 +375,14 @@ impl ServerPool {
     }
 }
 
+/// The cool-down after `failures` failed starts in a row: none before [`COOL_DOWN_AFTER`], then 1 s doubling up to
+/// [`MAX_COOL_DOWN`].
+fn cool_down_after(failures: u32) -> Option<Duration> {
+    let doublings = failures.checked_sub(COOL_DOWN_AFTER)?;
+    let seconds = 1u64.checked_shl(doublings.min(16)).unwrap_or(u64::MAX);
+    Some(Duration::from_secs(seconds).min(MAX_COOL_DOWN))
+}
+
 /// Removes the processes that died or lost their connection while serving no call, and returns them; those that did
 /// so while serving calls take no new ones.
 fn remove_gone(entries: &mut Vec<Entry>) -> Vec<Arc<UpstreamProcess>> {
@@ -235,4 +393,17 @@ fn remove_gone(entries: &mut Vec<Entry>) -> Vec<Arc<UpstreamProcess>> {
     }
     *entries = alive;
     gone.into_iter().map(|entry| entry.process).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cool_down_starts_after_three_failures_and_doubles_to_a_minute() {
+        let seconds = |failures| cool_down_after(failures).map(|d| d.as_secs());
+        assert_eq!((seconds(1), seconds(2)), (None, None));
+        assert_eq!((seconds(3), seconds(4), seconds(5)), (Some(1), Some(2), Some(4)));
+        assert_eq!((seconds(9), seconds(10), seconds(400)), (Some(60), Some(60), Some(60)));
+    }
 }

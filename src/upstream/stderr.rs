@@ -2,9 +2,15 @@
 //! [`MAX_LINE_BYTES`], and a token bucket lets a burst of [`BURST_LINES`] through and then [`LINES_PER_SECOND`], so a
 //! chatty or hostile server cannot flood the logs. Lines over the rate are counted and reported as one summary line.
 //! The pipe is always drained (a server blocked on a full stderr pipe would hang), and nothing goes to our stdout.
+//! Values of the server's secret environment variables are masked in every line (spec 5.2.5), and the last non-empty
+//! line is kept in a [`LastLine`], so that a start that fails can say what the server said last.
+
+use std::sync::{Arc, Mutex};
 
 use tokio::io::{AsyncBufReadExt, AsyncRead, BufReader};
 use tokio::time::Instant;
+
+use super::lock;
 
 /// The longest part of one stderr line that is logged.
 pub(crate) const MAX_LINE_BYTES: usize = 2048;
@@ -13,12 +19,43 @@ pub(crate) const BURST_LINES: f64 = 200.0;
 /// Lines logged per second after a burst.
 pub(crate) const LINES_PER_SECOND: f64 = 50.0;
 
-/// Reads `stderr` until it ends, logging each line under the server's name and process id.
-pub(crate) async fn forward(stderr: impl AsyncRead + Unpin, server: &str, pid: u32) {
+/// The last non-empty line a process wrote on stderr, masked.
+#[derive(Debug, Default)]
+pub(crate) struct LastLine(Mutex<Option<String>>);
+
+impl LastLine {
+    pub fn get(&self) -> Option<String> {
+        lock(&self.0).clone()
+    }
+}
+
+/// `line` with every secret replaced by its masked form.
+pub(crate) fn mask_secrets(line: &str, secrets: &[String]) -> String {
+    let mut masked = line.to_string();
+    for secret in secrets {
+        if masked.contains(secret.as_str()) {
+            masked = masked.replace(secret.as_str(), &crate::secrets::mask(secret));
+        }
+    }
+    masked
+}
+
+/// Reads `stderr` until it ends, logging each line (secrets masked) under the server's name and process id.
+pub(crate) async fn forward(
+    stderr: impl AsyncRead + Unpin,
+    server: &str,
+    pid: u32,
+    secrets: &[String],
+    last: &Arc<LastLine>,
+) {
     let mut lines = BoundedLines::new(stderr);
     let mut bucket = TokenBucket::new(BURST_LINES, LINES_PER_SECOND, Instant::now());
     let mut suppressed: u64 = 0;
     while let Some(line) = lines.next_line().await {
+        let line = mask_secrets(&line, secrets);
+        if !line.trim().is_empty() {
+            *lock(&last.0) = Some(line.clone());
+        }
         if !bucket.take(Instant::now()) {
             suppressed += 1;
             continue;
@@ -134,6 +171,14 @@ mod tests {
         assert_eq!(lines[0].len(), MAX_LINE_BYTES + '…'.len_utf8());
         assert!(lines[0].ends_with('…'));
         assert_eq!(lines[1], "next");
+    }
+
+    #[tokio::test]
+    async fn secrets_are_masked_and_the_last_line_is_kept() {
+        let last = Arc::new(LastLine::default());
+        let secrets = vec!["sk-live-0123456789abcdef".to_string()];
+        forward(&b"starting\nbad token sk-live-0123456789abcdef\n\n"[..], "s", 1, &secrets, &last).await;
+        assert_eq!(last.get().as_deref(), Some("bad token sk-l****cdef"));
     }
 
     #[test]

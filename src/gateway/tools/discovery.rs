@@ -98,6 +98,7 @@ pub fn upstream_failure(ctx: &GatewayContext, err: &UpstreamError) -> Failure {
             ctx.store.metrics().limit_hit("tool_result");
             Failure::new("UPSTREAM_OUTPUT_TOO_LARGE", err.to_string())
         }
+        UpstreamError::Unavailable { .. } => Failure::new("UPSTREAM_UNAVAILABLE", err.to_string()),
         other => Failure::new("UPSTREAM_ERROR", other.to_string()),
     }
 }
@@ -134,17 +135,20 @@ pub async fn upstream_spec(
 }
 
 /// Discovers the tools of `entry` in the caller's configuration, traced as a `discovery` span.
+/// `session` is the caller's MCP session (a `per_session` server lists its tools on the session's process).
 pub async fn discover(
     ctx: &GatewayContext,
     identity: &Identity,
+    session: Option<&str>,
     entry: &ServerEntry,
 ) -> Result<DiscoveryResult, Failure> {
-    spans::discovery(&entry.server_name, discover_untraced(ctx, identity, entry), |found| found.source).await
+    spans::discovery(&entry.server_name, discover_untraced(ctx, identity, session, entry), |found| found.source).await
 }
 
 async fn discover_untraced(
     ctx: &GatewayContext,
     identity: &Identity,
+    session: Option<&str>,
     entry: &ServerEntry,
 ) -> Result<DiscoveryResult, Failure> {
     let key = PoolKey {
@@ -174,12 +178,14 @@ async fn discover_untraced(
     }
     let limit = settings.timeouts.discovery;
     let spec = upstream_spec(ctx, identity, entry).await?;
+    // The pool enforces `limit` on the server's work; waiting for a process start is bounded by the start timeout.
+    let backstop = limit + settings.start_timeout + crate::gateway::tools::execute::TIMEOUT_MARGIN;
     let live = ctx
         .timeouts
         .run_classified(
             TimeoutKind::Discovery,
-            limit + crate::gateway::tools::execute::TIMEOUT_MARGIN,
-            ctx.pool.list_tools(&key, &spec, limit),
+            backstop,
+            ctx.pool.list_tools(&key, &spec, session, limit),
             |r| matches!(r, Err(UpstreamError::Timeout(_))),
         )
         .await
@@ -239,10 +245,14 @@ async fn cached_tools(
 }
 
 /// `gw_discover_all_tools`.
-pub async fn discover_tool(ctx: &GatewayContext, identity: &Identity, input: DiscoverInput) -> Value {
+pub async fn discover_tool(
+    ctx: &GatewayContext,
+    identity: &Identity,
+    session: Option<&str>,
+    input: DiscoverInput) -> Value {
     match input.server_name {
         Some(name) => match find_server(identity, &name) {
-            Ok(entry) => discover(ctx, identity, entry).await.map(|d| d.to_value()).unwrap_or_else(|f| f.to_value()),
+            Ok(entry) => discover(ctx, identity, session, entry).await.map(|d| d.to_value()).unwrap_or_else(|f| f.to_value()),
             Err(f) => f.to_value(),
         },
         None => {
@@ -252,7 +262,7 @@ pub async fn discover_tool(ctx: &GatewayContext, identity: &Identity, input: Dis
             };
             let mut out = serde_json::Map::new();
             for entry in entries {
-                let one = discover(ctx, identity, entry).await.map(|d| d.to_value()).unwrap_or_else(|f| f.to_value());
+                let one = discover(ctx, identity, session, entry).await.map(|d| d.to_value()).unwrap_or_else(|f| f.to_value());
                 out.insert(entry.server_name.clone(), one);
             }
             json!({"status": "success", "servers": out})
@@ -261,7 +271,11 @@ pub async fn discover_tool(ctx: &GatewayContext, identity: &Identity, input: Dis
 }
 
 /// `gw_list_all_servers`.
-pub async fn list_servers(ctx: &GatewayContext, identity: &Identity, input: ListServersInput) -> Value {
+pub async fn list_servers(
+    ctx: &GatewayContext,
+    identity: &Identity,
+    session: Option<&str>,
+    input: ListServersInput) -> Value {
     let entries = match servers(identity) {
         Ok(entries) => entries,
         Err(f) => return f.to_value(),
@@ -270,7 +284,7 @@ pub async fn list_servers(ctx: &GatewayContext, identity: &Identity, input: List
     for entry in entries {
         let mut server = json!({"server_name": entry.server_name, "description": entry.description});
         if input.discover_tools {
-            match discover(ctx, identity, entry).await {
+            match discover(ctx, identity, session, entry).await {
                 Ok(found) => server["tools"] = json!(found.tools),
                 Err(f) => server["tools_error"] = f.to_value(),
             }
@@ -281,7 +295,11 @@ pub async fn list_servers(ctx: &GatewayContext, identity: &Identity, input: List
 }
 
 /// `gw_get_server_info`: never env values or OAuth secrets.
-pub async fn server_info(ctx: &GatewayContext, identity: &Identity, input: ServerInput) -> Value {
+pub async fn server_info(
+    ctx: &GatewayContext,
+    identity: &Identity,
+    session: Option<&str>,
+    input: ServerInput) -> Value {
     let entry = match find_server(identity, &input.server_name) {
         Ok(entry) => entry,
         Err(f) => return f.to_value(),
@@ -293,7 +311,7 @@ pub async fn server_info(ctx: &GatewayContext, identity: &Identity, input: Serve
         "input_guardrails_enabled": enabled(&entry.input_guardrails_policy),
         "output_guardrails_enabled": enabled(&entry.output_guardrails_policy),
     });
-    match discover(ctx, identity, entry).await {
+    match discover(ctx, identity, session, entry).await {
         Ok(found) => {
             info["tools"] = json!(found.tools);
             info["tools_source"] = json!(found.source);

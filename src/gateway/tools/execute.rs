@@ -25,13 +25,19 @@ use crate::upstream::{PoolKey, ServerSpec, UpstreamError};
 pub const TIMEOUT_MARGIN: Duration = Duration::from_millis(500);
 
 /// `gw_secure_call_tools`.
-pub async fn secure_call(ctx: &GatewayContext, identity: &Identity, input: SecureCallInput) -> Value {
+/// `session` is the caller's MCP session (a `per_session` server's calls go to the session's own process).
+pub async fn secure_call(
+    ctx: &GatewayContext,
+    identity: &Identity,
+    session: Option<&str>,
+    input: SecureCallInput,
+) -> Value {
     let started = Instant::now();
     let entry = match find_server(identity, &input.server_name) {
         Ok(entry) => entry,
         Err(f) => return f.to_value(),
     };
-    let known = discover(ctx, identity, entry).await;
+    let known = discover(ctx, identity, session, entry).await;
     let key = PoolKey {
         mcp_config_id: identity.mcp_config_id.clone().unwrap_or_default(),
         server_name: entry.server_name.clone(),
@@ -83,7 +89,7 @@ pub async fn secure_call(ctx: &GatewayContext, identity: &Identity, input: Secur
                         },
                     };
                     guardrails_applied |= guardrails.applies();
-                    let upstream = UpstreamService { ctx, identity, key: &key, spec };
+                    let upstream = UpstreamService { ctx, identity, session, key: &key, spec };
                     let (server, tool, project) = (&entry.server_name, call.name.clone(), &identity.project_id);
                     spans::tool_execution(server, &tool, project, guarded_call(guardrails.layer(upstream), call)).await
                 } else {
@@ -155,6 +161,7 @@ fn guarded_call<'a>(
 struct UpstreamService<'a> {
     ctx: &'a GatewayContext,
     identity: &'a Identity,
+    session: Option<&'a str>,
     key: &'a PoolKey,
     spec: &'a ServerSpec,
 }
@@ -170,7 +177,7 @@ impl<'a> Service<UpstreamCall> for UpstreamService<'a> {
 
     fn call(&mut self, call: UpstreamCall) -> Self::Future {
         let this = *self;
-        Box::pin(async move { run_call(this.ctx, this.identity, this.key, this.spec, &call.tool, call.args).await })
+        Box::pin(async move { run_call(this.ctx, this.identity, this.session, this.key, this.spec, &call.tool, call.args).await })
     }
 }
 
@@ -178,20 +185,23 @@ impl<'a> Service<UpstreamCall> for UpstreamService<'a> {
 async fn run_call(
     ctx: &GatewayContext,
     identity: &Identity,
+    session: Option<&str>,
     key: &PoolKey,
     spec: &ServerSpec,
     tool: &str,
     args: Map<String, Value>,
 ) -> Result<Value, Failure> {
-    let limit = identity.snapshot.settings.timeouts.tool_execution;
+    let settings = &identity.snapshot.settings;
+    let limit = settings.timeouts.tool_execution;
+    // The pool enforces `limit` on the server's work; waiting for a process start is bounded by the start timeout.
     ctx.timeouts
         .run_classified(
             TimeoutKind::ToolExecution,
-            limit + TIMEOUT_MARGIN,
-            ctx.pool.call_tool(key, spec, tool, args, limit),
+            limit + settings.start_timeout + TIMEOUT_MARGIN,
+            ctx.pool.call_tool(key, spec, session, tool, args, limit),
             |r| matches!(r, Err(UpstreamError::Timeout(_))),
         )
         .await
-        .map_err(|t| Failure::new("TIMEOUT", crate::gateway::timeouts::TimedOut(t.0 - TIMEOUT_MARGIN).to_string()))?
+        .map_err(|_| Failure::new("TIMEOUT", crate::gateway::timeouts::TimedOut(limit).to_string()))?
         .map_err(|e| upstream_failure(ctx, &e))
 }

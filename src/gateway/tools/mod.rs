@@ -210,21 +210,22 @@ impl ToolInvocation {
 
     /// Runs the tool, traced as a `gw_tool_call` span; counts it, times it and logs it (spec 2.7 fields) whatever
     /// the outcome.
-    pub async fn run(self, ctx: &GatewayContext, identity: &Identity) -> Value {
+    /// `session` is the caller's MCP session, if the request belongs to one.
+    pub async fn run(self, ctx: &GatewayContext, identity: &Identity, session: Option<&str>) -> Value {
         let (name, project, config) = (self.name(), &identity.project_id, identity.mcp_config_id.as_deref());
         let started = std::time::Instant::now();
         // Boxed: the tool futures nest deeply (tool, guardrails, pool, spans), and the fronts' futures hold this one.
-        let answer = spans::gateway_tool(name, project, config, Box::pin(self.dispatch(ctx, identity))).await;
+        let answer = spans::gateway_tool(name, project, config, Box::pin(self.dispatch(ctx, identity, session))).await;
         record(ctx, identity, name, started.elapsed(), &answer);
         answer
     }
 
-    async fn dispatch(self, ctx: &GatewayContext, identity: &Identity) -> Value {
+    async fn dispatch(self, ctx: &GatewayContext, identity: &Identity, session: Option<&str>) -> Value {
         match self {
-            ToolInvocation::ListServers(input) => discovery::list_servers(ctx, identity, input).await,
-            ToolInvocation::ServerInfo(input) => discovery::server_info(ctx, identity, input).await,
-            ToolInvocation::Discover(input) => discovery::discover_tool(ctx, identity, input).await,
-            ToolInvocation::SecureCall(input) => execute::secure_call(ctx, identity, input).await,
+            ToolInvocation::ListServers(input) => discovery::list_servers(ctx, identity, session, input).await,
+            ToolInvocation::ServerInfo(input) => discovery::server_info(ctx, identity, session, input).await,
+            ToolInvocation::Discover(input) => discovery::discover_tool(ctx, identity, session, input).await,
+            ToolInvocation::SecureCall(input) => execute::secure_call(ctx, identity, session, input).await,
             // The tools that touch no upstream run under `default_timeout`.
             ToolInvocation::CacheStatus => bounded(ctx, identity, async { status::cache_status(ctx, identity) }).await,
             ToolInvocation::ClearCache(input) => {
@@ -279,10 +280,11 @@ fn record(ctx: &GatewayContext, identity: &Identity, tool: &'static str, took: s
 pub async fn call(
     ctx: &GatewayContext,
     identity: &Identity,
+    session: Option<&str>,
     name: &str,
     args: Map<String, Value>,
 ) -> Result<Value, ToolCallError> {
-    Ok(ToolInvocation::parse(name, args)?.run(ctx, identity).await)
+    Ok(ToolInvocation::parse(name, args)?.run(ctx, identity, session).await)
 }
 
 #[cfg(test)]

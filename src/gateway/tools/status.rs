@@ -98,7 +98,14 @@ pub fn timeout_metrics(ctx: &GatewayContext, identity: &Identity) -> Value {
     let pool = ctx.pool.stats();
     json!({
         "status": "success",
-        "timeout_metrics": ctx.timeouts.report((pool.connect_attempts, pool.connect_timeouts)),
+        "timeout_metrics": ctx.timeouts.report(),
         "timeout_config": config_report(&identity.snapshot.settings.timeouts),
+        // Process starts have a timeout of their own (`upstream_pool.start_timeout_seconds`), counted by the pool.
+        "upstream_starts": {
+            "attempts": pool.start_attempts,
+            "failures": pool.start_failures,
+            "timeouts": pool.start_timeouts,
+            "start_timeout_seconds": identity.snapshot.settings.start_timeout.as_secs_f64(),
+        },
     })
 }
