@@ -192,6 +192,7 @@ impl GatewayContext {
         metrics.sessions.set(i64::try_from(self.sessions.len()).unwrap_or(i64::MAX));
         catch_up(&metrics.upstream_restarts, pool.restarts);
         catch_up(&metrics.upstream_starts, pool.started);
+        catch_up(&metrics.upstream_start_failures, pool.start_failures);
         catch_up(&metrics.cache_errors.with_label_values(&["external"]), self.external_cache.errors());
         for (cache, stats) in [("tools", self.tool_cache.stats()), ("gateway_config", self.config_cache.stats())] {
             catch_up(&metrics.cache_hits.with_label_values(&[cache]), stats.hits);

@@ -58,6 +58,9 @@ pub struct Metrics {
     pub upstream_restarts: IntCounter,
     /// `mcpgw_upstream_starts_total`: upstream processes started.
     pub upstream_starts: IntCounter,
+    /// `mcpgw_upstream_start_failures_total`: upstream process starts that failed (could not run, exited before
+    /// `initialize`, an `initialize` error, or out of `start_timeout_seconds`).
+    pub upstream_start_failures: IntCounter,
     /// `mcpgw_rate_limited_total`: requests refused with 429.
     pub rate_limited: IntCounter,
     /// `mcpgw_limit_hits_total{limit}`: requests, connections, sessions and tool calls stopped by one of the limits of
@@ -111,6 +114,10 @@ impl Metrics {
         let upstream_restarts =
             register(r, IntCounter::new("mcpgw_upstream_restarts_total", "Upstream processes that ended abnormally"));
         let upstream_starts = register(r, IntCounter::new("mcpgw_upstream_starts_total", "Upstream processes started"));
+        let upstream_start_failures = register(
+            r,
+            IntCounter::new("mcpgw_upstream_start_failures_total", "Upstream process starts that failed"),
+        );
         let rate_limited =
             register(r, IntCounter::new("mcpgw_rate_limited_total", "Requests refused by the per-key rate limit"));
         let limit_hits = counter_vec(r, "mcpgw_limit_hits_total", "Requests and calls stopped by a limit", &["limit"]);
@@ -172,6 +179,7 @@ impl Metrics {
             upstream_processes,
             upstream_restarts,
             upstream_starts,
+            upstream_start_failures,
             rate_limited,
             limit_hits,
             sessions,
