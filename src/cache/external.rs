@@ -205,7 +205,9 @@ impl ExternalCache {
         let manager = match &state.manager {
             Some(manager) => manager.clone(),
             None => {
-                let manager = target.connect_lazily(state.connect_timeout, state.timeout).map_err(|e| ExternalError::Failed(e.to_string()))?;
+                let manager = target
+                    .connect_lazily(state.connect_timeout, state.timeout)
+                    .map_err(|e| ExternalError::Failed(e.to_string()))?;
                 state.manager = Some(manager.clone());
                 manager
             }

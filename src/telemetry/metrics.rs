@@ -114,10 +114,8 @@ impl Metrics {
         let upstream_restarts =
             register(r, IntCounter::new("mcpgw_upstream_restarts_total", "Upstream processes that ended abnormally"));
         let upstream_starts = register(r, IntCounter::new("mcpgw_upstream_starts_total", "Upstream processes started"));
-        let upstream_start_failures = register(
-            r,
-            IntCounter::new("mcpgw_upstream_start_failures_total", "Upstream process starts that failed"),
-        );
+        let upstream_start_failures =
+            register(r, IntCounter::new("mcpgw_upstream_start_failures_total", "Upstream process starts that failed"));
         let rate_limited =
             register(r, IntCounter::new("mcpgw_rate_limited_total", "Requests refused by the per-key rate limit"));
         let limit_hits = counter_vec(r, "mcpgw_limit_hits_total", "Requests and calls stopped by a limit", &["limit"]);

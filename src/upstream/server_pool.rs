@@ -100,12 +100,18 @@ pub(super) enum Take {
     /// A place was taken for a new process: the caller begins the start ([`ServerPool::begin_start`]), then waits.
     Start,
     /// Wait for `returned`; `starts_under_way` says whether a start may end the wait.
-    Wait { starts_under_way: bool },
+    Wait {
+        starts_under_way: bool,
+    },
     LookUpAgain,
     /// The start this caller waited for failed, and nothing else can serve it.
     Failed(Arc<str>),
     /// The server is cooling down after failed starts.
-    CoolingDown { failures: u32, retry_after: Duration, last: Arc<str> },
+    CoolingDown {
+        failures: u32,
+        retry_after: Duration,
+        last: Arc<str>,
+    },
 }
 
 impl ServerPool {

@@ -182,12 +182,9 @@ async fn discover_untraced(
     let backstop = limit + settings.start_timeout + crate::gateway::tools::execute::TIMEOUT_MARGIN;
     let live = ctx
         .timeouts
-        .run_classified(
-            TimeoutKind::Discovery,
-            backstop,
-            ctx.pool.list_tools(&key, &spec, session, limit),
-            |r| matches!(r, Err(UpstreamError::Timeout(_))),
-        )
+        .run_classified(TimeoutKind::Discovery, backstop, ctx.pool.list_tools(&key, &spec, session, limit), |r| {
+            matches!(r, Err(UpstreamError::Timeout(_)))
+        })
         .await
         .map_err(|t| Failure::new("TIMEOUT", t.to_string()))?
         .map_err(|e| upstream_failure(ctx, &e))?;
@@ -249,10 +246,13 @@ pub async fn discover_tool(
     ctx: &GatewayContext,
     identity: &Identity,
     session: Option<&str>,
-    input: DiscoverInput) -> Value {
+    input: DiscoverInput,
+) -> Value {
     match input.server_name {
         Some(name) => match find_server(identity, &name) {
-            Ok(entry) => discover(ctx, identity, session, entry).await.map(|d| d.to_value()).unwrap_or_else(|f| f.to_value()),
+            Ok(entry) => {
+                discover(ctx, identity, session, entry).await.map(|d| d.to_value()).unwrap_or_else(|f| f.to_value())
+            }
             Err(f) => f.to_value(),
         },
         None => {
@@ -262,7 +262,10 @@ pub async fn discover_tool(
             };
             let mut out = serde_json::Map::new();
             for entry in entries {
-                let one = discover(ctx, identity, session, entry).await.map(|d| d.to_value()).unwrap_or_else(|f| f.to_value());
+                let one = discover(ctx, identity, session, entry)
+                    .await
+                    .map(|d| d.to_value())
+                    .unwrap_or_else(|f| f.to_value());
                 out.insert(entry.server_name.clone(), one);
             }
             json!({"status": "success", "servers": out})
@@ -275,7 +278,8 @@ pub async fn list_servers(
     ctx: &GatewayContext,
     identity: &Identity,
     session: Option<&str>,
-    input: ListServersInput) -> Value {
+    input: ListServersInput,
+) -> Value {
     let entries = match servers(identity) {
         Ok(entries) => entries,
         Err(f) => return f.to_value(),
@@ -299,7 +303,8 @@ pub async fn server_info(
     ctx: &GatewayContext,
     identity: &Identity,
     session: Option<&str>,
-    input: ServerInput) -> Value {
+    input: ServerInput,
+) -> Value {
     let entry = match find_server(identity, &input.server_name) {
         Ok(entry) => entry,
         Err(f) => return f.to_value(),

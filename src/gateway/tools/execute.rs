@@ -177,7 +177,9 @@ impl<'a> Service<UpstreamCall> for UpstreamService<'a> {
 
     fn call(&mut self, call: UpstreamCall) -> Self::Future {
         let this = *self;
-        Box::pin(async move { run_call(this.ctx, this.identity, this.session, this.key, this.spec, &call.tool, call.args).await })
+        Box::pin(async move {
+            run_call(this.ctx, this.identity, this.session, this.key, this.spec, &call.tool, call.args).await
+        })
     }
 }
 
