@@ -11,7 +11,9 @@
 //!   client (this process), the gateway and the upstream processes, or of the client and the mock for direct calls,
 //!   read from `/proc` (all share the machine's cores, so these say where a ratio comes from);
 //! - the gateway's idle RSS (goal: at most 20 MiB) and the time from start to ready (goal: within 100 ms);
-//! - the cost of local guardrails (keywords on input and output, PII redaction and restoration) on the same call.
+//! - the cost of local guardrails (keywords on input and output, PII redaction and restoration) on the same call;
+//! - cold starts (`support/cold_start.rs`): the first call to a server that starts in 0.5 s and in 5 s, against the
+//!   same start made directly, and a burst of 64 cold clients (successes, starts, p50 and p99).
 //!
 //! Knobs: `MCPGW_BENCH_CALLS` (latency samples, default 2000), `MCPGW_BENCH_SECONDS` (per throughput run, default 3),
 //! `MCPGW_BENCH_PROCESSES` (the gateway's `max_processes_per_server`, default 4), `MCPGW_BENCH_CALLS_PER_PROCESS`
@@ -38,6 +40,8 @@ use raw_clients::{RawHttp, RawStdio};
 #[allow(dead_code)]
 mod procfs;
 use procfs::{children, cpu_micros, rss_kib};
+#[path = "support/cold_start.rs"]
+mod cold_start;
 #[path = "support/launch.rs"]
 mod launch;
 use launch::{free_port, ready, spawn_serve};
@@ -493,5 +497,7 @@ fn main() {
         let _ = via.cancel().await;
         let _ = direct.cancel().await;
         println!("gateway RSS after the runs: {:.1} MiB", rss_kib(gw.child.id()) as f64 / 1024.0);
+        drop(gw);
+        cold_start::cold_starts(processes).await;
     });
 }

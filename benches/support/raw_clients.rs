@@ -234,7 +234,13 @@ struct Id {
 impl RawStdio {
     /// Starts `program` and makes the `initialize` handshake.
     pub async fn start(program: &str) -> Arc<RawStdio> {
+        RawStdio::start_with_args(program, &[]).await
+    }
+
+    /// Starts `program` with `args` and makes the `initialize` handshake.
+    pub async fn start_with_args(program: &str, args: &[&str]) -> Arc<RawStdio> {
         let mut child = Command::new(program)
+            .args(args)
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::null())

@@ -318,6 +318,7 @@ impl UpstreamPool {
                     return Err(UpstreamError::Unavailable { failures, retry_after, last: last.to_string() });
                 }
             };
+            let _waiting = server.waiting();
             if starts_under_way {
                 // A start ends by itself (joining the pool or failing) within its own timeout, and wakes us either
                 // way; the caller's timeout does not run meanwhile.

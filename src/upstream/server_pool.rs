@@ -5,8 +5,9 @@
 //! age out), start one when the pool is below its maximum, share the least busy process when the pool is full and
 //! sharing is allowed (`calls_per_process` > 1), or wait. A start runs as a task of its own ([`ServerPool::begin_start`])
 //! bounded by `start_timeout_seconds`, never by a caller's patience: a caller that gives up leaves the start running,
-//! and the process joins the pool as idle when it is ready, for whoever asks next. Callers that find a start under way
-//! wait for it instead of starting their own, so a cold burst makes at most `max_processes_per_server` starts.
+//! and the process joins the pool as idle when it is ready, for whoever asks next. A caller starts a process only when
+//! the starts under way do not already cover the callers waiting, so a replacement started in the background serves
+//! the next caller and a cold burst makes at most `max_processes_per_server` starts.
 //!
 //! Failed starts are remembered: a caller that waited for a start that failed gets its error, and after
 //! [`COOL_DOWN_AFTER`] failures in a row the pool cools down (1 s, doubling up to [`MAX_COOL_DOWN`]); calls then fail
@@ -68,6 +69,8 @@ struct ServerState {
     entries: Vec<Entry>,
     /// Starts under way.
     starting: usize,
+    /// Callers waiting for a process (see [`ServerPool::waiting`]).
+    waiting: usize,
     /// No longer in the map: processes end when their calls are done, and callers look the pool up again.
     retired: bool,
     /// Failed starts since the last successful one.
@@ -176,7 +179,9 @@ impl ServerPool {
             let last = state.last_failure.clone().unwrap_or_else(|| Arc::from("unknown"));
             return Take::CoolingDown { failures: state.failures_in_row, retry_after, last };
         }
-        if usable + state.starting < max {
+        // A start for this caller, unless the starts under way already cover every waiting caller (a replacement
+        // started in the background, or the starts of a cold burst): then it waits for one of those.
+        if usable + state.starting < max && state.starting <= state.waiting {
             state.starting += 1;
             returned.enable();
             return Take::Start;
@@ -188,6 +193,12 @@ impl ServerPool {
         }
         returned.enable();
         Take::Wait { starts_under_way: state.starting > 0 }
+    }
+
+    /// Counts the caller as waiting for a process until the guard drops (so starts match the callers waiting).
+    pub(super) fn waiting(&self) -> Waiting<'_> {
+        lock(&self.state).waiting += 1;
+        Waiting(self)
     }
 
     /// Starts the first process of an empty pool ahead of any call (`upstream_pool.prestart`); nothing when the pool
@@ -378,6 +389,16 @@ impl ServerPool {
         if abnormal > 0 && !self.shutting_down() {
             self.shared.restarts.fetch_add(abnormal as u64, Ordering::Relaxed);
         }
+    }
+}
+
+/// A caller waiting for a process of a pool; dropping it (woken or cancelled) ends the wait.
+pub(super) struct Waiting<'a>(&'a ServerPool);
+
+impl Drop for Waiting<'_> {
+    fn drop(&mut self) {
+        let mut state = lock(&self.0.state);
+        state.waiting = state.waiting.saturating_sub(1);
     }
 }
 
