@@ -39,8 +39,9 @@ pub struct UpstreamPool {
     reaper_started: AtomicBool,
     /// Makes the ids of one-call sessions (a `per_session` server called without an MCP session).
     one_call_sessions: AtomicU64,
-    /// The servers of the last configuration, for [`UpstreamPool::prestart_changed`].
-    known_servers: Mutex<HashMap<PoolKey, ServerSpec>>,
+    /// The servers of the last configuration and whether it had `prestart` on, for
+    /// [`UpstreamPool::prestart_changed`].
+    known_servers: Mutex<(HashMap<PoolKey, ServerSpec>, bool)>,
     this: Weak<UpstreamPool>,
 }
 
@@ -127,14 +128,14 @@ impl UpstreamPool {
     }
 
     /// After a configuration load: remembers `servers` and, when `prestart` is on, starts the first process of each
-    /// one that is new or whose spec changed since the last call.
+    /// one that is new or whose spec changed since the last call (of every one when `prestart` was off until now).
     pub fn prestart_changed(&self, servers: HashMap<PoolKey, ServerSpec>, prestart: bool) {
-        let previous = std::mem::replace(&mut *lock(&self.known_servers), servers.clone());
+        let (previous, was_on) = std::mem::replace(&mut *lock(&self.known_servers), (servers.clone(), prestart));
         if !prestart {
             return;
         }
         for (key, spec) in &servers {
-            if previous.get(key) != Some(spec) {
+            if !was_on || previous.get(key) != Some(spec) {
                 tracing::info!(server = %key.server_name, config = %key.mcp_config_id, "prestarting upstream server");
                 self.prestart(key, spec);
             }

@@ -257,8 +257,11 @@ impl ServerPool {
 
     /// A start failed: remember why, cool down after too many in a row, and let the waiters see it.
     fn start_failed(&self, error: UpstreamError, timed_out: bool) {
-        if matches!(error, UpstreamError::ShuttingDown) {
-            lock(&self.state).starting -= 1;
+        // A start cut short by the shutdown is no failure of the server.
+        if matches!(error, UpstreamError::ShuttingDown) || self.shutting_down() {
+            let mut state = lock(&self.state);
+            state.starting = state.starting.saturating_sub(1);
+            drop(state);
             self.returned.notify_waiters();
             return;
         }
