@@ -22,6 +22,7 @@
 //!
 //! The stdio front ([`stdio`]) enters at step 9 with credentials from the environment (and the key's rate limit).
 
+pub mod capabilities;
 pub mod fast_path;
 pub mod handler;
 pub mod http;
