@@ -90,7 +90,8 @@ fn a_session_is_served_through_the_drain_on_new_connections_and_its_delete_ends_
     assert_eq!(listed.status, 200, "a session's request on a new connection during the drain: {}", listed.text);
     assert_eq!(sorted_tool_names(&listed.message["result"]), sorted_gw_tools());
 
-    // A new session is refused; so is a caller without a valid key (401 as always) or with an unknown session (404).
+    // A new session is refused; so is a caller without a valid key (401 as always) or, while work is in flight, with an
+    // unknown session (404 as always).
     let init = post(&http(), &gw.mcp, Some(API_KEY), &[], &initialize_body(9, VERSION));
     assert_shutting_down(&init);
     assert_eq!(init.message["id"], json!(9), "the refusal answers the initialize's id: {}", init.text);
@@ -114,8 +115,10 @@ fn a_session_is_served_through_the_drain_on_new_connections_and_its_delete_ends_
     let answer = answer_of(&slow.message["result"]);
     assert_eq!(success_text(&answer["results"][0], "slow"), "done", "{answer}");
 
-    // Nothing in flight now: a stateless request is refused, the session is still served, the process still runs.
+    // Nothing in flight now: a stateless request or an unknown session is refused, the session is still served, the
+    // process still runs.
     assert_shutting_down(&stateless_list(&gw));
+    assert_shutting_down(&list_in_session(&gw, "not-a-session"));
     assert_eq!(list_in_session(&gw, &session).status, 200);
     assert!(gw.gw.running(), "the drain ended with a session open; stderr:\n{}", gw.logs());
 

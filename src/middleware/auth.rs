@@ -13,7 +13,8 @@
 //!    one is bound to the key by the JSON-RPC guard, see [`super::jsonrpc`]).
 //!
 //! These checks hold during the drain too: the drain's decision ([`super::drain`]) comes after them, so that it knows
-//! whether a request belongs to a session that exists.
+//! whether a request belongs to a session that exists; an unknown session id is the one case where this layer asks
+//! the drain (503 `SHUTTING_DOWN` instead of 404 once nothing is in flight).
 
 use std::convert::Infallible;
 use std::sync::Arc;
@@ -25,6 +26,7 @@ use futures_util::future::BoxFuture;
 use serde_json::{Value, json};
 use tower::{Layer, Service};
 
+use super::drain;
 use crate::config::Snapshot;
 use crate::gateway::handler::auth_failed;
 use crate::gateway::identity::{AuthFailure, Credentials};
@@ -215,7 +217,8 @@ where
                 && ctx.sessions.check(id, &identity.key_digest, snapshot.settings.limits.session_idle_timeout)
                     == SessionCheck::Unknown
             {
-                return Ok(session_not_found());
+                // While draining, a request outside any valid session is the drain's to answer (503 once idle).
+                return Ok(drain::refusal(&ctx, drain::outside_session(&ctx), None).unwrap_or_else(session_not_found));
             }
             let closing = req.method() == Method::DELETE;
             req.extensions_mut().insert(identity);

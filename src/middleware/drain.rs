@@ -5,14 +5,15 @@
 //! - a request in an MCP session that exists (its `Mcp-Session-Id` has passed the auth layer's check against the key,
 //!   so a session id that reaches this layer is a valid one) is served as usual: `POST`, the `GET` stream, `DELETE`;
 //! - an `initialize` that would open a session gets 503 `SHUTTING_DOWN`;
-//! - any other request (stateless 2026-07-28, or no session at all) is served while other requests are still in
-//!   flight, and gets 503 `SHUTTING_DOWN` once none is.
+//! - any other request (stateless 2026-07-28, no session, or a session id that is unknown or has expired) is served
+//!   while other requests are still in flight, and gets 503 `SHUTTING_DOWN` once none is.
 //!
 //! The refusal carries `Connection: close`, so the client retries elsewhere rather than on this connection.
 //!
-//! The layer sits after the JSON-RPC guard, which has parsed the body (an `initialize` is known only then) and after
-//! authentication: a draining gateway still answers 401 to a request without a valid key and 404 to an unknown
-//! session id, as it did before the signal. It also counts the work in flight that the drain waits for: a `POST`'s
+//! The decision is [`refusal`]. The layer that applies it sits after the JSON-RPC guard, which has parsed the body (an
+//! `initialize` is known only then) and after authentication: a draining gateway still answers 401 to a request
+//! without a valid key. The auth layer asks [`refusal`] too, for a session id it does not know (404 `SESSION_NOT_FOUND`
+//! while work is in flight, 503 after), since such a request never reaches this layer. The layer also counts the work in flight that the drain waits for: a `POST`'s
 //! answer counts until its body has been sent (for SSE, until the stream ends), so the drain never ends a session
 //! under an answer on its way. `GET` streams are open-ended and are not counted (the drain ends them).
 
@@ -47,6 +48,21 @@ pub struct Admission {
 /// Whether a draining gateway still serves the request (see the module documentation).
 pub fn served_while_draining(request: Admission) -> bool {
     !request.opens_session && (request.in_session || request.others_in_flight)
+}
+
+/// The answer for `request` when the gateway is draining and does not serve it; `None` when it goes on. `id`: the
+/// JSON-RPC id of the request, when known.
+pub fn refusal(ctx: &GatewayContext, request: Admission, id: Option<&Value>) -> Option<Response<Body>> {
+    if !ctx.draining.load(Ordering::SeqCst) || served_while_draining(request) {
+        return None;
+    }
+    tracing::info!(?request, "request refused: the gateway is draining");
+    Some(shutting_down(id))
+}
+
+/// A request outside any valid session, as the drain sees it.
+pub fn outside_session(ctx: &GatewayContext) -> Admission {
+    Admission { in_session: false, opens_session: false, others_in_flight: ctx.in_flight.count() > 0 }
 }
 
 /// 503 `SHUTTING_DOWN` with `Connection: close`, with the JSON-RPC id of the request when it has one.
@@ -116,9 +132,8 @@ where
                         && message.and_then(|m| m.get("method")).and_then(Value::as_str) == Some("initialize"),
                     others_in_flight: ctx.in_flight.count() > 0,
                 };
-                if !served_while_draining(request) {
-                    tracing::info!(?request, "request refused: the gateway is draining");
-                    return Ok(shutting_down(message.and_then(|m| m.get("id"))));
+                if let Some(refused) = refusal(&ctx, request, message.and_then(|m| m.get("id"))) {
+                    return Ok(refused);
                 }
             }
             let in_flight = (req.method() == Method::POST).then(|| OwnedInFlightGuard::enter(&ctx));
