@@ -13,9 +13,11 @@
 //! The decision is [`refusal`]. The layer that applies it sits after the JSON-RPC guard, which has parsed the body (an
 //! `initialize` is known only then) and after authentication: a draining gateway still answers 401 to a request
 //! without a valid key. The auth layer asks [`refusal`] too, for a session id it does not know (404 `SESSION_NOT_FOUND`
-//! while work is in flight, 503 after), since such a request never reaches this layer. The layer also counts the work in flight that the drain waits for: a `POST`'s
-//! answer counts until its body has been sent (for SSE, until the stream ends), so the drain never ends a session
-//! under an answer on its way. `GET` streams are open-ended and are not counted (the drain ends them).
+//! while work is in flight, 503 after), since such a request never reaches this layer.
+//!
+//! The layer also counts the work in flight that the drain waits for: a `POST`'s answer counts until its body has been
+//! sent (for SSE, until the stream ends), so the drain never ends a session under an answer on its way. `GET` streams
+//! are open-ended and are not counted (the drain ends them).
 
 use std::convert::Infallible;
 use std::sync::Arc;
