@@ -2,8 +2,8 @@
 //! `HEADERS_TOO_LARGE`), as `axum::middleware::from_fn_with_state` functions usable as tower layers.
 //!
 //! The other limits live where their resource is taken: the body and `max_sessions` in [`super::jsonrpc`], who is
-//! still served while the gateway drains in [`super::drain`], session idle expiry in [`crate::gateway::sessions`], header read deadlines in the listener (`crate::app`), tool results in
-//! the upstream pool.
+//! still served while the gateway drains in [`super::drain`], session idle expiry in [`crate::gateway::sessions`],
+//! header read deadlines in the listener (`crate::app`), tool results in the upstream pool.
 
 use std::sync::Arc;
 
