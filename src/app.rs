@@ -4,8 +4,8 @@
 //! problem listed), then every listener is bound (a busy port stops the start before anything serves), and only then
 //! does `/readyz` turn true. Shutdown runs the other way: readiness turns false, the admin listener stops accepting,
 //! the gateway keeps serving the MCP sessions that exist (on new connections too) until they are closed and nothing
-//! is in flight, or until the grace period ends; then the sessions end, upstream processes end, and the process exits
-//! 0.
+//! is in flight, or until the grace period ends; then the sessions and the upstream processes end, and the process
+//! exits 0.
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
