@@ -2,8 +2,10 @@
 //!
 //! Start-up order matters: the config is loaded and validated first (an invalid file stops the start with every
 //! problem listed), then every listener is bound (a busy port stops the start before anything serves), and only then
-//! does `/readyz` turn true. Shutdown runs the other way: readiness turns false, the listeners stop accepting, requests
-//! in flight finish within the grace period, and the process exits 0.
+//! does `/readyz` turn true. Shutdown runs the other way: readiness turns false, the admin listener stops accepting,
+//! the gateway keeps serving the MCP sessions that exist (on new connections too) until they are closed and nothing
+//! is in flight, or until the grace period ends; then the sessions and the upstream processes end, and the process
+//! exits 0.
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -124,19 +126,23 @@ pub async fn serve(opts: ServeOptions) -> Result<(), ServeError> {
     let _watcher = config_watch::watch(Arc::clone(&store))?;
     signal::reload_on_hangup(Arc::clone(&store));
 
-    let (stop_tx, stop_rx) = watch::channel(false);
-    // The probes and metrics stay up through the drain (readiness answers 503, the last metrics can be scraped).
+    // The admin listener stops at the start of the drain; the gateway's at its end (sessions that exist are served
+    // until then, on new connections too); the probes and metrics last (readiness answers 503 through the drain, and
+    // the last metrics can be scraped).
+    let (stop_admin_tx, stop_admin_rx) = watch::channel(false);
+    let (stop_gateway_tx, stop_gateway_rx) = watch::channel(false);
     let (stop_probes_tx, stop_probes_rx) = watch::channel(false);
     let mut servers = JoinSet::new();
     let mut probes = JoinSet::new();
     for (name, listener, router) in listeners {
         let addr = listener.local_addr().map(|a| a.to_string()).unwrap_or_default();
         tracing::info!(listener = name, addr = %addr, "listening");
-        if name == "metrics" {
-            probes.spawn(listen(name, listener, router, Arc::clone(&store), stop_probes_rx.clone()));
-        } else {
-            servers.spawn(listen(name, listener, router, Arc::clone(&store), stop_rx.clone()));
-        }
+        let (stop, set) = match name {
+            "metrics" => (stop_probes_rx.clone(), &mut probes),
+            "gateway" => (stop_gateway_rx.clone(), &mut servers),
+            _ => (stop_admin_rx.clone(), &mut servers),
+        };
+        set.spawn(listen(name, listener, router, Arc::clone(&store), stop));
     }
     state.ready.store(true, Ordering::SeqCst);
     tracing::info!(
@@ -158,32 +164,59 @@ pub async fn serve(opts: ServeOptions) -> Result<(), ServeError> {
             signalled.unwrap_or("stdin closed")
         }
     };
-    drain(&state, &ctx, reason, opts.shutdown_grace, stop_tx, sessions, servers).await;
+    let stops = Stops { admin: stop_admin_tx, gateway: stop_gateway_tx };
+    drain(&state, &ctx, reason, opts.shutdown_grace, stops, sessions, servers).await;
     let _ = stop_probes_tx.send(true);
     let _ = tokio::time::timeout(Duration::from_secs(2), async { while probes.join_next().await.is_some() {} }).await;
     tracing::info!("stopped");
     Ok(())
 }
 
-/// The drain: readiness off, new requests refused (503 `SHUTTING_DOWN` on connections already open; the gateway and
-/// admin listeners stop accepting), tool calls in flight finish (up to `grace`), the MCP sessions and streams end,
-/// then every upstream process ends with its process group. The probe listener is stopped after this.
+/// What ends the listeners' accepting (see [`listen`]).
+struct Stops {
+    admin: watch::Sender<bool>,
+    gateway: watch::Sender<bool>,
+}
+
+/// The drain (contract section 7): readiness off and the admin listener closed at once; the gateway goes on accepting
+/// and serves the MCP sessions that exist, while new sessions are refused (see [`crate::middleware::drain`]). It ends
+/// when nothing is in flight and no session is open any more (closed by their clients, or idle), or when `grace` is
+/// over. Then the gateway listener stops, the MCP sessions and streams end, and every upstream process ends with its
+/// process group. The probe listener is stopped after this.
 async fn drain(
     state: &AppState,
     ctx: &GatewayContext,
     reason: &str,
     grace: Duration,
-    stop: watch::Sender<bool>,
+    stops: Stops,
     sessions: CancellationToken,
     mut servers: JoinSet<()>,
 ) {
-    tracing::info!(reason, grace_seconds = grace.as_secs(), in_flight = ctx.in_flight.count(), "draining");
+    tracing::info!(
+        reason,
+        grace_seconds = grace.as_secs(),
+        in_flight = ctx.in_flight.count(),
+        sessions = ctx.sessions.len(),
+        "draining"
+    );
     state.ready.store(false, Ordering::SeqCst);
     ctx.draining.store(true, Ordering::SeqCst);
-    let _ = stop.send(true);
-    if tokio::time::timeout(grace, ctx.in_flight.wait_idle()).await.is_err() {
-        tracing::warn!(in_flight = ctx.in_flight.count(), "grace period over; cancelling the calls still running");
+    let _ = stops.admin.send(true);
+    let settled = async {
+        // Either may change while waiting for the other (a session's last call ends after its DELETE, say): look again.
+        while ctx.in_flight.count() > 0 || !ctx.sessions.is_empty() {
+            ctx.in_flight.wait_idle().await;
+            ctx.sessions.wait_empty().await;
+        }
+    };
+    if tokio::time::timeout(grace, settled).await.is_err() {
+        tracing::warn!(
+            in_flight = ctx.in_flight.count(),
+            sessions = ctx.sessions.len(),
+            "grace period over; ending the sessions and the calls still running"
+        );
     }
+    let _ = stops.gateway.send(true);
     sessions.cancel();
     let closed =
         tokio::time::timeout(Duration::from_secs(2), async { while servers.join_next().await.is_some() {} }).await;

@@ -463,7 +463,9 @@ fn sigterm_ends_every_upstream_process_with_its_process_group() {
 
 #[test]
 fn sigterm_lets_a_call_in_flight_finish_before_exiting() {
-    let mut gw = start_mock(json!({}));
+    // A grace period longer than the test: the drain ends because the client closes its session.
+    let config = config_with(vec![mock_server("mock")], json!({}));
+    let mut gw = TestGateway::start_with(&config, &[("GW_SHUTDOWN_GRACE_SECONDS", "30")]);
     let rt = runtime();
     let client = Arc::new(rt.block_on(connect(&gw.mcp, API_KEY)));
     // Warm: the slow call below starts at once.
@@ -475,9 +477,9 @@ fn sigterm_lets_a_call_in_flight_finish_before_exiting() {
     };
     // Let the call reach the upstream before the signal (the call lasts 2 s; the signal comes at 0.5 s).
     std::thread::sleep(Duration::from_millis(500));
-    let status = sigterm(&mut gw);
-    // The gateway has exited: the answer has arrived by now or never will.
-    let outcome = rt.block_on(async { tokio::time::timeout(Duration::from_secs(5), in_flight).await });
+    let term = std::process::Command::new("kill").args(["-TERM", &gw.gw.pid().to_string()]).status();
+    assert!(term.is_ok_and(|s| s.success()), "kill -TERM failed");
+    let outcome = rt.block_on(async { tokio::time::timeout(Duration::from_secs(10), in_flight).await });
     let answer = match outcome {
         Ok(Ok(Ok(result))) => answer_of(&result),
         Ok(Ok(Err(e))) => panic!("the call in flight during the drain failed: {e}; stderr:\n{}", gw.logs()),
@@ -486,6 +488,12 @@ fn sigterm_lets_a_call_in_flight_finish_before_exiting() {
     };
     let result = &answer["results"][0];
     assert_eq!(success_text(result, "slow"), "done", "the call in flight during the drain finished: {answer}");
+    // The client closes its session (DELETE): nothing is left to drain.
+    if let Ok(client) = Arc::try_unwrap(client) {
+        let _ = rt.block_on(client.cancel());
+    }
+    let status = gw.gw.wait_exit(Duration::from_secs(10));
+    let status = status.unwrap_or_else(|| panic!("no exit after the session closed; stderr:\n{}", gw.logs()));
     assert!(status.success(), "mcpgw exited with {status} after SIGTERM; stderr:\n{}", gw.logs());
     assert!(wait_gone(&[warm], Duration::from_secs(5)).is_empty(), "upstream process {warm} left after SIGTERM");
 }

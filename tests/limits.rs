@@ -1,7 +1,6 @@
-//! The limits of `common_mcp_gateway_config.limits` and the drain, from outside: each limit configurable, answered
+//! The limits of `common_mcp_gateway_config.limits`, from outside: each limit configurable, answered
 //! with its status and error code, counted in `mcpgw_limit_hits_total{limit}`, and following config reloads; invalid
-//! limits refused by `check-config`; on SIGTERM readiness turns false while a call in flight finishes, new connections
-//! are refused, and the process exits 0.
+//! limits refused by `check-config`. The drain on SIGTERM is tested in `drain.rs`.
 
 mod common;
 #[path = "common/mcp.rs"]
@@ -250,35 +249,4 @@ fn invalid_limits_are_refused_with_every_problem_listed() {
     for field in ["max_request_body_bytes", "max_sessions", "session_idle_timeout_seconds", "max_header_bytes"] {
         assert!(text.contains(&format!("limits.{field}")), "{field} not reported:\n{text}");
     }
-}
-
-#[test]
-fn sigterm_turns_readiness_off_refuses_new_connections_and_lets_the_call_finish() {
-    let mut gw = TestGateway::start(&limits_config(json!({})));
-    let rt = runtime();
-    let client = std::sync::Arc::new(rt.block_on(connect_mcp(&gw)));
-    rt.block_on(upstream_pid(&client, "mock"));
-    let in_flight = {
-        let client = std::sync::Arc::clone(&client);
-        let batch = calls("mock", &[("slow", json!({"ms": 3000}))]);
-        rt.spawn(async move { try_call(&client, "gw_secure_call_tools", batch).await })
-    };
-    // Let the call reach the upstream before the signal (the call lasts 3 s; the signal comes at 0.5 s).
-    std::thread::sleep(Duration::from_millis(500));
-    let term = std::process::Command::new("kill").args(["-TERM", &gw.gw.pid().to_string()]).status();
-    assert!(term.is_ok_and(|s| s.success()), "kill -TERM failed");
-
-    // Readiness is false while the call runs; the probe listener still answers.
-    let not_ready = wait_until(SHORT_DEADLINE, || gw.gw.metrics_get("/readyz").status == 503);
-    assert!(not_ready, "/readyz did not turn 503 during the drain; stderr:\n{}", gw.logs());
-    assert!(TcpStream::connect(gw.authority()).is_err(), "the gateway listener still accepts during the drain");
-
-    let answer = rt.block_on(async { tokio::time::timeout(Duration::from_secs(10), in_flight).await });
-    let result = match answer {
-        Ok(Ok(Ok(result))) => answer_of(&result),
-        other => panic!("the call in flight got no answer: {other:?}; stderr:\n{}", gw.logs()),
-    };
-    assert_eq!(success_text(&result["results"][0], "slow"), "done");
-    let status = gw.gw.terminate(Duration::from_secs(10));
-    assert!(status.is_some_and(|s| s.success()), "exit after SIGTERM: {status:?}; stderr:\n{}", gw.logs());
 }

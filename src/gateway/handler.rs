@@ -1,4 +1,5 @@
-//! The MCP server the clients talk to: `tools/list` answers the seven `gw_*` tools, `tools/call` runs one.
+//! The MCP server the clients talk to: `tools/list` answers the seven `gw_*` tools, `tools/call` runs one. It declares
+//! the capabilities of [`capabilities::declared`] and answers the methods of no other (-32601, see that module).
 //!
 //! Over HTTP the caller's [`Identity`] was resolved by the auth layer and travels in the request's extensions (rmcp
 //! hands the HTTP request parts to the handler). Over stdio the credentials come from the environment and are resolved
@@ -7,13 +8,16 @@
 use std::sync::Arc;
 
 use rmcp::model::{
-    CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, Implementation, ListToolsResult,
-    PaginatedRequestParams, ServerCapabilities, ServerConfig,
+    CallToolRequestParams, CallToolResponse, CallToolResult, CompleteRequestMethod, CompleteRequestParams,
+    CompleteResult, ContentBlock, Implementation, ListPromptsRequestMethod, ListPromptsResult,
+    ListResourceTemplatesRequestMethod, ListResourceTemplatesResult, ListResourcesRequestMethod, ListResourcesResult,
+    ListToolsResult, PaginatedRequestParams, ServerConfig,
 };
 use rmcp::service::RequestContext;
 use rmcp::{ErrorData as McpError, RoleServer, ServerHandler};
 use serde_json::{Value, json};
 
+use super::capabilities::{self, Capability};
 use super::identity::{AuthFailure, Credentials};
 use super::timeouts::TimeoutKind;
 use super::{GatewayContext, Identity, tools};
@@ -73,7 +77,7 @@ impl GatewayHandler {
 
 impl ServerHandler for GatewayHandler {
     fn get_info(&self) -> ServerConfig {
-        ServerConfig::new(ServerCapabilities::builder().enable_tools().build())
+        ServerConfig::new(capabilities::declared())
             .with_server_info(Implementation::new("mcpgw", crate::VERSION))
             .with_instructions(
                 "mcpgw is a security gateway. List servers with gw_list_all_servers, discover their tools with \
@@ -87,6 +91,44 @@ impl ServerHandler for GatewayHandler {
         _context: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, McpError> {
         Ok(ListToolsResult::with_all_items(tools::definitions()))
+    }
+
+    // rmcp answers these with an empty result by default: answered only when their capability is declared.
+
+    async fn list_prompts(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListPromptsResult, McpError> {
+        capabilities::require::<ListPromptsRequestMethod>(Capability::Prompts)?;
+        Ok(ListPromptsResult::default())
+    }
+
+    async fn list_resources(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListResourcesResult, McpError> {
+        capabilities::require::<ListResourcesRequestMethod>(Capability::Resources)?;
+        Ok(ListResourcesResult::default())
+    }
+
+    async fn list_resource_templates(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListResourceTemplatesResult, McpError> {
+        capabilities::require::<ListResourceTemplatesRequestMethod>(Capability::Resources)?;
+        Ok(ListResourceTemplatesResult::default())
+    }
+
+    async fn complete(
+        &self,
+        _request: CompleteRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<CompleteResult, McpError> {
+        capabilities::require::<CompleteRequestMethod>(Capability::Completions)?;
+        Ok(CompleteResult::default())
     }
 
     async fn call_tool(

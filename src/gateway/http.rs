@@ -19,6 +19,7 @@ use super::GatewayContext;
 use super::fast_path::FastToolCallLayer;
 use super::handler::GatewayHandler;
 use crate::middleware::auth::{GatewayAuthLayer, jsonrpc_error};
+use crate::middleware::drain::DrainLayer;
 use crate::middleware::jsonrpc::JsonRpcGuardLayer;
 use crate::middleware::limits::gateway_front;
 use crate::middleware::rate_limit::RateLimitLayer;
@@ -45,13 +46,16 @@ pub fn router(ctx: Arc<GatewayContext>, sessions: CancellationToken) -> Router {
     let handler_ctx = Arc::clone(&ctx);
     let protocol =
         StreamableHttpService::new(move || Ok(GatewayHandler::http(Arc::clone(&handler_ctx))), manager, config);
-    // Outermost first: request metrics, drain and header size, Host/Origin and authentication, the per-key rate limit, JSON-RPC
-    // well-formedness, the fast route for plain tool calls, then the protocol. Built innermost first below.
+    // Outermost first: request metrics, header size, Host/Origin and authentication (with the session check), the
+    // per-key rate limit, JSON-RPC well-formedness, the drain (it needs the session check and the parsed body: an
+    // `initialize` is refused, a session's request is served), the fast route for plain tool calls, then the
+    // protocol. Built innermost first below.
     let protocol =
         tower::util::MapResponseLayer::new(|r: axum::http::Response<_>| r.map(axum::body::Body::new)).layer(protocol);
     // A plain tools/call is answered next to rmcp rather than through it (see fast_path.rs).
     let protocol = FastToolCallLayer::new(Arc::clone(&ctx), sessions).layer(protocol);
-    let service = JsonRpcGuardLayer::new(Arc::clone(&ctx)).layer(protocol);
+    let service = DrainLayer::new(Arc::clone(&ctx)).layer(protocol);
+    let service = JsonRpcGuardLayer::new(Arc::clone(&ctx)).layer(service);
     let service = RateLimitLayer::new(Arc::clone(&ctx)).layer(service);
     let service = GatewayAuthLayer::new(Arc::clone(&ctx)).layer(service);
     let service = axum::middleware::from_fn_with_state(Arc::clone(&ctx), gateway_front).layer(service);

@@ -2,7 +2,7 @@
 //!
 //! The request path for streamable HTTP, outermost first (the order is written down once, here):
 //! 1. [`crate::middleware::request_metrics::RequestMetricsLayer`]: counts and times every request, refusals included.
-//! 2. [`crate::middleware::limits::gateway_front`]: 503 `SHUTTING_DOWN` while draining, 431 over `max_header_bytes`.
+//! 2. [`crate::middleware::limits::gateway_front`]: 431 over `max_header_bytes`.
 //! 3. [`crate::middleware::auth::GatewayAuthLayer`]: `Host` and `Origin` checks (DNS-rebinding protection comes before
 //!    anything else), then the bearer key is resolved against the current snapshot into an [`Identity`] (401 with
 //!    `AUTH_FAILED` when it does not resolve), then the `Mcp-Session-Id` is checked to belong to that key (404 when it
@@ -11,15 +11,18 @@
 //! 5. [`crate::middleware::jsonrpc::JsonRpcGuardLayer`]: a POST body must be one well-formed JSON-RPC message
 //!    (parse error / invalid request answered here as JSON-RPC errors), within `max_request_body_bytes` (413) and
 //!    `request_read_timeout_seconds` (408); an `initialize` over `max_sessions` gets 503.
-//! 6. [`fast_path::FastToolCallLayer`]: a plain `tools/call` is answered here with the same tool code (step 8).
-//! 7. rmcp's `StreamableHttpService`: the MCP protocol (every revision from 2024-11-05 through the stateless
+//! 6. [`crate::middleware::drain::DrainLayer`]: counts the requests in flight; while draining, serves the sessions
+//!    that exist and refuses a new session (503 `SHUTTING_DOWN`), and other requests once nothing is in flight.
+//! 7. [`fast_path::FastToolCallLayer`]: a plain `tools/call` is answered here with the same tool code (step 9).
+//! 8. rmcp's `StreamableHttpService`: the MCP protocol (every revision from 2024-11-05 through the stateless
 //!    2026-07-28), JSON or SSE answers, sessions.
-//! 8. [`handler::GatewayHandler`]: `tools/list` answers the seven `gw_*` tools; `tools/call` runs one in [`tools`]
+//! 9. [`handler::GatewayHandler`]: `tools/list` answers the seven `gw_*` tools; `tools/call` runs one in [`tools`]
 //!    (counted, timed and logged there).
-//! 9. For each upstream call: timeout (kind `tool_execution`) around the [`crate::upstream::UpstreamPool`].
+//! 10. For each upstream call: timeout (kind `tool_execution`) around the [`crate::upstream::UpstreamPool`].
 //!
-//! The stdio front ([`stdio`]) enters at step 8 with credentials from the environment (and the key's rate limit).
+//! The stdio front ([`stdio`]) enters at step 9 with credentials from the environment (and the key's rate limit).
 
+pub mod capabilities;
 pub mod fast_path;
 pub mod handler;
 pub mod http;
@@ -71,11 +74,12 @@ pub struct GatewayContext {
     pub guardrails: crate::guardrails::provider::ProviderCache,
     /// Upstream OAuth tokens per (server, MCP config, project).
     pub oauth: crate::upstream::oauth::TokenManager,
-    /// Tool calls being answered now; the drain waits for them.
+    /// Requests and tool calls being answered now; the drain waits for them.
     pub in_flight: InFlight,
     /// Per-key rate limits (`rate_limits`).
     pub rate_limits: crate::middleware::rate_limit::RateLimits,
-    /// Set when the drain starts: new requests are refused with 503 `SHUTTING_DOWN`.
+    /// Set when the drain starts: new sessions, and requests outside a session once nothing is in flight, are refused
+    /// with 503 `SHUTTING_DOWN` (see [`crate::middleware::drain`]).
     pub draining: std::sync::atomic::AtomicBool,
 }
 

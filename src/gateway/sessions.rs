@@ -6,6 +6,7 @@
 //! unknown from then on, and [`SessionRegistry::expire`] hands its id to the sweeper that closes it in the protocol
 //! layer. `limits.max_sessions` bounds how many are open at once: [`SessionRegistry::reserve`] takes a place for an
 //! `initialize` before the protocol layer creates the session, so concurrent `initialize` requests cannot overshoot.
+//! The drain waits on [`SessionRegistry::wait_empty`]: it may end early once the clients have closed their sessions.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -22,6 +23,8 @@ pub struct SessionRegistry {
     /// `initialize` requests under way that hold a place (see [`SessionRegistry::reserve`]).
     pending: Arc<AtomicUsize>,
     on_end: std::sync::OnceLock<OnEnd>,
+    /// Woken when the last session is forgotten.
+    emptied: tokio::sync::Notify,
 }
 
 /// What a request's session id means for its key.
@@ -101,18 +104,40 @@ impl SessionRegistry {
         for id in &expired {
             map.remove(id);
         }
+        let empty = map.is_empty();
         drop(map);
         for id in &expired {
             self.ended(id);
+        }
+        if empty {
+            self.emptied.notify_waiters();
         }
         expired
     }
 
     /// Forgets a session (closed by the client, or unknown to the protocol layer).
     pub fn close(&self, session_id: &str) {
-        let known = self.map().remove(session_id).is_some();
+        let mut map = self.map();
+        let known = map.remove(session_id).is_some();
+        let empty = map.is_empty();
+        drop(map);
         if known {
             self.ended(session_id);
+        }
+        if empty {
+            self.emptied.notify_waiters();
+        }
+    }
+
+    /// Waits until no session is known (returns at once when none is).
+    pub async fn wait_empty(&self) {
+        loop {
+            // Registered before the check, so a session forgotten in between still wakes this waiter.
+            let emptied = self.emptied.notified();
+            if self.is_empty() {
+                return;
+            }
+            emptied.await;
         }
     }
 
@@ -152,6 +177,24 @@ mod tests {
         assert!(reg.expire(DAY).is_empty());
         assert_eq!(reg.expire(Duration::ZERO), vec!["s1".to_string()]);
         assert!(reg.is_empty());
+    }
+
+    #[tokio::test]
+    async fn waiting_for_no_sessions_ends_when_the_last_one_closes() {
+        let reg = Arc::new(SessionRegistry::default());
+        reg.wait_empty().await;
+        reg.open("s1", [1; 32]);
+        reg.open("s2", [1; 32]);
+        let waiter = tokio::spawn({
+            let reg = Arc::clone(&reg);
+            async move { reg.wait_empty().await }
+        });
+        reg.close("s1");
+        tokio::task::yield_now().await;
+        assert!(!waiter.is_finished(), "one session is still open");
+        reg.close("s2");
+        let ended = tokio::time::timeout(Duration::from_secs(5), waiter).await;
+        assert!(ended.is_ok_and(|joined| joined.is_ok()));
     }
 
     #[test]

@@ -11,6 +11,10 @@
 //!    `limits.session_idle_timeout_seconds`; an unknown, foreign or expired one gets 404.
 //! 4. The identity goes into the request's extensions and the request goes on; a closed session is forgotten (a new
 //!    one is bound to the key by the JSON-RPC guard, see [`super::jsonrpc`]).
+//!
+//! These checks hold during the drain too: the drain's decision ([`super::drain`]) comes after them, so that it knows
+//! whether a request belongs to a session that exists; an unknown session id is the one case where this layer asks
+//! the drain (503 `SHUTTING_DOWN` instead of 404 once nothing is in flight).
 
 use std::convert::Infallible;
 use std::sync::Arc;
@@ -22,12 +26,13 @@ use futures_util::future::BoxFuture;
 use serde_json::{Value, json};
 use tower::{Layer, Service};
 
+use super::drain;
 use crate::config::Snapshot;
 use crate::gateway::handler::auth_failed;
 use crate::gateway::identity::{AuthFailure, Credentials};
 use crate::gateway::sessions::SessionCheck;
 use crate::gateway::timeouts::TimeoutKind;
-use crate::gateway::{GatewayContext, Identity, OwnedInFlightGuard};
+use crate::gateway::{GatewayContext, Identity};
 
 const SESSION_HEADER: &str = "mcp-session-id";
 
@@ -212,13 +217,10 @@ where
                 && ctx.sessions.check(id, &identity.key_digest, snapshot.settings.limits.session_idle_timeout)
                     == SessionCheck::Unknown
             {
-                return Ok(session_not_found());
+                // While draining, a request outside any valid session is the drain's to answer (503 once idle).
+                return Ok(drain::refusal(&ctx, drain::outside_session(&ctx), None).unwrap_or_else(session_not_found));
             }
             let closing = req.method() == Method::DELETE;
-            // A POST's answer counts as in flight until its body has been sent (for SSE, until the stream ends), so
-            // a drain never closes a session under an answer that is on its way. GET streams are open-ended and
-            // are not counted.
-            let in_flight = (req.method() == Method::POST).then(|| OwnedInFlightGuard::enter(&ctx));
             req.extensions_mut().insert(identity);
             let response = inner.call(req).await?;
             // New sessions are recorded by the JSON-RPC guard, which holds their place under `max_sessions`.
@@ -228,37 +230,8 @@ where
                     ctx.sessions.close(id);
                 }
             }
-            Ok(match in_flight {
-                Some(guard) => response.map(|body| Body::new(TrackedBody { inner: Body::new(body), _guard: guard })),
-                None => response.map(Body::new),
-            })
+            Ok(response.map(Body::new))
         })
-    }
-}
-
-/// A response body that holds an in-flight guard until it has been sent or dropped.
-struct TrackedBody {
-    inner: Body,
-    _guard: OwnedInFlightGuard,
-}
-
-impl http_body::Body for TrackedBody {
-    type Data = bytes::Bytes;
-    type Error = axum::Error;
-
-    fn poll_frame(
-        mut self: std::pin::Pin<&mut Self>,
-        cx: &mut Context<'_>,
-    ) -> Poll<Option<Result<http_body::Frame<bytes::Bytes>, axum::Error>>> {
-        std::pin::Pin::new(&mut self.inner).poll_frame(cx)
-    }
-
-    fn is_end_stream(&self) -> bool {
-        self.inner.is_end_stream()
-    }
-
-    fn size_hint(&self) -> http_body::SizeHint {
-        self.inner.size_hint()
     }
 }
 

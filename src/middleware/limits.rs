@@ -1,17 +1,14 @@
-//! The first checks on every request, before authentication: the size of its headers
-//! (`limits.max_header_bytes`, 431 `HEADERS_TOO_LARGE`) and, on the gateway, whether the gateway is draining (503
-//! `SHUTTING_DOWN` with `Connection: close`, so a client retries elsewhere instead of waiting for an answer that a
-//! stopping process may not give). Both are `axum::middleware::from_fn_with_state` functions, usable as tower layers.
+//! The first check on every request, before authentication: the size of its headers (`limits.max_header_bytes`, 431
+//! `HEADERS_TOO_LARGE`), as `axum::middleware::from_fn_with_state` functions usable as tower layers.
 //!
-//! The other limits live where their resource is taken: the body and `max_sessions` in [`super::jsonrpc`], session
-//! idle expiry in [`crate::gateway::sessions`], header read deadlines in the listener (`crate::app`), tool results in
-//! the upstream pool.
+//! The other limits live where their resource is taken: the body and `max_sessions` in [`super::jsonrpc`], who is
+//! still served while the gateway drains in [`super::drain`], session idle expiry in [`crate::gateway::sessions`],
+//! header read deadlines in the listener (`crate::app`), tool results in the upstream pool.
 
 use std::sync::Arc;
-use std::sync::atomic::Ordering;
 
 use axum::extract::{Request, State};
-use axum::http::{HeaderValue, StatusCode, header};
+use axum::http::StatusCode;
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use serde_json::json;
@@ -33,13 +30,6 @@ fn headers_too_large_message(max: usize) -> String {
 
 /// The gateway's front checks (see the module documentation).
 pub async fn gateway_front(State(ctx): State<Arc<GatewayContext>>, req: Request, next: Next) -> Response {
-    if ctx.draining.load(Ordering::SeqCst) {
-        let data = json!({"status": "error", "error_code": "SHUTTING_DOWN",
-                          "message": "the gateway is shutting down; retry on another instance"});
-        let mut response = jsonrpc_error(StatusCode::SERVICE_UNAVAILABLE, -32000, "Shutting down", data);
-        response.headers_mut().insert(header::CONNECTION, HeaderValue::from_static("close"));
-        return response;
-    }
     let max = ctx.store.snapshot().settings.limits.max_header_bytes;
     if header_bytes(&req) > max {
         ctx.store.metrics().limit_hit("request_headers");

@@ -295,6 +295,9 @@ impl Gateway {
             .args(["--admin-addr", "127.0.0.1:0"])
             .args(["--metrics-addr", "127.0.0.1:0"])
             .args(["--gateway-addr", "127.0.0.1:0"]);
+        // No drain by default: a test that leaves an MCP session open would otherwise wait out the 25 s grace period
+        // when its gateway is stopped. Tests of the drain set their own grace (`envs` come after this).
+        cmd.env("GW_SHUTDOWN_GRACE_SECONDS", "0");
         for (k, v) in envs {
             cmd.env(k, v);
         }
@@ -459,6 +462,22 @@ impl Gateway {
         self.child.as_mut().is_some_and(|c| matches!(c.try_wait(), Ok(None)))
     }
 
+    /// Waits up to `within` for the process to exit by itself (no signal); its exit status when it did.
+    pub fn wait_exit(&mut self, within: Duration) -> Option<ExitStatus> {
+        let deadline = Instant::now() + within;
+        loop {
+            let child = self.child.as_mut()?;
+            if let Ok(Some(status)) = child.try_wait() {
+                self.child = None;
+                return Some(status);
+            }
+            if Instant::now() >= deadline {
+                return None;
+            }
+            thread::sleep(Duration::from_millis(25));
+        }
+    }
+
     /// SIGTERM, then up to `within` for the exit; SIGKILL after that. Returns the exit status when it exited in time.
     /// Never panics (safe in `Drop`).
     pub fn terminate(&mut self, within: Duration) -> Option<ExitStatus> {
@@ -497,6 +516,7 @@ pub fn base_command() -> Command {
         "GW_ADMIN_ADDR",
         "GW_METRICS_ADDR",
         "GW_GATEWAY_ADDR",
+        "GW_SHUTDOWN_GRACE_SECONDS",
         "GW_BACKUP_KEY",
         "MCP_TRANSPORT",
         "GW_GATEWAY_KEY",
