@@ -313,12 +313,17 @@ impl UpstreamPool {
                     true
                 }
                 Take::Wait { starts_under_way } => starts_under_way,
-                Take::LookUpAgain => continue,
+                Take::LookUpAgain => {
+                    // Another pool (a new generation) keeps its own count of failures.
+                    seen_failures = None;
+                    continue;
+                }
                 Take::Failed(message) => return Err(UpstreamError::Start(message.to_string())),
                 Take::CoolingDown { failures, retry_after, last } => {
                     return Err(UpstreamError::Unavailable { failures, retry_after, last: last.to_string() });
                 }
             };
+            // Taken by `take` with the decision (no await in between), released when this wait ends.
             let _waiting = server.waiting();
             if starts_under_way {
                 // A start ends by itself (joining the pool or failing) within its own timeout, and wakes us either

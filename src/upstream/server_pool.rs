@@ -150,7 +150,8 @@ impl ServerPool {
     }
 
     /// Decides under the lock what a caller does; registers `returned` before unlocking when it has to wait (also
-    /// after [`Take::Start`]). `seen_failures` is the pool's failure count when this caller first looked.
+    /// after [`Take::Start`]), and then counts the caller as waiting: it must hold [`ServerPool::waiting`] until its
+    /// wait ends. `seen_failures` is the pool's failure count when this caller first looked.
     pub(super) fn take(&self, seen_failures: &mut Option<u64>, returned: Pin<&mut Notified<'_>>) -> Take {
         let (max, calls_per_process) = (self.max_processes(), self.calls_per_process());
         let mut state = lock(&self.state);
@@ -183,6 +184,7 @@ impl ServerPool {
         // started in the background, or the starts of a cold burst): then it waits for one of those.
         if usable + state.starting < max && state.starting <= state.waiting {
             state.starting += 1;
+            state.waiting += 1;
             returned.enable();
             return Take::Start;
         }
@@ -191,13 +193,14 @@ impl ServerPool {
             entry.calls += 1;
             return Take::Use(entry.process.clone());
         }
+        state.waiting += 1;
         returned.enable();
         Take::Wait { starts_under_way: state.starting > 0 }
     }
 
-    /// Counts the caller as waiting for a process until the guard drops (so starts match the callers waiting).
+    /// The caller that [`ServerPool::take`] counted as waiting stops being counted when this guard drops (woken or
+    /// cancelled), so the starts follow the callers that wait for them.
     pub(super) fn waiting(&self) -> Waiting<'_> {
-        lock(&self.state).waiting += 1;
         Waiting(self)
     }
 
