@@ -68,15 +68,16 @@ fn a_session_is_served_through_the_drain_on_new_connections_and_its_delete_ends_
     let r = post(&http(), &gw.mcp, Some(API_KEY), &session_headers(&session), &warm);
     assert_eq!(r.status, 200, "{}", r.text);
 
+    let started = gw.dir.path().join("slow-started");
     let in_flight = {
-        let (url, session) = (gw.mcp.clone(), session.clone());
+        let (url, session, args) = (gw.mcp.clone(), session.clone(), slow_marked(3000, &started));
         thread::spawn(move || {
-            let slow = tools_call_body(3, "gw_secure_call_tools", calls("mock", &[("slow", json!({"ms": 3000}))]));
+            let slow = tools_call_body(3, "gw_secure_call_tools", calls("mock", &[("slow", args)]));
             post(&http(), &url, Some(API_KEY), &session_headers(&session), &slow)
         })
     };
-    // The call lasts 3 s; the signal comes at 0.5 s (there is no outside sign of a call having reached the upstream).
-    thread::sleep(Duration::from_millis(500));
+    // The call lasts 3 s; the signal comes once it has reached the upstream.
+    wait_started(&started);
     sigterm_now(&gw);
     let signalled = Instant::now();
 

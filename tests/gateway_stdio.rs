@@ -222,7 +222,7 @@ fn stdout_carries_only_jsonrpc_and_closing_stdin_ends_everything() {
 
 #[test]
 fn sigterm_over_stdio_lets_a_running_call_answer_then_exits_0() {
-    let (_dir, path) = mock_config();
+    let (dir, path) = mock_config();
     let mut child = stdio_command(&path, &[("GW_GATEWAY_KEY", API_KEY)])
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
@@ -245,8 +245,9 @@ fn sigterm_over_stdio_lets_a_running_call_answer_then_exits_0() {
     // Warm the upstream so the slow call below is running when the signal arrives.
     send(tools_call_body(2, "gw_secure_call_tools", calls("mock", &[("echo", json!({"text": "warm"}))])));
     wait_for(2);
-    send(tools_call_body(3, "gw_secure_call_tools", calls("mock", &[("slow", json!({"ms": 1500}))])));
-    thread::sleep(Duration::from_millis(300));
+    let started = dir.path().join("slow-started");
+    send(tools_call_body(3, "gw_secure_call_tools", calls("mock", &[("slow", slow_marked(1500, &started))])));
+    wait_started(&started);
     let signalled = std::process::Command::new("kill").args(["-TERM", &child.id().to_string()]).status().unwrap();
     assert!(signalled.success());
 

@@ -470,13 +470,14 @@ fn sigterm_lets_a_call_in_flight_finish_before_exiting() {
     let client = Arc::new(rt.block_on(connect(&gw.mcp, API_KEY)));
     // Warm: the slow call below starts at once.
     let warm = rt.block_on(upstream_pid(&client, "mock"));
+    let started = gw.dir.path().join("slow-started");
     let in_flight = {
         let client = Arc::clone(&client);
-        let batch = calls("mock", &[("slow", json!({"ms": 2000}))]);
+        let batch = calls("mock", &[("slow", slow_marked(2000, &started))]);
         rt.spawn(async move { try_call(&client, "gw_secure_call_tools", batch).await })
     };
-    // Let the call reach the upstream before the signal (the call lasts 2 s; the signal comes at 0.5 s).
-    std::thread::sleep(Duration::from_millis(500));
+    // The signal comes once the call (2 s) has reached the upstream.
+    wait_started(&started);
     let term = std::process::Command::new("kill").args(["-TERM", &gw.gw.pid().to_string()]).status();
     assert!(term.is_ok_and(|s| s.success()), "kill -TERM failed");
     let outcome = rt.block_on(async { tokio::time::timeout(Duration::from_secs(10), in_flight).await });

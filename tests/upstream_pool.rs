@@ -173,9 +173,12 @@ async fn a_warm_call_reuses_the_idle_process() {
 async fn a_call_waits_for_a_busy_process_within_its_timeout() {
     let pool = pool(1, Duration::from_secs(60));
     let spec = mock();
-    let busy = call(&pool, &spec, "slow", json!({"ms": 600}));
+    let dir = tempfile::tempdir().expect("tempdir");
+    let started = dir.path().join("started");
+    let busy = call(&pool, &spec, "slow", json!({"ms": 600, "started_file": started.display().to_string()}));
     let impatient = async {
-        tokio::time::sleep(Duration::from_millis(100)).await;
+        // Once the slow call holds the one process.
+        assert!(eventually(Duration::from_secs(10), || started.exists()).await, "the slow call did not start");
         call_within(&pool, &spec, "echo", json!({"text": "x"}), Duration::from_millis(200)).await
     };
     let (busy, impatient) = tokio::join!(busy, impatient);
@@ -369,9 +372,10 @@ async fn shutdown_ends_every_process_and_its_group() {
     assert!(alive(helper));
     // One more process busy in a call while shutdown happens.
     let plain = mock();
-    let busy = call(&pool, &plain, "slow", json!({"ms": 30_000}));
+    let started = dir.path().join("slow-started");
+    let busy = call(&pool, &plain, "slow", json!({"ms": 30_000, "started_file": started.display().to_string()}));
     let (busy, ()) = tokio::join!(busy, async {
-        tokio::time::sleep(Duration::from_millis(500)).await;
+        assert!(eventually(Duration::from_secs(10), || started.exists()).await, "the slow call did not start");
         pool.shutdown().await;
     });
     assert!(matches!(busy, Err(UpstreamError::ShuttingDown)), "{busy:?}");

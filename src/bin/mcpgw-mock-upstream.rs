@@ -7,7 +7,7 @@
 //! |---|---|---|
 //! | `echo` | `{text}` | answers `text` (and `structuredContent` `{"text": text}`) |
 //! | `add` | `{a, b}` numbers | answers the sum as text |
-//! | `slow` | `{ms}` | sleeps `ms` milliseconds, then answers `done` (`structuredContent` `{"done": true, "pid"}`) |
+//! | `slow` | `{ms, started_file?}` | sleeps `ms` milliseconds, then answers `done` (`structuredContent` `{"done": true, "pid"}`); writes its pid to `started_file` first, so a test knows the call has reached the server |
 //! | `crash` | `{}` | exits at once with code 1, without answering |
 //! | `large` | `{bytes}` | answers one text of `bytes` `x` characters (at most 256 MiB) |
 //! | `garbage` | `{}` | writes a line that is not JSON to stdout, then answers normally and keeps serving |
@@ -49,7 +49,7 @@ impl MockUpstream {
             tool(
                 "slow",
                 "Sleeps for the given milliseconds, then answers done.",
-                json!({"ms": {"type": "integer", "minimum": 0}}),
+                json!({"ms": {"type": "integer", "minimum": 0}, "started_file": {"type": "string"}}),
                 &["ms"],
             ),
             tool("crash", "Exits the server process at once with code 1.", json!({}), &[]),
@@ -131,7 +131,12 @@ async fn run(name: &str, args: &JsonObject) -> Result<CallToolResult, ErrorData>
         }
         "add" => text(sum(&number_argument(args, "a")?, &number_argument(args, "b")?)),
         "slow" => {
-            tokio::time::sleep(Duration::from_millis(integer_argument(args, "ms")?)).await;
+            let ms = integer_argument(args, "ms")?;
+            if let Some(path) = args.get("started_file").and_then(Value::as_str) {
+                std::fs::write(path, pid.to_string())
+                    .map_err(|e| ErrorData::invalid_params(format!("cannot write {path}: {e}"), None))?;
+            }
+            tokio::time::sleep(Duration::from_millis(ms)).await;
             let mut result = text("done");
             result.structured_content = Some(json!({"done": true, "pid": pid}));
             result

@@ -635,6 +635,19 @@ where
     }
 }
 
+/// Arguments of the mock's `slow` tool that make it write `started` when the call reaches it (the readiness signal of
+/// a call in flight).
+pub fn slow_marked(ms: u64, started: &Path) -> Value {
+    json!({"ms": ms, "started_file": started.display().to_string()})
+}
+
+/// Waits until the call given [`slow_marked`] arguments has reached the mock upstream.
+#[track_caller]
+pub fn wait_started(started: &Path) {
+    let reached = crate::common::wait_until(Duration::from_secs(30), || started.exists());
+    assert!(reached, "the slow call did not reach the upstream");
+}
+
 /// Runs one call through `gw_secure_call_tools` and returns its element of `results`.
 pub async fn secure_call_one(client: &McpClient, server: &str, tool: &str, args: Value) -> Value {
     let answer = call(client, "gw_secure_call_tools", calls(server, &[(tool, args)])).await;
