@@ -165,7 +165,7 @@ fn rotating_a_key_by_editing_the_secret_is_in_effect_within_two_seconds() {
     );
     assert_auth_failed(&r);
 
-    // What the README tells operators to watch: the log line and the reload counter.
+    // What docs/kubernetes.md tells operators to watch: the log line and the reload counter.
     assert!(wait_until(SHORT_DEADLINE, || gw.logs().contains("configuration reloaded")), "logs:\n{}", gw.logs());
     assert!(reloads_ok(&gw) > reloads_before, "mcpgw_config_reloads_total{{result=\"ok\"}} did not grow");
     assert_eq!(gw.system_health()["config_valid"], json!(true));

@@ -6,7 +6,7 @@
 //! `gw_gateway_cache_expiration` (the gateway config cache) and the cache is dropped when the configuration changes.
 //!
 //! With the `gw` provider the key is resolved by a remote service (`remote_auth.rs`, protocol in its documentation
-//! and the README) under `auth_timeout`; its answer may carry the servers themselves (`gateway_config.mcp_config`),
+//! and `docs/gateway.md`) under `auth_timeout`; its answer may carry the servers themselves (`gateway_config.mcp_config`),
 //! which then serve this caller instead of a local MCP configuration. Answers are cached the same way, by key digest,
 //! never by the key itself. With the external cache on, the remote answer is also shared through Redis (sealed, see
 //! [`crate::cache::shared`]) so another instance uses it instead of asking the service again. `local_apikey`
