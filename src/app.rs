@@ -19,23 +19,13 @@ use tokio::sync::watch;
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 
+use crate::admin::AppState;
 use crate::config::defaults::{InitError, init_file};
 use crate::config::{ConfigStore, LoadError, watch as config_watch};
 use crate::gateway::{self, GatewayContext};
 use crate::telemetry::logging::{self, LogHandle};
 use crate::telemetry::metrics::Metrics;
 use crate::{admin, signal, telemetry};
-
-/// Shared by every listener.
-pub struct AppState {
-    pub store: Arc<ConfigStore>,
-    pub metrics: Arc<Metrics>,
-    pub started: Instant,
-    /// True once every listener is up; false again while draining.
-    pub ready: AtomicBool,
-    /// The shared cache's state, for the health report (the gateway context owns it).
-    pub external_cache: Arc<crate::cache::ExternalCache>,
-}
 
 /// How MCP clients reach the gateway.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -107,7 +97,7 @@ pub async fn serve(opts: ServeOptions) -> Result<(), ServeError> {
         store: Arc::clone(&store),
         metrics,
         started: Instant::now(),
-        ready: AtomicBool::new(false),
+        ready: Arc::new(AtomicBool::new(false)),
         external_cache: Arc::clone(&ctx.external_cache),
     });
 
@@ -121,7 +111,14 @@ pub async fn serve(opts: ServeOptions) -> Result<(), ServeError> {
         listeners.push(("admin", bind("admin", addr).await?, admin::router(Arc::clone(&state))));
     }
     if let Some(addr) = metrics_addr {
-        listeners.push(("metrics", bind("metrics", addr).await?, telemetry::probes::router(Arc::clone(&state))));
+        listeners.push((
+            "metrics",
+            bind("metrics", addr).await?,
+            telemetry::probes::router(telemetry::probes::ProbeState {
+                ready: Arc::clone(&state.ready),
+                metrics: Arc::clone(&state.metrics),
+            }),
+        ));
     }
     let _watcher = config_watch::watch(Arc::clone(&store))?;
     signal::reload_on_hangup(Arc::clone(&store));

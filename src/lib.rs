@@ -24,6 +24,7 @@ pub mod outbound;
 pub mod secrets;
 pub mod signal;
 pub mod telemetry;
+pub mod timeouts;
 pub mod upstream;
 
 /// The gateway version reported by the health endpoints.

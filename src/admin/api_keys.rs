@@ -7,8 +7,8 @@ use axum::extract::{Path, State};
 use axum::response::Response;
 use axum::routing::{get, post};
 
+use super::AppState;
 use super::{answer, write};
-use crate::app::AppState;
 use crate::manage::api_keys;
 
 type St = State<Arc<AppState>>;

@@ -9,8 +9,8 @@ use axum::http::{StatusCode, header};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 
+use super::AppState;
 use super::response::ApiError;
-use crate::app::AppState;
 use crate::secrets;
 
 const CODE: &str = "AUTH_INVALID_CREDENTIALS";

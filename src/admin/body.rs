@@ -10,8 +10,8 @@ use axum::extract::{FromRequest, Request};
 use axum::http::{StatusCode, header};
 use serde_json::Value;
 
+use super::AppState;
 use super::response::ApiError;
-use crate::app::AppState;
 use crate::body_limit::{BodyError, read_limited_within};
 
 /// A request body parsed as JSON (`Value::Null` when empty).

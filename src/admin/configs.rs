@@ -7,9 +7,9 @@ use axum::extract::{Path, State};
 use axum::response::Response;
 use axum::routing::{get, post};
 
+use super::AppState;
 use super::body::JsonBody;
 use super::{answer, answer_created, write};
-use crate::app::AppState;
 use crate::manage::configs;
 
 type St = State<Arc<AppState>>;

@@ -11,6 +11,7 @@
 pub mod auth;
 pub mod body;
 pub mod response;
+mod state;
 
 mod api_keys;
 mod configs;
@@ -27,10 +28,11 @@ use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 use serde_json::Value;
 
-use crate::app::AppState;
 use crate::config::{ConfigFile, Snapshot};
 use crate::manage::{ManageError, ManageResult};
+use crate::middleware::limits::{header_bytes, headers_too_large_message};
 use response::ApiError;
+pub use state::AppState;
 
 /// The admin API router.
 pub fn router(state: Arc<AppState>) -> Router {
@@ -43,9 +45,20 @@ pub fn router(state: Arc<AppState>) -> Router {
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)
         .layer(middleware::from_fn_with_state(state.clone(), auth::require_admin))
-        .layer(middleware::from_fn_with_state(state.clone(), crate::middleware::limits::admin_front))
+        .layer(middleware::from_fn_with_state(state.clone(), admin_front))
         .layer(middleware::from_fn_with_state(state.clone(), count_requests))
         .with_state(state)
+}
+
+/// The header size check (`limits.max_header_bytes`), answered in the admin API's error shape.
+async fn admin_front(State(state): State<Arc<AppState>>, req: Request, next: Next) -> Response {
+    let max = state.store.snapshot().settings.limits.max_header_bytes;
+    if header_bytes(&req) > max {
+        state.metrics.limit_hit("request_headers");
+        let status = StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE;
+        return ApiError::new(status, "HEADERS_TOO_LARGE", headers_too_large_message(max)).into_response();
+    }
+    next.run(req).await
 }
 
 async fn not_found(req: Request) -> ApiError {

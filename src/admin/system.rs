@@ -9,10 +9,10 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use serde_json::json;
 
+use super::AppState;
 use super::blocking;
 use super::body::JsonBody;
 use super::response::{done, ok};
-use crate::app::AppState;
 use crate::manage::system;
 
 type St = State<Arc<AppState>>;

@@ -27,7 +27,6 @@ use sha2::{Digest, Sha256};
 
 use super::external::{ExternalCache, ExternalError};
 use crate::config::model::ServerEntry;
-use crate::gateway::remote_auth::RemoteIdentity;
 
 /// The prefix of every key the gateway writes.
 pub const PREFIX: &str = "mcpgw:v1:";
@@ -98,13 +97,14 @@ struct SharedToolsRef<'a> {
     server_metadata: &'a Value,
 }
 
-/// [`RemoteIdentity`] as it is sealed into the shared cache.
+/// The remote authentication service's answer for a key, as it is sealed into the shared cache (the gateway's
+/// `RemoteIdentity` converts to and from it). No `Debug`: server entries carry secrets.
 #[derive(Serialize, Deserialize)]
-struct SharedIdentity {
-    project_id: String,
-    user_id: String,
-    mcp_config_id: Option<String>,
-    servers: Option<Vec<Value>>,
+pub struct SharedIdentity {
+    pub project_id: String,
+    pub user_id: String,
+    pub mcp_config_id: Option<String>,
+    pub servers: Option<Vec<Value>>,
 }
 
 fn sealing_cipher(api_key: &str) -> Aes256Gcm {
@@ -222,34 +222,21 @@ impl ExternalCache {
     }
 
     /// The remote service's answer for `api_key`, shared by another instance (`None` when absent or unreadable).
-    pub async fn get_gateway_config(&self, api_key: &str) -> Result<Option<RemoteIdentity>, ExternalError> {
+    pub async fn get_gateway_config(&self, api_key: &str) -> Result<Option<SharedIdentity>, ExternalError> {
         let name = gateway_config_key(&crate::secrets::digest(api_key));
         let Some(sealed) = self.get_bytes(&name).await? else { return Ok(None) };
-        let shared =
-            open(api_key, &name, &sealed).and_then(|plain| serde_json::from_slice::<SharedIdentity>(&plain).ok());
-        Ok(shared.map(|s| RemoteIdentity {
-            project_id: s.project_id,
-            user_id: s.user_id,
-            mcp_config_id: s.mcp_config_id,
-            servers: s.servers,
-        }))
+        Ok(open(api_key, &name, &sealed).and_then(|plain| serde_json::from_slice::<SharedIdentity>(&plain).ok()))
     }
 
     /// Shares the remote service's answer for `api_key`, sealed.
     pub async fn put_gateway_config(
         &self,
         api_key: &str,
-        answer: &RemoteIdentity,
+        answer: &SharedIdentity,
         ttl: Duration,
     ) -> Result<(), ExternalError> {
         let name = gateway_config_key(&crate::secrets::digest(api_key));
-        let shared = SharedIdentity {
-            project_id: answer.project_id.clone(),
-            user_id: answer.user_id.clone(),
-            mcp_config_id: answer.mcp_config_id.clone(),
-            servers: answer.servers.clone(),
-        };
-        let plain = serde_json::to_vec(&shared).map_err(|e| ExternalError::Failed(e.to_string()))?;
+        let plain = serde_json::to_vec(answer).map_err(|e| ExternalError::Failed(e.to_string()))?;
         let sealed = seal(api_key, &name, &plain).ok_or_else(|| ExternalError::Failed("sealing failed".into()))?;
         self.set_bytes(&name, sealed.as_bytes(), ttl).await
     }

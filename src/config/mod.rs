@@ -4,6 +4,7 @@ pub mod decode;
 pub mod defaults;
 pub mod fsutil;
 pub mod model;
+pub mod oauth;
 pub mod per_snapshot;
 pub mod settings;
 pub mod snapshot;

@@ -179,7 +179,7 @@ impl Indexes {
                     ));
                 }
                 if let Some(oauth) = &server.oauth_config
-                    && let Err(found) = crate::upstream::oauth::OAuthSettings::from_config(oauth)
+                    && let Err(found) = super::oauth::OAuthSettings::from_config(oauth)
                 {
                     let path = format!("mcp_configs.{id}.mcp_config[{i}].oauth_config");
                     problems.extend(found.into_iter().map(|why| format!("{path}: {why}")));

@@ -19,8 +19,8 @@ use serde_json::{Value, json};
 
 use super::capabilities::{self, Capability};
 use super::identity::{AuthFailure, Credentials};
-use super::timeouts::TimeoutKind;
 use super::{GatewayContext, Identity, tools};
+use crate::timeouts::TimeoutKind;
 
 /// The gateway's MCP server handler.
 #[derive(Clone)]

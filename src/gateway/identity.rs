@@ -100,7 +100,7 @@ async fn remote_answer(
     let settings = &snapshot.settings;
     let shared = settings.use_external_cache && external.enabled();
     if shared && let Ok(Some(answer)) = external.get_gateway_config(key).await {
-        return Ok(answer);
+        return Ok(RemoteIdentity::from(answer));
     }
     let client = remote.get(snapshot, remote_client);
     let client = client.as_ref().as_ref().map_err(|e| AuthFailure(e.to_string()))?;
@@ -111,7 +111,7 @@ async fn remote_answer(
         })?;
     if shared {
         // A Redis that is down was counted and logged by the external cache; the answer still serves this instance.
-        let _ = external.put_gateway_config(key, &answer, settings.gateway_cache_expiry).await;
+        let _ = external.put_gateway_config(key, &(&answer).into(), settings.gateway_cache_expiry).await;
     }
     Ok(answer)
 }

@@ -30,7 +30,6 @@ pub mod identity;
 pub mod remote_auth;
 pub mod sessions;
 pub mod stdio;
-pub mod timeouts;
 pub mod tools;
 
 use std::collections::HashMap;
@@ -42,11 +41,11 @@ use crate::cache::{ExternalCache, TtlCache};
 use crate::config::model::ServerEntry;
 use crate::config::{ConfigStore, Snapshot};
 use crate::telemetry::metrics::{Metrics, catch_up};
+use crate::timeouts::TimeoutMetrics;
 use crate::upstream::{PoolKey, PoolSettings, ServerSpec, UpstreamPool};
 use identity::GatewayConfigCache;
 pub use identity::{AuthFailure, Credentials, Identity};
 use sessions::SessionRegistry;
-use timeouts::TimeoutMetrics;
 
 /// Tools found by live discovery, with what the server said about itself.
 #[derive(Debug, Clone)]

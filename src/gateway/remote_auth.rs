@@ -35,6 +35,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use reqwest::header::HeaderName;
+
+use crate::cache::shared::SharedIdentity;
 use serde_json::{Map, Value, json};
 
 use crate::guardrails::remote::json_api::{
@@ -70,6 +72,24 @@ pub struct RemoteIdentity {
     /// `gateway_config.mcp_config` when the service sent it: server entries as in the configuration file (contract
     /// 2), each a JSON object; not yet checked against the server entry schema.
     pub servers: Option<Vec<Value>>,
+}
+
+impl From<SharedIdentity> for RemoteIdentity {
+    fn from(shared: SharedIdentity) -> RemoteIdentity {
+        let SharedIdentity { project_id, user_id, mcp_config_id, servers } = shared;
+        RemoteIdentity { project_id, user_id, mcp_config_id, servers }
+    }
+}
+
+impl From<&RemoteIdentity> for SharedIdentity {
+    fn from(answer: &RemoteIdentity) -> SharedIdentity {
+        SharedIdentity {
+            project_id: answer.project_id.clone(),
+            user_id: answer.user_id.clone(),
+            mcp_config_id: answer.mcp_config_id.clone(),
+            servers: answer.servers.clone(),
+        }
+    }
 }
 
 impl fmt::Debug for RemoteIdentity {

@@ -24,8 +24,8 @@ use super::provider::{Provider, ProviderChoice, string_list};
 use super::remote::RemoteGuardrails;
 use super::{GuardrailError, Mode, Violation};
 use crate::config::model::GuardrailPolicy;
-use crate::gateway::timeouts::{TimeoutKind, TimeoutMetrics};
 use crate::telemetry::spans;
+use crate::timeouts::{TimeoutKind, TimeoutMetrics};
 
 /// The thresholds and limits a guard works with.
 #[derive(Debug, Clone, Copy)]

@@ -31,8 +31,8 @@ use crate::config::Snapshot;
 use crate::gateway::handler::auth_failed;
 use crate::gateway::identity::{AuthFailure, Credentials};
 use crate::gateway::sessions::SessionCheck;
-use crate::gateway::timeouts::TimeoutKind;
 use crate::gateway::{GatewayContext, Identity};
+use crate::timeouts::TimeoutKind;
 
 const SESSION_HEADER: &str = "mcp-session-id";
 

@@ -20,10 +20,10 @@ use serde_json::{Map, Value};
 use tower::{Layer, Service};
 
 use crate::config::model::GuardrailPolicy;
-use crate::gateway::timeouts::TimeoutMetrics;
 use crate::gateway::tools::Failure;
 use crate::guardrails::provider::ProviderChoice;
 use crate::guardrails::stage::{CallGuard, GuardSettings};
+use crate::timeouts::TimeoutMetrics;
 
 /// One upstream tool call.
 #[derive(Debug, Clone)]

@@ -1,21 +1,19 @@
-//! The first check on every request, before authentication: the size of its headers (`limits.max_header_bytes`, 431
+//! The first check on every gateway request, before authentication: the size of its headers (`limits.max_header_bytes`, 431
 //! `HEADERS_TOO_LARGE`), as `axum::middleware::from_fn_with_state` functions usable as tower layers.
 //!
 //! The other limits live where their resource is taken: the body and `max_sessions` in [`super::jsonrpc`], who is
 //! still served while the gateway drains in [`super::drain`], session idle expiry in [`crate::gateway::sessions`],
-//! header read deadlines in the listener (`crate::app`), tool results in the upstream pool.
+//! header read deadlines in the listener (`app.rs`), the admin API's own header check in `admin/mod.rs`, tool results in the upstream pool.
 
 use std::sync::Arc;
 
 use axum::extract::{Request, State};
 use axum::http::StatusCode;
 use axum::middleware::Next;
-use axum::response::{IntoResponse, Response};
+use axum::response::Response;
 use serde_json::json;
 
 use super::auth::jsonrpc_error;
-use crate::admin::response::ApiError;
-use crate::app::AppState;
 use crate::gateway::GatewayContext;
 
 /// The bytes of a request's line and headers as the client sent them (give or take the line's spacing).
@@ -24,7 +22,7 @@ pub fn header_bytes<B>(req: &axum::http::Request<B>) -> usize {
     req.headers().iter().fold(line, |sum, (name, value)| sum + name.as_str().len() + value.len() + 4)
 }
 
-fn headers_too_large_message(max: usize) -> String {
+pub fn headers_too_large_message(max: usize) -> String {
     format!("the request's headers exceed {max} bytes")
 }
 
@@ -36,17 +34,6 @@ pub async fn gateway_front(State(ctx): State<Arc<GatewayContext>>, req: Request,
         let data =
             json!({"status": "error", "error_code": "HEADERS_TOO_LARGE", "message": headers_too_large_message(max)});
         return jsonrpc_error(StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE, -32600, "Request headers too large", data);
-    }
-    next.run(req).await
-}
-
-/// The admin API's header size check, answered in the admin API's error shape.
-pub async fn admin_front(State(state): State<Arc<AppState>>, req: Request, next: Next) -> Response {
-    let max = state.store.snapshot().settings.limits.max_header_bytes;
-    if header_bytes(&req) > max {
-        state.metrics.limit_hit("request_headers");
-        let status = StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE;
-        return ApiError::new(status, "HEADERS_TOO_LARGE", headers_too_large_message(max)).into_response();
     }
     next.run(req).await
 }

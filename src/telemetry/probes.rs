@@ -3,7 +3,7 @@
 //! sending traffic before the listeners close).
 
 use std::sync::Arc;
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use axum::Router;
 use axum::extract::State;
@@ -12,10 +12,17 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use serde_json::json;
 
-use crate::app::AppState;
+use super::metrics::Metrics;
+
+/// What the probes read: readiness (set by the app) and the metrics.
+#[derive(Clone)]
+pub struct ProbeState {
+    pub ready: Arc<AtomicBool>,
+    pub metrics: Arc<Metrics>,
+}
 
 /// The probe and metrics router.
-pub fn router(state: Arc<AppState>) -> Router {
+pub fn router(state: ProbeState) -> Router {
     Router::new()
         .route("/healthz", get(healthz))
         .route("/readyz", get(readyz))
@@ -28,7 +35,7 @@ async fn healthz() -> Response {
     axum::Json(json!({"status": "alive"})).into_response()
 }
 
-async fn readyz(State(state): State<Arc<AppState>>) -> Response {
+async fn readyz(State(state): State<ProbeState>) -> Response {
     if state.ready.load(Ordering::SeqCst) {
         axum::Json(json!({"status": "ready"})).into_response()
     } else {
@@ -36,6 +43,6 @@ async fn readyz(State(state): State<Arc<AppState>>) -> Response {
     }
 }
 
-async fn metrics(State(state): State<Arc<AppState>>) -> Response {
+async fn metrics(State(state): State<ProbeState>) -> Response {
     ([(header::CONTENT_TYPE, "text/plain; version=0.0.4; charset=utf-8")], state.metrics.render()).into_response()
 }

@@ -10,13 +10,12 @@
 //! the token into the server's environment and into the arguments that ask for it with a placeholder. Neither the
 //! client secret nor a token ever appears in a `Debug` output, an error text or a log record.
 //!
-//! Files: `settings.rs` reads the configuration, `manager.rs` caches and single-flights acquisitions and keeps the
+//! Files: `config/oauth.rs` reads the configuration (it is validated with the rest of the file), `manager.rs` caches and single-flights acquisitions and keeps the
 //! backoff and cool-down state, `request.rs` speaks the token endpoint's protocol (and builds mutual TLS clients); this
 //! file holds the shared vocabulary and [`inject`].
 
 mod manager;
 mod request;
-mod settings;
 #[cfg(test)]
 mod test_support;
 
@@ -24,8 +23,8 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
+pub use crate::config::oauth::{ClientCertificate, OAuthSettings};
 pub use manager::TokenManager;
-pub use settings::{ClientCertificate, OAuthSettings};
 
 /// Spec 5.3 and 8: a token is replaced this long before it expires.
 pub const REFRESH_BUFFER: Duration = Duration::from_secs(5 * 60);

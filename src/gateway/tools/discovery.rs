@@ -15,9 +15,9 @@ use super::{DiscoverInput, Failure, ListServersInput, ServerInput};
 use crate::cache::ExternalError;
 use crate::cache::shared::fingerprint;
 use crate::config::model::ServerEntry;
-use crate::gateway::timeouts::TimeoutKind;
 use crate::gateway::{CachedTools, GatewayContext, Identity};
 use crate::telemetry::spans;
+use crate::timeouts::TimeoutKind;
 use crate::upstream::oauth::{self, OAuthSettings, TokenKey};
 use crate::upstream::{PoolKey, ServerSpec, UpstreamError};
 
@@ -93,7 +93,7 @@ pub fn configured_tools(entry: &ServerEntry) -> Vec<Value> {
 /// Maps an upstream error to the answer's error code (counting a result over `limits.max_tool_result_bytes`).
 pub fn upstream_failure(ctx: &GatewayContext, err: &UpstreamError) -> Failure {
     match err {
-        UpstreamError::Timeout(d) => Failure::new("TIMEOUT", crate::gateway::timeouts::TimedOut(*d).to_string()),
+        UpstreamError::Timeout(d) => Failure::new("TIMEOUT", crate::timeouts::TimedOut(*d).to_string()),
         UpstreamError::OutputTooLarge { .. } => {
             ctx.store.metrics().limit_hit("tool_result");
             Failure::new("UPSTREAM_OUTPUT_TOO_LARGE", err.to_string())

@@ -13,12 +13,12 @@ use serde_json::{Map, Value, json};
 
 use super::discovery::{discover, find_server, upstream_failure, upstream_spec};
 use super::{Failure, SecureCallInput, ToolCall};
-use crate::gateway::timeouts::TimeoutKind;
 use crate::gateway::{GatewayContext, Identity};
 use crate::guardrails::provider::Provider;
 use crate::guardrails::stage::GuardSettings;
 use crate::middleware::guardrails::{CallOutcome, GuardrailLayer, Guardrails, UpstreamCall};
 use crate::telemetry::spans;
+use crate::timeouts::TimeoutKind;
 use crate::upstream::{PoolKey, ServerSpec, UpstreamError};
 
 /// The pool enforces a timeout itself (and kills the process); the outer timer is a backstop just behind it.
@@ -204,6 +204,6 @@ async fn run_call(
             |r| matches!(r, Err(UpstreamError::Timeout(_))),
         )
         .await
-        .map_err(|_| Failure::new("TIMEOUT", crate::gateway::timeouts::TimedOut(limit).to_string()))?
+        .map_err(|_| Failure::new("TIMEOUT", crate::timeouts::TimedOut(limit).to_string()))?
         .map_err(|e| upstream_failure(ctx, &e))
 }

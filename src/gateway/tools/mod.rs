@@ -17,9 +17,9 @@ use serde::Deserialize;
 use serde::de::DeserializeOwned;
 use serde_json::{Map, Value, json};
 
-use super::timeouts::TimeoutKind;
 use super::{GatewayContext, Identity};
 use crate::telemetry::spans;
+use crate::timeouts::TimeoutKind;
 
 pub use discovery::{DiscoveryResult, discover};
 

@@ -6,8 +6,8 @@
 use serde_json::{Value, json};
 
 use super::{ClearCacheInput, Failure};
-use crate::gateway::timeouts::config_report;
 use crate::gateway::{GatewayContext, Identity};
+use crate::timeouts::config_report;
 use crate::upstream::oauth::TokenKey;
 
 /// `gw_get_cache_status`.

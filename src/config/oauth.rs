@@ -1,11 +1,12 @@
 //! Reading a server entry's `oauth_config` into [`OAuthSettings`]: every problem at once, each naming its field, and
-//! the client secret kept out of every message and `Debug` output.
+//! the client secret kept out of every message and `Debug` output. Validation uses it at load (a problem is a config
+//! problem); the upstream OAuth token manager (`upstream/oauth`) uses the settings it reads.
 
 use std::path::PathBuf;
 
 use serde_json::{Map, Value};
 
-use crate::config::model::OAuthConfig;
+use super::model::OAuthConfig;
 
 /// A server's validated `oauth_config` (only when enabled). `PartialEq` tells whether it changed on a reload.
 #[derive(Clone, PartialEq, Eq)]
@@ -136,7 +137,7 @@ impl OAuthSettings {
 
     /// The form body of the token request: `client_secret_post` authentication (RFC 6749 2.3.1), which every issuer
     /// accepts and which keeps the secret out of headers that proxies like to log.
-    pub(super) fn form(&self) -> Vec<(&'static str, &str)> {
+    pub(crate) fn form(&self) -> Vec<(&'static str, &str)> {
         let mut form = vec![("grant_type", "client_credentials"), ("client_id", self.client_id.as_str())];
         let optional = [("client_secret", &self.client_secret), ("scope", &self.scope), ("audience", &self.audience)];
         form.extend(optional.into_iter().filter_map(|(name, value)| Some((name, value.as_deref()?))));
@@ -180,7 +181,14 @@ mod tests {
     use serde_json::json;
 
     use super::*;
-    use crate::upstream::oauth::test_support::{SECRET, settings};
+
+    const SECRET: &str = "s3cret-client-value-0123456789";
+
+    fn settings(url: &str) -> OAuthSettings {
+        let config = json!({"enabled": true, "OAUTH_GRANT_TYPE": "client_credentials", "OAUTH_CLIENT_ID": "gw-client",
+            "OAUTH_CLIENT_SECRET": SECRET, "OAUTH_TOKEN_URL": url, "OAUTH_SCOPE": "read write"});
+        OAuthSettings::from_json(&config).unwrap().unwrap()
+    }
 
     #[test]
     fn settings_are_read_from_oauth_config() {

@@ -1,0 +1,20 @@
+//! What the admin API's handlers share: the config store, the metrics, the start time, readiness and the shared
+//! cache's state (for the health report). `app.rs` builds it once; the probe listener gets only what it reads.
+
+use std::sync::Arc;
+use std::sync::atomic::AtomicBool;
+use std::time::Instant;
+
+use crate::config::ConfigStore;
+use crate::telemetry::metrics::Metrics;
+
+/// Shared by the admin API's handlers.
+pub struct AppState {
+    pub store: Arc<ConfigStore>,
+    pub metrics: Arc<Metrics>,
+    pub started: Instant,
+    /// True once every listener is up; false again while draining (shared with the probes' `/readyz`).
+    pub ready: Arc<AtomicBool>,
+    /// The shared cache's state, for the health report (the gateway context owns it).
+    pub external_cache: Arc<crate::cache::ExternalCache>,
+}
