@@ -80,7 +80,8 @@ pub async fn serve(opts: ServeOptions) -> Result<(), ServeError> {
     let metrics = Arc::new(Metrics::new());
     let store = Arc::new(ConfigStore::open(path.clone(), Arc::clone(&metrics))?);
     // Also the trace exporter, chosen here once: a change of `plugins.telemetry` needs a restart.
-    let log = logging::init(&store.snapshot().settings);
+    let settings = &store.snapshot().settings;
+    let log = logging::init(settings.log_level, settings.trace_export());
     follow_log_level(&store, log);
 
     let ctx = GatewayContext::new(Arc::clone(&store));
@@ -298,7 +299,7 @@ fn follow_log_level(store: &ConfigStore, log: LogHandle) {
     tokio::spawn(async move {
         while changes.changed().await.is_ok() {
             let snapshot = changes.borrow_and_update().clone();
-            log.apply(&snapshot.settings);
+            log.apply(snapshot.settings.log_level, snapshot.settings.trace_export());
         }
     });
 }

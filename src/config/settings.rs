@@ -9,30 +9,8 @@ use serde_json::{Map, Number, Value};
 
 use super::decode::Problems;
 use super::model::{CommonConfig, ConfigFile, LimitsConfig, PluginChoice, Plugins};
-
-/// Log levels of the spec, in increasing severity.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
-pub enum LogLevel {
-    Debug,
-    Info,
-    Warning,
-    Error,
-    Critical,
-}
-
-impl LogLevel {
-    /// Parses a spec level name (`DEBUG` … `CRITICAL`), case-insensitively.
-    pub fn parse(name: &str) -> Option<LogLevel> {
-        match name.to_ascii_uppercase().as_str() {
-            "DEBUG" => Some(LogLevel::Debug),
-            "INFO" => Some(LogLevel::Info),
-            "WARNING" | "WARN" => Some(LogLevel::Warning),
-            "ERROR" => Some(LogLevel::Error),
-            "CRITICAL" => Some(LogLevel::Critical),
-            _ => None,
-        }
-    }
-}
+pub use crate::telemetry::logging::LogLevel;
+use crate::telemetry::traces::TraceExport;
 
 /// The timeouts of spec section 8.
 #[derive(Debug, Clone, PartialEq)]
@@ -178,6 +156,15 @@ impl Settings {
     /// Whether telemetry export is switched on.
     pub fn telemetry_enabled(&self) -> bool {
         self.telemetry.as_ref().is_some_and(|t| t.config.get("enabled").and_then(Value::as_bool).unwrap_or(true))
+    }
+
+    /// The trace export `plugins.telemetry` asks for; `None` when traces are off.
+    pub fn trace_export(&self) -> Option<TraceExport> {
+        if !self.telemetry_enabled() {
+            return None;
+        }
+        let plugin = self.telemetry.as_ref()?;
+        TraceExport::from_plugin(&plugin.provider, &plugin.config)
     }
 
     /// Resolves the settings of `file`, recording every problem.

@@ -20,21 +20,44 @@ use tracing_subscriber::reload;
 use tracing_subscriber::util::SubscriberInitExt;
 
 use super::{spans, traces};
-use crate::config::settings::{LogLevel, Settings};
 
 /// The service name every record carries.
 pub const SERVICE_NAME: &str = "mcpgw";
+
+/// Log levels of the spec, in increasing severity.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum LogLevel {
+    Debug,
+    Info,
+    Warning,
+    Error,
+    Critical,
+}
+
+impl LogLevel {
+    /// Parses a spec level name (`DEBUG` … `CRITICAL`), case-insensitively.
+    pub fn parse(name: &str) -> Option<LogLevel> {
+        match name.to_ascii_uppercase().as_str() {
+            "DEBUG" => Some(LogLevel::Debug),
+            "INFO" => Some(LogLevel::Info),
+            "WARNING" | "WARN" => Some(LogLevel::Warning),
+            "ERROR" => Some(LogLevel::Error),
+            "CRITICAL" => Some(LogLevel::Critical),
+            _ => None,
+        }
+    }
+}
 
 /// Changes the log level of the running process.
 #[derive(Clone)]
 pub struct LogHandle(Option<reload::Handle<Targets, tracing_subscriber::Registry>>);
 
 impl LogHandle {
-    /// Applies a reloaded configuration: the log level (and a warning when `plugins.telemetry` changed, which needs a
-    /// restart).
-    pub fn apply(&self, settings: &Settings) {
-        self.set_level(settings.log_level);
-        traces::warn_if_changed(settings);
+    /// Applies a reloaded configuration: the log level (and a warning when the trace export it asks for changed,
+    /// which needs a restart).
+    pub fn apply(&self, level: LogLevel, traces: Option<traces::TraceExport>) {
+        self.set_level(level);
+        traces::warn_if_changed(traces);
     }
 
     /// Sets the level (CRITICAL maps to ERROR, the most severe level tracing has).
@@ -60,13 +83,14 @@ fn filter_for(level: LogLevel) -> Targets {
         .with_target(spans::TARGET, LevelFilter::OFF)
 }
 
-/// Installs the JSON logger on stderr, with the trace layer `settings` ask for. Call it inside the tokio runtime (a
-/// gRPC exporter needs one). Safe to call twice (the second call does nothing and returns a no-op handle).
-pub fn init(settings: &Settings) -> LogHandle {
-    let (filter, handle) = reload::Layer::new(filter_for(settings.log_level));
+/// Installs the JSON logger on stderr at `level`, with the trace export `traces` (`None`: no traces). Call it inside
+/// the tokio runtime (a gRPC exporter needs one). Safe to call twice (the second call does nothing and returns a
+/// no-op handle).
+pub fn init(level: LogLevel, traces: Option<traces::TraceExport>) -> LogHandle {
+    let (filter, handle) = reload::Layer::new(filter_for(level));
     let fmt = tracing_subscriber::fmt::layer().with_writer(std::io::stderr).event_format(JsonLine).with_filter(filter);
     let registry = tracing_subscriber::registry().with(fmt);
-    let (traces, trace_error) = match traces::layer(settings) {
+    let (traces, trace_error) = match traces::layer(traces) {
         Ok(layer) => (layer, None),
         Err(e) => (None, Some(e)),
     };

@@ -41,7 +41,6 @@ use tracing_subscriber::registry::LookupSpan;
 use super::logging::SERVICE_NAME;
 use super::spans;
 use super::stderr_spans::StderrSpanExporter;
-use crate::config::settings::{PluginSetting, Settings};
 
 /// Where spans go, decided from `plugins.telemetry`.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -60,20 +59,13 @@ pub enum OtlpProtocol {
 }
 
 impl TraceExport {
-    /// The export `settings` ask for; `None` when traces are off.
-    pub fn from_settings(settings: &Settings) -> Option<TraceExport> {
-        if !settings.telemetry_enabled() {
-            return None;
-        }
-        Self::from_plugin(settings.telemetry.as_ref()?)
-    }
-
-    fn from_plugin(plugin: &PluginSetting) -> Option<TraceExport> {
-        match plugin.provider.as_str() {
+    /// The export of an enabled `plugins.telemetry` with this provider and config; `None` for other providers.
+    pub fn from_plugin(provider: &str, config: &serde_json::Map<String, Value>) -> Option<TraceExport> {
+        match provider {
             "stdout" => Some(TraceExport::Stderr),
             "opentelemetry" => {
-                let url = plugin.config.get("url").and_then(Value::as_str)?.trim();
-                let protocol = match plugin.config.get("protocol").and_then(Value::as_str) {
+                let url = config.get("url").and_then(Value::as_str)?.trim();
+                let protocol = match config.get("protocol").and_then(Value::as_str) {
                     Some("http") => OtlpProtocol::Http,
                     _ => OtlpProtocol::Grpc,
                 };
@@ -207,11 +199,10 @@ pub type TraceLayer<S> = Filtered<OpenTelemetryLayer<S, SdkTracer>, Targets, S>;
 /// The layer a subscriber installs to export the gateway's spans: `Ok(None)` when traces are off. Installs the
 /// provider for [`shutdown`] and marks the exporter enabled; a provider that cannot be built counts as a failing
 /// exporter (the caller logs the error once logging is up).
-pub fn layer<S>(settings: &Settings) -> Result<Option<TraceLayer<S>>, TraceError>
+pub fn layer<S>(chosen: Option<TraceExport>) -> Result<Option<TraceLayer<S>>, TraceError>
 where
     S: Subscriber + for<'a> LookupSpan<'a>,
 {
-    let chosen = TraceExport::from_settings(settings);
     let _ = CHOSEN.set(chosen.clone());
     let Some(export) = chosen else { return Ok(None) };
     ENABLED.store(true, Ordering::Relaxed);
@@ -238,9 +229,8 @@ where
 
 /// Called with each reloaded configuration: the trace export is chosen at start only, so a reload that asks for
 /// another one is logged (once per change) as needing a restart.
-pub fn warn_if_changed(settings: &Settings) {
+pub fn warn_if_changed(wanted: Option<TraceExport>) {
     let Some(chosen) = CHOSEN.get() else { return };
-    let wanted = TraceExport::from_settings(settings);
     let Ok(mut asked) = ASKED.lock() else { return };
     if wanted != *chosen && asked.as_ref() != Some(&wanted) {
         tracing::warn!("plugins.telemetry changed; the trace exporter changes at the next restart");
@@ -266,11 +256,8 @@ mod tests {
     use super::*;
     use serde_json::json;
 
-    fn plugin(value: Value) -> PluginSetting {
-        PluginSetting {
-            provider: value["provider"].as_str().unwrap().to_string(),
-            config: value["config"].as_object().unwrap().clone(),
-        }
+    fn plugin(value: Value) -> (String, serde_json::Map<String, Value>) {
+        (value["provider"].as_str().unwrap().to_string(), value["config"].as_object().unwrap().clone())
     }
 
     #[test]
@@ -284,15 +271,15 @@ mod tests {
     fn providers_map_to_exports() {
         let grpc = plugin(json!({"provider": "opentelemetry", "config": {"url": "http://c:4317", "protocol": "grpc"}}));
         assert_eq!(
-            TraceExport::from_plugin(&grpc),
+            TraceExport::from_plugin(&grpc.0, &grpc.1),
             Some(TraceExport::Otlp { url: "http://c:4317".into(), protocol: OtlpProtocol::Grpc })
         );
         let http = plugin(json!({"provider": "opentelemetry", "config": {"url": "http://c:4318", "protocol": "http"}}));
         assert_eq!(
-            TraceExport::from_plugin(&http),
+            TraceExport::from_plugin(&http.0, &http.1),
             Some(TraceExport::Otlp { url: "http://c:4318/v1/traces".into(), protocol: OtlpProtocol::Http })
         );
         let stdout = plugin(json!({"provider": "stdout", "config": {"enabled": true}}));
-        assert_eq!(TraceExport::from_plugin(&stdout), Some(TraceExport::Stderr));
+        assert_eq!(TraceExport::from_plugin(&stdout.0, &stdout.1), Some(TraceExport::Stderr));
     }
 }
