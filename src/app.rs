@@ -177,7 +177,7 @@ struct Stops {
 }
 
 /// The drain (contract section 7): readiness off and the admin listener closed at once; the gateway goes on accepting
-/// and serves the MCP sessions that exist, while new sessions are refused (see `middleware/drain.rs`). It ends
+/// and serves the MCP sessions that exist, while new sessions are refused (see `gateway/middleware/drain.rs`). It ends
 /// when nothing is in flight and no session is open any more (closed by their clients, or idle), or when `grace` is
 /// over. Then the gateway listener stops, the MCP sessions and streams end, and every upstream process ends with its
 /// process group. The probe listener is stopped after this.

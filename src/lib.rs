@@ -19,7 +19,6 @@ pub mod gateway;
 pub mod guardrails;
 pub mod ids;
 pub mod manage;
-pub mod middleware;
 pub mod outbound;
 pub mod secrets;
 pub mod signal;

@@ -6,8 +6,8 @@
 mod common;
 
 use mcpgw::config::Snapshot;
+use mcpgw::gateway::middleware::jsonrpc::parse_message;
 use mcpgw::gateway::tools::{ToolCallError, ToolInvocation};
-use mcpgw::middleware::jsonrpc::parse_message;
 use proptest::prelude::*;
 use serde_json::{Map, Value, json};
 

@@ -4,7 +4,7 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use mcpgw::middleware::jsonrpc::parse_message;
+use mcpgw::gateway::middleware::jsonrpc::parse_message;
 
 fuzz_target!(|data: &[u8]| {
     match parse_message(data) {

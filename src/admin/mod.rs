@@ -29,8 +29,8 @@ use axum::response::{IntoResponse, Response};
 use serde_json::Value;
 
 use crate::config::{ConfigFile, Snapshot};
+use crate::gateway::middleware::limits::{header_bytes, headers_too_large_message};
 use crate::manage::{ManageError, ManageResult};
-use crate::middleware::limits::{header_bytes, headers_too_large_message};
 use response::ApiError;
 pub use state::AppState;
 

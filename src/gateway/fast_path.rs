@@ -34,7 +34,7 @@ use tower::{Layer, Service};
 
 use super::tools::ToolInvocation;
 use super::{GatewayContext, Identity};
-use crate::middleware::jsonrpc::ParsedMessage;
+use crate::gateway::middleware::jsonrpc::ParsedMessage;
 
 /// The stateless protocol revision.
 const STATELESS_REVISION: &str = "2026-07-28";

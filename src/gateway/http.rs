@@ -18,12 +18,12 @@ use tower::Layer;
 use super::GatewayContext;
 use super::fast_path::FastToolCallLayer;
 use super::handler::GatewayHandler;
-use crate::middleware::auth::{GatewayAuthLayer, jsonrpc_error};
-use crate::middleware::drain::DrainLayer;
-use crate::middleware::jsonrpc::JsonRpcGuardLayer;
-use crate::middleware::limits::gateway_front;
-use crate::middleware::rate_limit::RateLimitLayer;
-use crate::middleware::request_metrics::RequestMetricsLayer;
+use crate::gateway::middleware::auth::{GatewayAuthLayer, jsonrpc_error};
+use crate::gateway::middleware::drain::DrainLayer;
+use crate::gateway::middleware::jsonrpc::JsonRpcGuardLayer;
+use crate::gateway::middleware::limits::gateway_front;
+use crate::gateway::middleware::rate_limit::RateLimitLayer;
+use crate::gateway::middleware::request_metrics::RequestMetricsLayer;
 
 /// What rmcp may buffer of a body: the JSON-RPC guard has already held it to `limits.max_request_body_bytes`, which
 /// is at most this.

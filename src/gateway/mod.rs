@@ -1,17 +1,17 @@
 //! The MCP gateway: what clients reach on port 8000 (`/mcp/`) or over stdio.
 //!
 //! The request path for streamable HTTP, outermost first (the order is written down once, here):
-//! 1. [`crate::middleware::request_metrics::RequestMetricsLayer`]: counts and times every request, refusals included.
-//! 2. [`crate::middleware::limits::gateway_front`]: 431 over `max_header_bytes`.
-//! 3. [`crate::middleware::auth::GatewayAuthLayer`]: `Host` and `Origin` checks (DNS-rebinding protection comes before
+//! 1. [`crate::gateway::middleware::request_metrics::RequestMetricsLayer`]: counts and times every request, refusals included.
+//! 2. [`crate::gateway::middleware::limits::gateway_front`]: 431 over `max_header_bytes`.
+//! 3. [`crate::gateway::middleware::auth::GatewayAuthLayer`]: `Host` and `Origin` checks (DNS-rebinding protection comes before
 //!    anything else), then the bearer key is resolved against the current snapshot into an [`Identity`] (401 with
 //!    `AUTH_FAILED` when it does not resolve), then the `Mcp-Session-Id` is checked to belong to that key (404 when it
 //!    is unknown or foreign). The identity is put into the request's extensions.
-//! 4. [`crate::middleware::rate_limit::RateLimitLayer`]: the key's rate limit (429 `RATE_LIMITED` over it).
-//! 5. [`crate::middleware::jsonrpc::JsonRpcGuardLayer`]: a POST body must be one well-formed JSON-RPC message
+//! 4. [`crate::gateway::middleware::rate_limit::RateLimitLayer`]: the key's rate limit (429 `RATE_LIMITED` over it).
+//! 5. [`crate::gateway::middleware::jsonrpc::JsonRpcGuardLayer`]: a POST body must be one well-formed JSON-RPC message
 //!    (parse error / invalid request answered here as JSON-RPC errors), within `max_request_body_bytes` (413) and
 //!    `request_read_timeout_seconds` (408); an `initialize` over `max_sessions` gets 503.
-//! 6. [`crate::middleware::drain::DrainLayer`]: counts the requests in flight; while draining, serves the sessions
+//! 6. [`crate::gateway::middleware::drain::DrainLayer`]: counts the requests in flight; while draining, serves the sessions
 //!    that exist and refuses a new session (503 `SHUTTING_DOWN`), and other requests once nothing is in flight.
 //! 7. [`fast_path::FastToolCallLayer`]: a plain `tools/call` is answered here with the same tool code (step 9).
 //! 8. rmcp's `StreamableHttpService`: the MCP protocol (every revision from 2024-11-05 through the stateless
@@ -27,6 +27,7 @@ pub mod fast_path;
 pub mod handler;
 pub mod http;
 pub mod identity;
+pub mod middleware;
 pub mod remote_auth;
 pub mod sessions;
 pub mod stdio;
@@ -76,9 +77,9 @@ pub struct GatewayContext {
     /// Requests and tool calls being answered now; the drain waits for them.
     pub in_flight: InFlight,
     /// Per-key rate limits (`rate_limits`).
-    pub rate_limits: crate::middleware::rate_limit::RateLimits,
+    pub rate_limits: crate::gateway::middleware::rate_limit::RateLimits,
     /// Set when the drain starts: new sessions, and requests outside a session once nothing is in flight, are refused
-    /// with 503 `SHUTTING_DOWN` (see [`crate::middleware::drain`]).
+    /// with 503 `SHUTTING_DOWN` (see [`crate::gateway::middleware::drain`]).
     pub draining: std::sync::atomic::AtomicBool,
 }
 

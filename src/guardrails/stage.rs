@@ -1,5 +1,5 @@
 //! The guardrail checks of one upstream tool call, in the spec's order (4.1, contract 5); the tower layer that runs
-//! them around the upstream call is `middleware/guardrails.rs`:
+//! them around the upstream call is `gateway/middleware/guardrails.rs`:
 //!
 //! 1. [`CallGuard::check_input`]: PII redaction of the arguments (built in, or the `gw` provider's PII endpoint),
 //!    then the input policy check of the arguments' JSON (the provider, plus the policy's own `blocked_keywords`).

@@ -13,10 +13,10 @@ use serde_json::{Map, Value, json};
 
 use super::discovery::{discover, find_server, upstream_failure, upstream_spec};
 use super::{Failure, SecureCallInput, ToolCall};
+use crate::gateway::middleware::guardrails::{CallOutcome, GuardrailLayer, Guardrails, UpstreamCall};
 use crate::gateway::{GatewayContext, Identity};
 use crate::guardrails::provider::Provider;
 use crate::guardrails::stage::GuardSettings;
-use crate::middleware::guardrails::{CallOutcome, GuardrailLayer, Guardrails, UpstreamCall};
 use crate::telemetry::spans;
 use crate::timeouts::TimeoutKind;
 use crate::upstream::{PoolKey, ServerSpec, UpstreamError};
