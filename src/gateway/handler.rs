@@ -168,16 +168,13 @@ impl GatewayHandler {
         }
         let _running = self.ctx.in_flight.enter();
         let args = request.arguments.unwrap_or_default();
-        let session = match &self.stdio_session {
-            Some(session) => Some(session.to_string()),
-            None => context
-                .extensions
-                .get::<axum::http::request::Parts>()
-                .and_then(|parts| parts.headers.get("mcp-session-id"))
-                .and_then(|value| value.to_str().ok())
-                .map(str::to_string),
-        };
-        match tools::call(&self.ctx, &identity, session.as_deref(), &request.name, args).await {
+        let http_session = context
+            .extensions
+            .get::<axum::http::request::Parts>()
+            .and_then(|parts| parts.headers.get("mcp-session-id"))
+            .and_then(|value| value.to_str().ok());
+        let session = self.stdio_session.as_deref().or(http_session);
+        match tools::call(&self.ctx, &identity, session, &request.name, args).await {
             Ok(answer) => Ok(tool_result(answer).into()),
             Err(refusal) => Err(McpError::invalid_params(refusal.to_string(), None)),
         }

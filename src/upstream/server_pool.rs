@@ -304,7 +304,8 @@ impl ServerPool {
             Verdict::Keep if process.is_gone() => Some(StopMode::Kill),
             Verdict::Keep => None,
         };
-        let max = self.max_processes();
+        // Only a call that failed its process may start a replacement, so only then are the settings read.
+        let max = failure.map(|_| self.max_processes()).unwrap_or(0);
         let (ended, replace) = {
             let mut state = lock(&self.state);
             let retiring = state.retired || self.shutting_down();
