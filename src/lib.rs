@@ -11,10 +11,12 @@
 
 pub mod admin;
 pub mod app;
+pub mod auth;
 pub mod body_limit;
 pub mod cache;
 pub mod cli;
 pub mod config;
+pub mod error;
 pub mod gateway;
 pub mod guardrails;
 pub mod ids;

@@ -27,19 +27,24 @@ use std::task::{Context, Poll};
 use axum::body::Body;
 use axum::http::{HeaderMap, HeaderValue, Method, Request, Response, StatusCode, header};
 use futures_util::future::BoxFuture;
-use serde::Serialize;
+use rmcp::model::ProtocolVersion;
 use serde_json::{Map, Value};
 use tokio_util::sync::CancellationToken;
 use tower::{Layer, Service};
 
+use super::GatewayContext;
+use super::envelope;
+use super::middleware::jsonrpc::ParsedMessage;
 use super::tools::ToolInvocation;
-use super::{GatewayContext, Identity};
-use crate::gateway::middleware::jsonrpc::ParsedMessage;
+use crate::auth::Identity;
 
-/// The stateless protocol revision.
+/// The stateless protocol revision (rmcp's first without `initialize`).
 const STATELESS_REVISION: &str = "2026-07-28";
-/// Revisions a session may name in `MCP-Protocol-Version`.
-const SESSION_REVISIONS: [&str; 4] = ["2024-11-05", "2025-03-26", "2025-06-18", "2025-11-25"];
+
+/// Whether a session may name `version` in `MCP-Protocol-Version`: a revision rmcp knows that has `initialize`.
+fn session_revision(version: &str) -> bool {
+    ProtocolVersion::KNOWN_VERSIONS.iter().any(|known| known.as_str() == version && known.has_initialize())
+}
 const META_PROTOCOL_VERSION: &str = "io.modelcontextprotocol/protocolVersion";
 const META_CLIENT_CAPABILITIES: &str = "io.modelcontextprotocol/clientCapabilities";
 
@@ -115,8 +120,7 @@ fn headers_ok(headers: &HeaderMap, name: &str, meta: Option<&Value>) -> Option<b
     }
     let version = headers.get("mcp-protocol-version");
     if has("mcp-session-id") {
-        let version_ok = version.is_none()
-            || single(headers, "mcp-protocol-version").is_some_and(|v| SESSION_REVISIONS.contains(&v));
+        let version_ok = version.is_none() || single(headers, "mcp-protocol-version").is_some_and(session_revision);
         return (version_ok && !has("mcp-method") && !has("mcp-name")).then_some(false);
     }
     let stateless = single(headers, "mcp-protocol-version") == Some(STATELESS_REVISION)
@@ -149,43 +153,9 @@ fn accept(headers: &HeaderMap, message: Value) -> Option<Accepted> {
     Some(Accepted { id, invocation, stateless })
 }
 
-/// The JSON-RPC answer to an accepted call: the same result as [`tool_result`](super::handler::tool_result) gives rmcp
-/// (`structuredContent` plus the same JSON as text; `isError`), written straight from the answer without building the
-/// result as a value first. Only the stateless revision has `resultType`.
+/// The JSON-RPC answer to an accepted call, in the one envelope of [`super::envelope`].
 fn answer(id: Value, answer: Value, stateless: bool) -> Response<Body> {
-    #[derive(Serialize)]
-    struct Envelope<'a> {
-        jsonrpc: &'static str,
-        id: &'a Value,
-        result: CallResult<'a>,
-    }
-    #[derive(Serialize)]
-    #[serde(rename_all = "camelCase")]
-    struct CallResult<'a> {
-        #[serde(skip_serializing_if = "Option::is_none")]
-        result_type: Option<&'static str>,
-        content: [Text<'a>; 1],
-        structured_content: &'a Value,
-        is_error: bool,
-    }
-    #[derive(Serialize)]
-    struct Text<'a> {
-        r#type: &'static str,
-        text: &'a str,
-    }
-    let text = answer.to_string();
-    let is_error = answer.get("status").and_then(Value::as_str) != Some("success");
-    let envelope = Envelope {
-        jsonrpc: "2.0",
-        id: &id,
-        result: CallResult {
-            result_type: stateless.then_some("complete"),
-            content: [Text { r#type: "text", text: &text }],
-            structured_content: &answer,
-            is_error,
-        },
-    };
-    let body = serde_json::to_vec(&envelope).unwrap_or_default();
+    let body = envelope::response_body(&id, envelope::tool_result(answer), stateless);
     let mut response = Response::new(Body::from(body));
     *response.status_mut() = StatusCode::OK;
     response.headers_mut().insert(header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
@@ -242,7 +212,7 @@ mod tests {
             let response = answer(json!(7), answer_value.clone(), stateless);
             let bytes = axum::body::to_bytes(response.into_body(), usize::MAX).await.unwrap();
             let body: Value = serde_json::from_slice(&bytes).unwrap();
-            let mut expected = serde_json::to_value(super::super::handler::tool_result(answer_value)).unwrap();
+            let mut expected = serde_json::to_value(envelope::tool_result(answer_value)).unwrap();
             // rmcp strips `resultType` for session peers and the stateless revision requires it.
             if let Some(fields) = expected.as_object_mut() {
                 fields.remove("resultType");
@@ -271,6 +241,13 @@ mod tests {
 
     fn stateless_meta() -> Value {
         json!({META_PROTOCOL_VERSION: STATELESS_REVISION, META_CLIENT_CAPABILITIES: {}})
+    }
+
+    #[test]
+    fn the_stateless_revision_is_rmcps_first_without_initialize() {
+        assert_eq!(ProtocolVersion::NO_INITIALIZE.as_str(), STATELESS_REVISION);
+        assert!(session_revision("2024-11-05") && session_revision("2025-11-25"));
+        assert!(!session_revision(STATELESS_REVISION) && !session_revision("1999-01-01"));
     }
 
     #[test]

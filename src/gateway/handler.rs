@@ -1,26 +1,28 @@
 //! The MCP server the clients talk to: `tools/list` answers the seven `gw_*` tools, `tools/call` runs one. It declares
 //! the capabilities of [`capabilities::declared`] and answers the methods of no other (-32601, see that module).
 //!
-//! Over HTTP the caller's [`Identity`] was resolved by the auth layer and travels in the request's extensions (rmcp
-//! hands the HTTP request parts to the handler). Over stdio the credentials come from the environment and are resolved
-//! against the current snapshot on every call, so a rotated or disabled key takes effect at once there too.
+//! Over HTTP the caller's [`Identity`] was resolved by the admission layer and travels in the request's extensions
+//! (rmcp hands the HTTP request parts to the handler). Over stdio the handler runs the same admission step
+//! ([`admission::admit`]) on every tool call, with the credentials of the environment, and counts the call as a
+//! request. Answers and refusals reach the client in the one envelope of [`super::envelope`].
 
 use std::sync::Arc;
 
 use rmcp::model::{
-    CallToolRequestParams, CallToolResponse, CallToolResult, CompleteRequestMethod, CompleteRequestParams,
-    CompleteResult, ContentBlock, Implementation, ListPromptsRequestMethod, ListPromptsResult,
-    ListResourceTemplatesRequestMethod, ListResourceTemplatesResult, ListResourcesRequestMethod, ListResourcesResult,
-    ListToolsResult, PaginatedRequestParams, ServerConfig,
+    CallToolRequestParams, CallToolResponse, CompleteRequestMethod, CompleteRequestParams, CompleteResult,
+    Implementation, ListPromptsRequestMethod, ListPromptsResult, ListResourceTemplatesRequestMethod,
+    ListResourceTemplatesResult, ListResourcesRequestMethod, ListResourcesResult, ListToolsResult,
+    PaginatedRequestParams, ServerConfig,
 };
 use rmcp::service::RequestContext;
 use rmcp::{ErrorData as McpError, RoleServer, ServerHandler};
-use serde_json::{Value, json};
 
 use super::capabilities::{self, Capability};
-use super::identity::{AuthFailure, Credentials};
-use super::{GatewayContext, Identity, tools};
-use crate::timeouts::TimeoutKind;
+use super::envelope::tool_result;
+use super::middleware::{admission, request_metrics};
+use super::{GatewayContext, tools};
+use crate::auth::{AuthFailure, Credentials, Identity};
+use crate::error::GatewayError;
 
 /// The gateway's MCP server handler.
 #[derive(Clone)]
@@ -30,20 +32,6 @@ pub struct GatewayHandler {
     credentials: Option<Arc<Credentials>>,
     /// The stdio connection is one MCP session (for `per_session` servers); over HTTP each request names its own.
     stdio_session: Option<Arc<str>>,
-}
-
-/// The `AUTH_FAILED` answer object.
-pub fn auth_failed(failure: &AuthFailure) -> Value {
-    json!({"status": "error", "error_code": "AUTH_FAILED", "message": "authentication failed", "details": failure.0})
-}
-
-/// An answer object as a tool result: `structuredContent` plus the same JSON as text; `isError` unless successful.
-pub fn tool_result(answer: Value) -> CallToolResult {
-    let ok = answer.get("status").and_then(Value::as_str) == Some("success");
-    let text = vec![ContentBlock::text(answer.to_string())];
-    let mut result = if ok { CallToolResult::success(text) } else { CallToolResult::error(text) };
-    result.structured_content = Some(answer);
-    result
 }
 
 impl GatewayHandler {
@@ -58,20 +46,17 @@ impl GatewayHandler {
         GatewayHandler { ctx, credentials: Some(Arc::new(credentials)), stdio_session: Some(session) }
     }
 
-    async fn identity(&self, context: &RequestContext<RoleServer>) -> Result<Arc<Identity>, AuthFailure> {
+    /// The caller: over stdio admitted now (credentials and rate limit), over HTTP by the admission layer.
+    async fn identity(&self, context: &RequestContext<RoleServer>) -> Result<Arc<Identity>, GatewayError> {
         if let Some(creds) = &self.credentials {
-            let snapshot = self.ctx.store.snapshot();
-            let limit = snapshot.settings.timeouts.auth;
-            let resolved =
-                self.ctx.timeouts.run(TimeoutKind::Auth, limit, self.ctx.authenticate(&snapshot, creds)).await;
-            return resolved.unwrap_or_else(|t| Err(AuthFailure(t.to_string())));
+            return admission::admit(&self.ctx, &self.ctx.store.snapshot(), Ok(creds)).await;
         }
         context
             .extensions
             .get::<axum::http::request::Parts>()
             .and_then(|parts| parts.extensions.get::<Arc<Identity>>())
             .cloned()
-            .ok_or_else(|| AuthFailure("no credentials reached the gateway".into()))
+            .ok_or_else(|| AuthFailure("no credentials reached the gateway".into()).into())
     }
 }
 
@@ -140,10 +125,8 @@ impl ServerHandler for GatewayHandler {
         let answer = self.answer_call(request, context).await;
         if self.credentials.is_some() {
             // Over HTTP the request metrics layer counts requests; over stdio each tool call is one.
-            let metrics = self.ctx.store.metrics();
             let status = if answer.is_ok() { "ok" } else { "error" };
-            metrics.requests.with_label_values(&["stdio", "tools/call", status]).inc();
-            metrics.request_duration.with_label_values(&["stdio"]).observe(started.elapsed().as_secs_f64());
+            request_metrics::record(self.ctx.store.metrics(), "stdio", "tools/call", status, started.elapsed());
         }
         answer
     }
@@ -157,15 +140,8 @@ impl GatewayHandler {
     ) -> Result<CallToolResponse, McpError> {
         let identity = match self.identity(&context).await {
             Ok(identity) => identity,
-            Err(failure) => return Ok(tool_result(auth_failed(&failure)).into()),
+            Err(refused) => return Ok(tool_result(refused.answer()).into()),
         };
-        // Over HTTP the rate limit layer has already taken this request's cell.
-        if self.credentials.is_some()
-            && let Err(limited) = self.ctx.rate_limits.check(&identity.snapshot.settings, &identity.key_digest)
-        {
-            self.ctx.store.metrics().rate_limited.inc();
-            return Ok(tool_result(limited.answer()).into());
-        }
         let _running = self.ctx.in_flight.enter();
         let args = request.arguments.unwrap_or_default();
         let http_session = context

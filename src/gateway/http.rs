@@ -1,5 +1,5 @@
-//! The streamable HTTP front: `/mcp` and `/mcp/` on the gateway listener, rmcp's `StreamableHttpService` behind
-//! [`GatewayAuthLayer`]. rmcp speaks every protocol revision (sessions through `initialize` for 2024-11-05 to
+//! The streamable HTTP front: `/mcp` and `/mcp/` on the gateway listener, rmcp's `StreamableHttpService` behind the
+//! layers of [`super::middleware`], built once in [`router`], outermost first. rmcp speaks every protocol revision (sessions through `initialize` for 2024-11-05 to
 //! 2025-11-25, stateless for 2026-07-28) and answers JSON or SSE as the client's `Accept` allows. Its own `Host`
 //! check is switched off because ours runs first and follows config reloads.
 
@@ -7,23 +7,19 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use axum::Router;
-use axum::http::StatusCode;
+use axum::middleware::from_fn_with_state;
 use rmcp::transport::streamable_http_server::session::SessionManager;
 use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
 use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
-use serde_json::json;
 use tokio_util::sync::CancellationToken;
-use tower::Layer;
+use tower::ServiceBuilder;
+use tower::util::MapResponseLayer;
 
 use super::GatewayContext;
 use super::fast_path::FastToolCallLayer;
 use super::handler::GatewayHandler;
-use crate::gateway::middleware::auth::{GatewayAuthLayer, jsonrpc_error};
-use crate::gateway::middleware::drain::DrainLayer;
-use crate::gateway::middleware::jsonrpc::JsonRpcGuardLayer;
-use crate::gateway::middleware::limits::gateway_front;
-use crate::gateway::middleware::rate_limit::RateLimitLayer;
-use crate::gateway::middleware::request_metrics::RequestMetricsLayer;
+use super::middleware::{admission, drain, jsonrpc, limits, origin, request_metrics, sessions};
+use crate::error::{ErrorCode, GatewayError};
 
 /// What rmcp may buffer of a body: the JSON-RPC guard has already held it to `limits.max_request_body_bytes`, which
 /// is at most this.
@@ -46,24 +42,31 @@ pub fn router(ctx: Arc<GatewayContext>, sessions: CancellationToken) -> Router {
     let handler_ctx = Arc::clone(&ctx);
     let protocol =
         StreamableHttpService::new(move || Ok(GatewayHandler::http(Arc::clone(&handler_ctx))), manager, config);
-    // Outermost first: request metrics, header size, Host/Origin and authentication (with the session check), the
-    // per-key rate limit, JSON-RPC well-formedness, the drain (it needs the session check and the parsed body: an
-    // `initialize` is refused, a session's request is served), the fast route for plain tool calls, then the
-    // protocol. Built innermost first below.
-    let protocol =
-        tower::util::MapResponseLayer::new(|r: axum::http::Response<_>| r.map(axum::body::Body::new)).layer(protocol);
-    // A plain tools/call is answered next to rmcp rather than through it (see fast_path.rs).
-    let protocol = FastToolCallLayer::new(Arc::clone(&ctx), sessions).layer(protocol);
-    let service = DrainLayer::new(Arc::clone(&ctx)).layer(protocol);
-    let service = JsonRpcGuardLayer::new(Arc::clone(&ctx)).layer(service);
-    let service = RateLimitLayer::new(Arc::clone(&ctx)).layer(service);
-    let service = GatewayAuthLayer::new(Arc::clone(&ctx)).layer(service);
-    let service = axum::middleware::from_fn_with_state(Arc::clone(&ctx), gateway_front).layer(service);
-    let service = RequestMetricsLayer::new(Arc::clone(ctx.store.metrics())).layer(service);
-    Router::new().route_service("/mcp", service.clone()).route_service("/mcp/", service).fallback(|| async {
-        let data = json!({"status": "error", "error_code": "NOT_FOUND", "message": "the MCP endpoint is /mcp/"});
-        jsonrpc_error(StatusCode::NOT_FOUND, -32601, "Not found", data)
-    })
+    // The request path, outermost first; each layer says why it sits where it does.
+    let stack = ServiceBuilder::new()
+        // Outermost, so that every answer is counted and timed, refusals included.
+        .layer(request_metrics::RequestMetricsLayer::new(Arc::clone(ctx.store.metrics())))
+        // Oversized headers are refused before anything reads them.
+        .layer(from_fn_with_state(Arc::clone(&ctx), limits::check_header_size))
+        // DNS-rebinding protection comes before credentials: it holds whoever the caller claims to be.
+        .layer(from_fn_with_state(Arc::clone(&ctx), origin::check_origin))
+        // Who is calling, and their rate limit (the step the stdio front shares): nothing unauthenticated reads a body.
+        .layer(from_fn_with_state(Arc::clone(&ctx), admission::admit_http))
+        // One well-formed JSON-RPC message within the body limits, parsed once for the layers below.
+        .layer(from_fn_with_state(Arc::clone(&ctx), jsonrpc::guard_jsonrpc))
+        // Session ids checked against the caller's key, `max_sessions` (it needs the parsed `initialize`).
+        .layer(from_fn_with_state(Arc::clone(&ctx), sessions::track_sessions))
+        // The drain needs a valid session and the parsed message; it counts the work in flight from here.
+        .layer(drain::DrainLayer::new(Arc::clone(&ctx)))
+        // A plain tools/call is answered next to rmcp rather than through it (see fast_path.rs).
+        .layer(FastToolCallLayer::new(Arc::clone(&ctx), sessions))
+        // rmcp: every other message of the protocol, then the handler (gateway/handler.rs).
+        .layer(MapResponseLayer::new(|r: axum::http::Response<_>| r.map(axum::body::Body::new)))
+        .service(protocol);
+    Router::new()
+        .route_service("/mcp", stack.clone())
+        .route_service("/mcp/", stack)
+        .fallback(|| async { GatewayError::new(ErrorCode::NotFound, "the MCP endpoint is /mcp/").response(None) })
 }
 
 /// Ends the sessions idle for `limits.session_idle_timeout_seconds`: forgotten by the registry (so their id gets 404)

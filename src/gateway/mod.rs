@@ -1,34 +1,21 @@
 //! The MCP gateway: what clients reach on port 8000 (`/mcp/`) or over stdio.
 //!
-//! The request path for streamable HTTP, outermost first (the order is written down once, here):
-//! 1. [`crate::gateway::middleware::request_metrics::RequestMetricsLayer`]: counts and times every request, refusals included.
-//! 2. [`crate::gateway::middleware::limits::gateway_front`]: 431 over `max_header_bytes`.
-//! 3. [`crate::gateway::middleware::auth::GatewayAuthLayer`]: `Host` and `Origin` checks (DNS-rebinding protection comes before
-//!    anything else), then the bearer key is resolved against the current snapshot into an [`Identity`] (401 with
-//!    `AUTH_FAILED` when it does not resolve), then the `Mcp-Session-Id` is checked to belong to that key (404 when it
-//!    is unknown or foreign). The identity is put into the request's extensions.
-//! 4. [`crate::gateway::middleware::rate_limit::RateLimitLayer`]: the key's rate limit (429 `RATE_LIMITED` over it).
-//! 5. [`crate::gateway::middleware::jsonrpc::JsonRpcGuardLayer`]: a POST body must be one well-formed JSON-RPC message
-//!    (parse error / invalid request answered here as JSON-RPC errors), within `max_request_body_bytes` (413) and
-//!    `request_read_timeout_seconds` (408); an `initialize` over `max_sessions` gets 503.
-//! 6. [`crate::gateway::middleware::drain::DrainLayer`]: counts the requests in flight; while draining, serves the sessions
-//!    that exist and refuses a new session (503 `SHUTTING_DOWN`), and other requests once nothing is in flight.
-//! 7. [`fast_path::FastToolCallLayer`]: a plain `tools/call` is answered here with the same tool code (step 9).
-//! 8. rmcp's `StreamableHttpService`: the MCP protocol (every revision from 2024-11-05 through the stateless
-//!    2026-07-28), JSON or SSE answers, sessions.
-//! 9. [`handler::GatewayHandler`]: `tools/list` answers the seven `gw_*` tools; `tools/call` runs one in [`tools`]
-//!    (counted, timed and logged there).
-//! 10. For each upstream call: timeout (kind `tool_execution`) around the [`crate::upstream::UpstreamPool`].
-//!
-//! The stdio front ([`stdio`]) enters at step 9 with credentials from the environment (and the key's rate limit).
+//! - [`http`] builds the streamable HTTP front once, outermost first: the layers of [`middleware`] (request metrics,
+//!   header size, `Host`/`Origin`, admission, JSON-RPC guard, sessions, drain), then [`fast_path`] for a plain
+//!   `tools/call`, then rmcp's protocol layer and [`handler`].
+//! - [`stdio`] serves the same [`handler`] on stdin/stdout; the handler runs the admission step itself.
+//! - [`tools`] holds the seven `gw_*` tools; `gw_secure_call_tools` runs each upstream call through the per-call stack
+//!   (guardrails around the pooled call under its timeout, [`middleware::guardrails`]).
+//! - Every answer leaves in the one envelope of [`envelope`]; every refusal is a [`crate::error::GatewayError`].
+//! - [`GatewayContext`] is what both fronts share: the config store, the upstream pool, the caches, sessions, the
+//!   drain's state.
 
 pub mod capabilities;
+pub mod envelope;
 pub mod fast_path;
 pub mod handler;
 pub mod http;
-pub mod identity;
 pub mod middleware;
-pub mod remote_auth;
 pub mod sessions;
 pub mod stdio;
 pub mod tools;
@@ -38,14 +25,13 @@ use std::sync::Arc;
 
 use serde_json::Value;
 
+use crate::auth::{AuthFailure, Credentials, GatewayConfigCache, Identity, RemoteAuthCache};
 use crate::cache::{ExternalCache, TtlCache};
 use crate::config::model::ServerEntry;
 use crate::config::{ConfigStore, Snapshot};
 use crate::telemetry::metrics::{Metrics, catch_up};
 use crate::timeouts::TimeoutMetrics;
 use crate::upstream::{PoolKey, PoolSettings, ServerSpec, UpstreamPool};
-use identity::GatewayConfigCache;
-pub use identity::{AuthFailure, Credentials, Identity};
 use sessions::SessionRegistry;
 
 /// Tools found by live discovery, with what the server said about itself.
@@ -69,7 +55,7 @@ pub struct GatewayContext {
     pub timeouts: TimeoutMetrics,
     pub sessions: SessionRegistry,
     /// The remote authentication client of the current snapshot (auth provider `gw`).
-    pub remote_auth: identity::RemoteAuthCache,
+    pub remote_auth: RemoteAuthCache,
     /// The guardrail provider of the current snapshot.
     pub guardrails: crate::guardrails::provider::ProviderCache,
     /// Upstream OAuth tokens per (server, MCP config, project).
@@ -77,7 +63,7 @@ pub struct GatewayContext {
     /// Requests and tool calls being answered now; the drain waits for them.
     pub in_flight: InFlight,
     /// Per-key rate limits (`rate_limits`).
-    pub rate_limits: crate::gateway::middleware::rate_limit::RateLimits,
+    pub rate_limits: middleware::rate_limit::RateLimits,
     /// Set when the drain starts: new sessions, and requests outside a session once nothing is in flight, are refused
     /// with 503 `SHUTTING_DOWN` (see [`crate::gateway::middleware::drain`]).
     pub draining: std::sync::atomic::AtomicBool,
@@ -259,9 +245,9 @@ impl GatewayContext {
     pub async fn authenticate(
         &self,
         snapshot: &Arc<Snapshot>,
-        creds: &identity::Credentials,
-    ) -> Result<Arc<Identity>, identity::AuthFailure> {
-        identity::authenticate(snapshot, creds, &self.config_cache, &self.remote_auth, &self.external_cache).await
+        creds: &Credentials,
+    ) -> Result<Arc<Identity>, AuthFailure> {
+        crate::auth::authenticate(snapshot, creds, &self.config_cache, &self.remote_auth, &self.external_cache).await
     }
 
     /// Ends every upstream process.

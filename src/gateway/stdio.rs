@@ -11,7 +11,7 @@ use rmcp::ServiceExt;
 
 use super::GatewayContext;
 use super::handler::GatewayHandler;
-use super::identity::Credentials;
+use crate::auth::Credentials;
 
 /// The stdio credentials from the environment.
 pub fn credentials_from_env() -> Credentials {

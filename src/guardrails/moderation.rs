@@ -13,8 +13,8 @@ use std::time::Duration;
 use reqwest::header::AUTHORIZATION;
 use serde_json::{Map, Value, json};
 
-use super::remote::json_api::{JsonApi, required_string};
 use super::{GuardrailError, Violation};
+use crate::outbound::json_api::{JsonApi, required_string};
 
 /// The model asked for when the config names none.
 pub const DEFAULT_MODEL: &str = "omni-moderation-latest";

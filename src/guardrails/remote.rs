@@ -7,7 +7,6 @@
 //! redacts or restores text, and [`RemoteGuardrails::hallucination`] gives a yes or no. Transport and format problems
 //! become [`GuardrailError`]s; whether a check then fails open or closed is the caller's decision (contract 5).
 
-pub(crate) mod json_api;
 #[cfg(test)]
 pub(crate) mod test_server;
 
@@ -19,7 +18,7 @@ use reqwest::header::{HeaderName, HeaderValue};
 use serde_json::{Map, Value, json};
 
 use super::{GuardrailError, Mode, Violation};
-use json_api::{CallError, JsonApi, MAX_MESSAGE_CHARS, required_string, truncate};
+use crate::outbound::json_api::{CallError, JsonApi, MAX_MESSAGE_CHARS, required_string, truncate};
 
 /// The `detector` of every violation this provider reports.
 const DETECTOR: &str = "gw";

@@ -24,6 +24,7 @@ use super::provider::{Provider, ProviderChoice, string_list};
 use super::remote::RemoteGuardrails;
 use super::{GuardrailError, Mode, Violation};
 use crate::config::model::GuardrailPolicy;
+use crate::error::{ErrorCode, GatewayError};
 use crate::telemetry::spans;
 use crate::timeouts::{TimeoutKind, TimeoutMetrics};
 
@@ -80,14 +81,20 @@ fn blocked(mode: Mode, violations: &[Violation]) -> Value {
         Mode::Prompt => "request blocked by guardrails",
         Mode::Response => "response blocked by guardrails",
     };
-    json!({"status": "blocked", "error_code": "GUARDRAIL_VIOLATION", "stage": stage_name(mode),
-           "message": message, "violations": violations})
+    let violations = serde_json::to_value(violations).unwrap_or_default();
+    GatewayError::new(ErrorCode::GuardrailViolation, message)
+        .blocked()
+        .with("stage", stage_name(mode))
+        .with("violations", violations)
+        .answer()
 }
 
 fn unavailable(mode: Mode, error: &GuardrailError) -> Value {
     tracing::warn!(stage = stage_name(mode), error = %error, "guardrail provider unavailable; call blocked");
-    json!({"status": "blocked", "error_code": "GUARDRAIL_UNAVAILABLE", "stage": stage_name(mode),
-           "message": format!("guardrail check unavailable: {error}")})
+    GatewayError::new(ErrorCode::GuardrailUnavailable, format!("guardrail check unavailable: {error}"))
+        .blocked()
+        .with("stage", stage_name(mode))
+        .answer()
 }
 
 impl<'a> CallGuard<'a> {
@@ -321,5 +328,5 @@ impl<'a> CallGuard<'a> {
 }
 
 fn quality_error(message: &str) -> Value {
-    json!({"status": "error", "error_code": "GUARDRAIL_VIOLATION", "stage": "output", "message": message})
+    GatewayError::new(ErrorCode::GuardrailViolation, message).with("stage", "output").answer()
 }

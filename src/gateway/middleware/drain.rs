@@ -2,7 +2,7 @@
 //! as work in flight.
 //!
 //! While the gateway drains (`GatewayContext::draining`), in the grace period:
-//! - a request in an MCP session that exists (its `Mcp-Session-Id` has passed the auth layer's check against the key,
+//! - a request in an MCP session that exists (its `Mcp-Session-Id` has passed the session layer's check against the key,
 //!   so a session id that reaches this layer is a valid one) is served as usual: `POST`, the `GET` stream, `DELETE`;
 //! - an `initialize` that would open a session gets 503 `SHUTTING_DOWN`;
 //! - any other request (stateless 2026-07-28, no session, or a session id that is unknown or has expired) is served
@@ -11,9 +11,9 @@
 //! The refusal carries `Connection: close`, so the client retries elsewhere rather than on this connection.
 //!
 //! The decision is [`refusal`]. The layer that applies it sits after the JSON-RPC guard, which has parsed the body (an
-//! `initialize` is known only then) and after authentication: a draining gateway still answers 401 to a request
-//! without a valid key. The auth layer asks [`refusal`] too, for a session id it does not know (404 `SESSION_NOT_FOUND`
-//! while work is in flight, 503 after), since such a request never reaches this layer.
+//! `initialize` is known only then) and after admission: a draining gateway still answers 401 to a request
+//! without a valid key. The session layer ([`super::sessions`]) asks [`refusal`] too, for a session id it does not
+//! know (404 `SESSION_NOT_FOUND` while work is in flight, 503 after), since such a request never reaches this layer.
 //!
 //! The layer also counts the work in flight that the drain waits for: a `POST`'s answer counts until its body has been
 //! sent (for SSE, until the stream ends), so the drain never ends a session under an answer on its way. `GET` streams
@@ -25,21 +25,20 @@ use std::sync::atomic::Ordering;
 use std::task::{Context, Poll};
 
 use axum::body::Body;
-use axum::http::{HeaderValue, Method, Request, Response, StatusCode, header};
+use axum::http::{Method, Request, Response};
 use futures_util::future::BoxFuture;
-use serde_json::{Value, json};
+use serde_json::Value;
 use tower::{Layer, Service};
 
-use super::auth::jsonrpc_error;
 use super::jsonrpc::ParsedMessage;
+use super::sessions::SESSION_HEADER;
+use crate::error::{ErrorCode, GatewayError};
 use crate::gateway::{GatewayContext, OwnedInFlightGuard};
-
-const SESSION_HEADER: &str = "mcp-session-id";
 
 /// What the drain needs to know about a request.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Admission {
-    /// It carries a session id that the auth layer found valid for its key.
+pub struct Standing {
+    /// It carries a session id that the session layer found valid for its key.
     pub in_session: bool,
     /// It is an `initialize` outside a session.
     pub opens_session: bool,
@@ -48,13 +47,13 @@ pub struct Admission {
 }
 
 /// Whether a draining gateway still serves the request (see the module documentation).
-pub fn served_while_draining(request: Admission) -> bool {
+pub fn served_while_draining(request: Standing) -> bool {
     !request.opens_session && (request.in_session || request.others_in_flight)
 }
 
 /// The answer for `request` when the gateway is draining and does not serve it; `None` when it goes on. `id`: the
 /// JSON-RPC id of the request, when known.
-pub fn refusal(ctx: &GatewayContext, request: Admission, id: Option<&Value>) -> Option<Response<Body>> {
+pub fn refusal(ctx: &GatewayContext, request: Standing, id: Option<&Value>) -> Option<Response<Body>> {
     if !ctx.draining.load(Ordering::SeqCst) || served_while_draining(request) {
         return None;
     }
@@ -63,22 +62,14 @@ pub fn refusal(ctx: &GatewayContext, request: Admission, id: Option<&Value>) -> 
 }
 
 /// A request outside any valid session, as the drain sees it.
-pub fn outside_session(ctx: &GatewayContext) -> Admission {
-    Admission { in_session: false, opens_session: false, others_in_flight: ctx.in_flight.count() > 0 }
+pub fn outside_session(ctx: &GatewayContext) -> Standing {
+    Standing { in_session: false, opens_session: false, others_in_flight: ctx.in_flight.count() > 0 }
 }
 
 /// 503 `SHUTTING_DOWN` with `Connection: close`, with the JSON-RPC id of the request when it has one.
 fn shutting_down(id: Option<&Value>) -> Response<Body> {
-    let data = json!({"status": "error", "error_code": "SHUTTING_DOWN",
-                      "message": "the gateway is shutting down; retry on another instance"});
-    let mut response = jsonrpc_error(StatusCode::SERVICE_UNAVAILABLE, -32000, "Shutting down", data.clone());
-    if let Some(id) = id {
-        let body = json!({"jsonrpc": "2.0", "id": id,
-                          "error": {"code": -32000, "message": "Shutting down", "data": data}});
-        *response.body_mut() = Body::from(body.to_string());
-    }
-    response.headers_mut().insert(header::CONNECTION, HeaderValue::from_static("close"));
-    response
+    let message = "the gateway is shutting down; retry on another instance";
+    GatewayError::new(ErrorCode::ShuttingDown, message).close_connection().response(id)
 }
 
 /// Adds [`Drain`] in front of a service.
@@ -128,7 +119,7 @@ where
             if ctx.draining.load(Ordering::SeqCst) {
                 let message = req.extensions().get::<ParsedMessage>().map(|parsed| &parsed.0);
                 let in_session = req.headers().contains_key(SESSION_HEADER);
-                let request = Admission {
+                let request = Standing {
                     in_session,
                     opens_session: !in_session
                         && message.and_then(|m| m.get("method")).and_then(Value::as_str) == Some("initialize"),
@@ -178,8 +169,8 @@ impl http_body::Body for TrackedBody {
 mod tests {
     use super::*;
 
-    fn admission(in_session: bool, opens_session: bool, others_in_flight: bool) -> Admission {
-        Admission { in_session, opens_session, others_in_flight }
+    fn admission(in_session: bool, opens_session: bool, others_in_flight: bool) -> Standing {
+        Standing { in_session, opens_session, others_in_flight }
     }
 
     #[test]

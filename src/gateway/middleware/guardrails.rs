@@ -8,7 +8,7 @@
 //!    anything leaves the gateway.
 //! 2. The upstream call under `tool_execution_timeout` in a pooled process (`execute.rs`'s `UpstreamService`).
 //!
-//! A service of this stack takes an [`UpstreamCall`] and answers a [`CallOutcome`]; a [`Failure`] (upstream error,
+//! A service of this stack takes an [`UpstreamCall`] and answers a [`CallOutcome`]; a [`GatewayError`] (upstream error,
 //! timeout) is the call's error result. The guard of one call (its PII mapping included) lives in that call's future
 //! only.
 
@@ -20,7 +20,7 @@ use serde_json::{Map, Value};
 use tower::{Layer, Service};
 
 use crate::config::model::GuardrailPolicy;
-use crate::gateway::tools::Failure;
+use crate::error::GatewayError;
 use crate::guardrails::provider::ProviderChoice;
 use crate::guardrails::stage::{CallGuard, GuardSettings};
 use crate::timeouts::TimeoutMetrics;
@@ -86,14 +86,14 @@ pub struct Guardrails<'a, S> {
 
 impl<'a, S> Service<UpstreamCall> for Guardrails<'a, S>
 where
-    S: Service<UpstreamCall, Response = Value, Error = Failure> + Clone + Send + 'a,
+    S: Service<UpstreamCall, Response = Value, Error = GatewayError> + Clone + Send + 'a,
     S::Future: Send + 'a,
 {
     type Response = CallOutcome;
-    type Error = Failure;
-    type Future = BoxFuture<'a, Result<CallOutcome, Failure>>;
+    type Error = GatewayError;
+    type Future = BoxFuture<'a, Result<CallOutcome, GatewayError>>;
 
-    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Failure>> {
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), GatewayError>> {
         self.inner.poll_ready(cx)
     }
 

@@ -1,19 +1,18 @@
 //! The first check on every gateway request, before authentication: the size of its headers (`limits.max_header_bytes`, 431
 //! `HEADERS_TOO_LARGE`), as `axum::middleware::from_fn_with_state` functions usable as tower layers.
 //!
-//! The other limits live where their resource is taken: the body and `max_sessions` in [`super::jsonrpc`], who is
+//! The other limits live where their resource is taken: the body in [`super::jsonrpc`], `max_sessions` in
+//! [`super::sessions`], who is
 //! still served while the gateway drains in [`super::drain`], session idle expiry in [`crate::gateway::sessions`],
 //! header read deadlines in the listener (`app.rs`), the admin API's own header check in `admin/mod.rs`, tool results in the upstream pool.
 
 use std::sync::Arc;
 
 use axum::extract::{Request, State};
-use axum::http::StatusCode;
 use axum::middleware::Next;
 use axum::response::Response;
-use serde_json::json;
 
-use super::auth::jsonrpc_error;
+use crate::error::{ErrorCode, GatewayError};
 use crate::gateway::GatewayContext;
 
 /// The bytes of a request's line and headers as the client sent them (give or take the line's spacing).
@@ -27,13 +26,11 @@ pub fn headers_too_large_message(max: usize) -> String {
 }
 
 /// The gateway's front checks (see the module documentation).
-pub async fn gateway_front(State(ctx): State<Arc<GatewayContext>>, req: Request, next: Next) -> Response {
+pub async fn check_header_size(State(ctx): State<Arc<GatewayContext>>, req: Request, next: Next) -> Response {
     let max = ctx.store.snapshot().settings.limits.max_header_bytes;
     if header_bytes(&req) > max {
         ctx.store.metrics().limit_hit("request_headers");
-        let data =
-            json!({"status": "error", "error_code": "HEADERS_TOO_LARGE", "message": headers_too_large_message(max)});
-        return jsonrpc_error(StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE, -32600, "Request headers too large", data);
+        return GatewayError::new(ErrorCode::HeadersTooLarge, headers_too_large_message(max)).response(None);
     }
     next.run(req).await
 }

@@ -1,10 +1,23 @@
-//! Tower middleware (each a `Foo<S>` service plus a `FooLayer`): the gateway's HTTP front (request metrics, limits,
-//! auth, rate limit, JSON-RPC guard, drain) and the per-call stack of an upstream tool call (guardrails).
+//! The layers of the gateway's HTTP front, one concern each (the stack is built once, outermost first, in
+//! `gateway/http.rs`), and the per-call stack of an upstream tool call (guardrails).
+//!
+//! - [`request_metrics`]: count and time every request, refusals included.
+//! - [`limits`]: the size of the headers.
+//! - [`origin`]: `Host` and `Origin` (DNS rebinding).
+//! - [`admission`]: who is calling and their rate limit; shared with the stdio front.
+//! - [`jsonrpc`]: one well-formed JSON-RPC message within the body limits.
+//! - [`sessions`]: a session id belongs to the caller's key; `max_sessions`.
+//! - [`drain`]: who is served after SIGTERM; the work in flight.
+//! - [`guardrails`]: the per-call stack's guardrail stage.
+//!
+//! A refusal is a [`crate::error::GatewayError`], written to the wire by its one mapping.
 
-pub mod auth;
+pub mod admission;
 pub mod drain;
 pub mod guardrails;
 pub mod jsonrpc;
 pub mod limits;
+pub mod origin;
 pub mod rate_limit;
 pub mod request_metrics;
+pub mod sessions;

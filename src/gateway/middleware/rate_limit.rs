@@ -1,29 +1,21 @@
 //! Rate limits per API key (`rate_limits` in the config: `per_key_requests_per_second`, `burst`; 0 means no limit),
 //! with governor's keyed GCRA limiter, keyed by the key's SHA-256 digest so the limiter never holds a raw key.
 //!
-//! Over HTTP, [`RateLimit`] sits right behind authentication: every authenticated request of a key takes one cell;
-//! a request over the limit gets 429 with `Retry-After` (whole seconds, at least 1) and a JSON-RPC error whose `data`
-//! is the `RATE_LIMITED` object of contract section 4. Over stdio each tool call takes one cell. One key's traffic
+//! The admission step ([`super::admission`]) takes one cell per request (over HTTP, every authenticated request; over
+//! stdio, every tool call); a request over the limit gets `RATE_LIMITED` (over HTTP 429 with `Retry-After`, whole
+//! seconds, at least 1). One key's traffic
 //! never limits another key. A reload that changes the limits starts a fresh limiter with the new quota; other
 //! reloads keep the buckets as they are.
 
-use std::convert::Infallible;
 use std::num::NonZeroU32;
 use std::sync::{Arc, Mutex, PoisonError};
-use std::task::{Context, Poll};
 use std::time::Duration;
 
-use axum::body::Body;
-use axum::http::{HeaderValue, Request, Response, StatusCode, header};
-use futures_util::future::BoxFuture;
 use governor::clock::{Clock, DefaultClock};
 use governor::{DefaultKeyedRateLimiter, Quota};
-use serde_json::{Value, json};
-use tower::{Layer, Service};
 
-use super::auth::jsonrpc_error;
 use crate::config::settings::Settings;
-use crate::gateway::{GatewayContext, Identity};
+use crate::error::{ErrorCode, GatewayError};
 
 type Limiter = DefaultKeyedRateLimiter<[u8; 32]>;
 
@@ -51,11 +43,14 @@ impl Limited {
     pub fn retry_after_seconds(&self) -> u64 {
         (self.wait.as_secs_f64().ceil() as u64).max(1)
     }
+}
 
-    /// The `RATE_LIMITED` answer object of contract section 4.
-    pub fn answer(&self) -> Value {
-        let message = format!("rate limit exceeded for this API key; retry after {} s", self.retry_after_seconds());
-        json!({"status": "error", "error_code": "RATE_LIMITED", "message": message})
+impl From<Limited> for GatewayError {
+    /// `RATE_LIMITED` of contract section 4, with `Retry-After`.
+    fn from(limited: Limited) -> GatewayError {
+        let seconds = limited.retry_after_seconds();
+        let message = format!("rate limit exceeded for this API key; retry after {seconds} s");
+        GatewayError::new(ErrorCode::RateLimited, message).retry_after(seconds)
     }
 }
 
@@ -104,69 +99,10 @@ impl RateLimits {
     }
 }
 
-/// The 429 answer.
-pub fn too_many_requests(limited: Limited) -> Response<Body> {
-    let mut response = jsonrpc_error(StatusCode::TOO_MANY_REQUESTS, -32000, "Rate limited", limited.answer());
-    if let Ok(value) = HeaderValue::from_str(&limited.retry_after_seconds().to_string()) {
-        response.headers_mut().insert(header::RETRY_AFTER, value);
-    }
-    response
-}
-
-/// Adds [`RateLimit`] in front of a service.
-#[derive(Clone)]
-pub struct RateLimitLayer {
-    ctx: Arc<GatewayContext>,
-}
-
-impl RateLimitLayer {
-    pub fn new(ctx: Arc<GatewayContext>) -> RateLimitLayer {
-        RateLimitLayer { ctx }
-    }
-}
-
-impl<S> Layer<S> for RateLimitLayer {
-    type Service = RateLimit<S>;
-    fn layer(&self, inner: S) -> RateLimit<S> {
-        RateLimit { inner, ctx: Arc::clone(&self.ctx) }
-    }
-}
-
-/// See the module documentation. Expects the [`Identity`] that the auth layer put into the request's extensions.
-#[derive(Clone)]
-pub struct RateLimit<S> {
-    inner: S,
-    ctx: Arc<GatewayContext>,
-}
-
-impl<S> Service<Request<Body>> for RateLimit<S>
-where
-    S: Service<Request<Body>, Response = Response<Body>, Error = Infallible> + Clone + Send + 'static,
-    S::Future: Send + 'static,
-{
-    type Response = Response<Body>;
-    type Error = Infallible;
-    type Future = futures_util::future::Either<S::Future, BoxFuture<'static, Result<Response<Body>, Infallible>>>;
-
-    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Infallible>> {
-        self.inner.poll_ready(cx)
-    }
-
-    fn call(&mut self, req: Request<Body>) -> Self::Future {
-        if let Some(identity) = req.extensions().get::<Arc<Identity>>()
-            && let Err(limited) = self.ctx.rate_limits.check(&identity.snapshot.settings, &identity.key_digest)
-        {
-            self.ctx.store.metrics().rate_limited.inc();
-            tracing::info!(key_id = %identity.key_id, retry_after_seconds = limited.retry_after_seconds(), "request rate limited");
-            return futures_util::future::Either::Right(Box::pin(async move { Ok(too_many_requests(limited)) }));
-        }
-        futures_util::future::Either::Left(self.inner.call(req))
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use serde_json::json;
 
     fn settings(per_second: f64, burst: u32) -> Settings {
         let file = crate::config::ConfigFile::from_value(json!({})).unwrap();

@@ -1,12 +1,12 @@
 //! Request counts and latencies of the gateway's HTTP front, outermost in the chain so that refusals (403, 401, 429,
 //! 400) are counted too: `mcpgw_requests_total{transport="http", method, status}` and
 //! `mcpgw_request_duration_seconds{transport="http"}`, measured until the answer's head is ready (an SSE stream may
-//! go on after that). Labels are bounded: the HTTP method (GET, POST, DELETE, or OTHER) and the status code.
+//! go on after that). The stdio front counts each tool call with [`record`] too. Labels are bounded: the HTTP method (GET, POST, DELETE, or OTHER) and the status code.
 
 use std::convert::Infallible;
 use std::sync::Arc;
 use std::task::{Context, Poll};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use axum::body::Body;
 use axum::http::{Method, Request, Response};
@@ -41,6 +41,12 @@ pub struct RequestMetrics<S> {
     metrics: Arc<Metrics>,
 }
 
+/// Counts and times one request of `transport` (`http`, or `stdio` where each tool call is one request).
+pub fn record(metrics: &Metrics, transport: &str, method: &str, status: &str, took: Duration) {
+    metrics.requests.with_label_values(&[transport, method, status]).inc();
+    metrics.request_duration.with_label_values(&[transport]).observe(took.as_secs_f64());
+}
+
 fn method_label(method: &Method) -> &'static str {
     match *method {
         Method::GET => "GET",
@@ -70,9 +76,7 @@ where
         let answer = self.inner.call(req);
         Box::pin(async move {
             let response = answer.await?;
-            let status = response.status();
-            metrics.requests.with_label_values(&["http", method, status.as_str()]).inc();
-            metrics.request_duration.with_label_values(&["http"]).observe(started.elapsed().as_secs_f64());
+            record(&metrics, "http", method, response.status().as_str(), started.elapsed());
             Ok(response)
         })
     }

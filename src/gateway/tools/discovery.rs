@@ -11,11 +11,13 @@ use std::sync::Arc;
 
 use serde_json::{Value, json};
 
-use super::{DiscoverInput, Failure, ListServersInput, ServerInput};
+use super::{DiscoverInput, ListServersInput, ServerInput};
+use crate::auth::Identity;
 use crate::cache::ExternalError;
 use crate::cache::shared::fingerprint;
 use crate::config::model::ServerEntry;
-use crate::gateway::{CachedTools, GatewayContext, Identity};
+use crate::error::{ErrorCode, GatewayError};
+use crate::gateway::{CachedTools, GatewayContext};
 use crate::telemetry::spans;
 use crate::timeouts::TimeoutKind;
 use crate::upstream::oauth::{self, OAuthSettings, TokenKey};
@@ -47,12 +49,12 @@ impl DiscoveryResult {
 }
 
 /// The servers of the caller's configuration, or the failure to answer instead.
-pub fn servers(identity: &Identity) -> Result<&[ServerEntry], Failure> {
+pub fn servers(identity: &Identity) -> Result<&[ServerEntry], GatewayError> {
     if let Some(remote) = &identity.servers {
         return Ok(remote.as_slice());
     }
     let Some(config_id) = identity.mcp_config_id.as_deref() else {
-        return Err(Failure::new("NO_MCP_CONFIG", "the project of this API key has no MCP configuration"));
+        return Err(GatewayError::new(ErrorCode::NoMcpConfig, "the project of this API key has no MCP configuration"));
     };
     identity
         .snapshot
@@ -60,15 +62,14 @@ pub fn servers(identity: &Identity) -> Result<&[ServerEntry], Failure> {
         .mcp_configs
         .get(config_id)
         .map(|c| c.mcp_config.as_slice())
-        .ok_or_else(|| Failure::new("NO_MCP_CONFIG", "the project's MCP configuration does not exist"))
+        .ok_or_else(|| GatewayError::new(ErrorCode::NoMcpConfig, "the project's MCP configuration does not exist"))
 }
 
 /// The server entry `name` of the caller's configuration, or `SERVER_NOT_FOUND`.
-pub fn find_server<'a>(identity: &'a Identity, name: &str) -> Result<&'a ServerEntry, Failure> {
-    servers(identity)?
-        .iter()
-        .find(|s| s.server_name == name)
-        .ok_or_else(|| Failure::new("SERVER_NOT_FOUND", format!("no server named {name:?} in your MCP configuration")))
+pub fn find_server<'a>(identity: &'a Identity, name: &str) -> Result<&'a ServerEntry, GatewayError> {
+    servers(identity)?.iter().find(|s| s.server_name == name).ok_or_else(|| {
+        GatewayError::new(ErrorCode::ServerNotFound, format!("no server named {name:?} in your MCP configuration"))
+    })
 }
 
 /// Tools configured on the entry, as tool records (an object keyed by name, or an array).
@@ -91,15 +92,15 @@ pub fn configured_tools(entry: &ServerEntry) -> Vec<Value> {
 }
 
 /// Maps an upstream error to the answer's error code (counting a result over `limits.max_tool_result_bytes`).
-pub fn upstream_failure(ctx: &GatewayContext, err: &UpstreamError) -> Failure {
+pub fn upstream_failure(ctx: &GatewayContext, err: &UpstreamError) -> GatewayError {
     match err {
-        UpstreamError::Timeout(d) => Failure::new("TIMEOUT", crate::timeouts::TimedOut(*d).to_string()),
+        UpstreamError::Timeout(d) => GatewayError::new(ErrorCode::Timeout, crate::timeouts::TimedOut(*d).to_string()),
         UpstreamError::OutputTooLarge { .. } => {
             ctx.store.metrics().limit_hit("tool_result");
-            Failure::new("UPSTREAM_OUTPUT_TOO_LARGE", err.to_string())
+            GatewayError::new(ErrorCode::UpstreamOutputTooLarge, err.to_string())
         }
-        UpstreamError::Unavailable { .. } => Failure::new("UPSTREAM_UNAVAILABLE", err.to_string()),
-        other => Failure::new("UPSTREAM_ERROR", other.to_string()),
+        UpstreamError::Unavailable { .. } => GatewayError::new(ErrorCode::UpstreamUnavailable, err.to_string()),
+        other => GatewayError::new(ErrorCode::UpstreamError, other.to_string()),
     }
 }
 
@@ -111,14 +112,17 @@ pub async fn upstream_spec(
     ctx: &GatewayContext,
     identity: &Identity,
     entry: &ServerEntry,
-) -> Result<ServerSpec, Failure> {
+) -> Result<ServerSpec, GatewayError> {
     let mut spec = ServerSpec::from_entry(entry);
     let Some(config) = &entry.oauth_config else { return Ok(spec) };
     let settings = match OAuthSettings::from_config(config) {
         Ok(Some(settings)) => settings,
         Ok(None) => return Ok(spec),
         Err(problems) => {
-            return Err(Failure::new("UPSTREAM_ERROR", format!("oauth_config is invalid: {}", problems.join("; "))));
+            return Err(GatewayError::new(
+                ErrorCode::UpstreamError,
+                format!("oauth_config is invalid: {}", problems.join("; ")),
+            ));
         }
     };
     let key = TokenKey::new(
@@ -128,7 +132,10 @@ pub async fn upstream_spec(
     );
     let token = ctx.oauth.token(&key, &settings).await.map_err(|e| {
         tracing::warn!(server = %entry.server_name, error = %e, "no OAuth token for the upstream server");
-        Failure::new("UPSTREAM_ERROR", format!("could not obtain an OAuth access token for the server: {e}"))
+        GatewayError::new(
+            ErrorCode::UpstreamError,
+            format!("could not obtain an OAuth access token for the server: {e}"),
+        )
     })?;
     oauth::inject(&token, &mut spec.env, &mut spec.args);
     Ok(spec)
@@ -141,7 +148,7 @@ pub async fn discover(
     identity: &Identity,
     session: Option<&str>,
     entry: &ServerEntry,
-) -> Result<DiscoveryResult, Failure> {
+) -> Result<DiscoveryResult, GatewayError> {
     spans::discovery(&entry.server_name, discover_untraced(ctx, identity, session, entry), |found| found.source).await
 }
 
@@ -150,7 +157,7 @@ async fn discover_untraced(
     identity: &Identity,
     session: Option<&str>,
     entry: &ServerEntry,
-) -> Result<DiscoveryResult, Failure> {
+) -> Result<DiscoveryResult, GatewayError> {
     let key = PoolKey {
         mcp_config_id: identity.mcp_config_id.clone().unwrap_or_default(),
         server_name: entry.server_name.clone(),
@@ -186,7 +193,7 @@ async fn discover_untraced(
             matches!(r, Err(UpstreamError::Timeout(_)))
         })
         .await
-        .map_err(|t| Failure::new("TIMEOUT", t.to_string()))?
+        .map_err(|t| GatewayError::new(ErrorCode::Timeout, t.to_string()))?
         .map_err(|e| upstream_failure(ctx, &e))?;
     let tools: Arc<Vec<Value>> = Arc::new(live.tools.iter().filter_map(|t| serde_json::to_value(t).ok()).collect());
     let metadata = json!({
@@ -251,21 +258,19 @@ pub async fn discover_tool(
     match input.server_name {
         Some(name) => match find_server(identity, &name) {
             Ok(entry) => {
-                discover(ctx, identity, session, entry).await.map(|d| d.to_value()).unwrap_or_else(|f| f.to_value())
+                discover(ctx, identity, session, entry).await.map(|d| d.to_value()).unwrap_or_else(|f| f.answer())
             }
-            Err(f) => f.to_value(),
+            Err(f) => f.answer(),
         },
         None => {
             let entries = match servers(identity) {
                 Ok(entries) => entries,
-                Err(f) => return f.to_value(),
+                Err(f) => return f.answer(),
             };
             let mut out = serde_json::Map::new();
             for entry in entries {
-                let one = discover(ctx, identity, session, entry)
-                    .await
-                    .map(|d| d.to_value())
-                    .unwrap_or_else(|f| f.to_value());
+                let one =
+                    discover(ctx, identity, session, entry).await.map(|d| d.to_value()).unwrap_or_else(|f| f.answer());
                 out.insert(entry.server_name.clone(), one);
             }
             json!({"status": "success", "servers": out})
@@ -282,7 +287,7 @@ pub async fn list_servers(
 ) -> Value {
     let entries = match servers(identity) {
         Ok(entries) => entries,
-        Err(f) => return f.to_value(),
+        Err(f) => return f.answer(),
     };
     let mut list = Vec::with_capacity(entries.len());
     for entry in entries {
@@ -290,7 +295,7 @@ pub async fn list_servers(
         if input.discover_tools {
             match discover(ctx, identity, session, entry).await {
                 Ok(found) => server["tools"] = json!(found.tools),
-                Err(f) => server["tools_error"] = f.to_value(),
+                Err(f) => server["tools_error"] = f.answer(),
             }
         }
         list.push(server);
@@ -307,7 +312,7 @@ pub async fn server_info(
 ) -> Value {
     let entry = match find_server(identity, &input.server_name) {
         Ok(entry) => entry,
-        Err(f) => return f.to_value(),
+        Err(f) => return f.answer(),
     };
     let enabled = |p: &Option<crate::config::model::GuardrailPolicy>| p.as_ref().is_some_and(|p| p.is_enabled());
     let mut info = json!({
@@ -323,7 +328,7 @@ pub async fn server_info(
         }
         Err(f) => {
             info["tools"] = json!([]);
-            info["tools_error"] = f.to_value();
+            info["tools_error"] = f.answer();
         }
     }
     json!({"status": "success", "server_name": entry.server_name, "server_info": info})

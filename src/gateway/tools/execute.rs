@@ -12,9 +12,11 @@ use tower::{Layer, Service};
 use serde_json::{Map, Value, json};
 
 use super::discovery::{discover, find_server, upstream_failure, upstream_spec};
-use super::{Failure, SecureCallInput, ToolCall};
+use super::{SecureCallInput, ToolCall};
+use crate::auth::Identity;
+use crate::error::{ErrorCode, GatewayError};
+use crate::gateway::GatewayContext;
 use crate::gateway::middleware::guardrails::{CallOutcome, GuardrailLayer, Guardrails, UpstreamCall};
-use crate::gateway::{GatewayContext, Identity};
 use crate::guardrails::provider::Provider;
 use crate::guardrails::stage::GuardSettings;
 use crate::telemetry::spans;
@@ -35,7 +37,7 @@ pub async fn secure_call(
     let started = Instant::now();
     let entry = match find_server(identity, &input.server_name) {
         Ok(entry) => entry,
-        Err(f) => return f.to_value(),
+        Err(f) => return f.answer(),
     };
     let known = discover(ctx, identity, session, entry).await;
     let key = PoolKey {
@@ -75,7 +77,7 @@ pub async fn secure_call(
                         None => match upstream_spec(ctx, identity, entry).await {
                             Ok(made) => spec.insert(made),
                             Err(f) => {
-                                let result = f.to_value();
+                                let result = f.answer();
                                 record_upstream_call(
                                     ctx,
                                     &entry.server_name,
@@ -93,14 +95,14 @@ pub async fn secure_call(
                     let (server, tool, project) = (&entry.server_name, call.name.clone(), &identity.project_id);
                     spans::tool_execution(server, &tool, project, guarded_call(guardrails.layer(upstream), call)).await
                 } else {
-                    Err(Failure::new(
-                        "TOOL_NOT_FOUND",
+                    Err(GatewayError::new(
+                        ErrorCode::ToolNotFound,
                         format!("server {:?} has no tool {:?}", entry.server_name, call.name),
                     ))
                 }
             }
         };
-        let result = outcome.unwrap_or_else(|f| f.to_value());
+        let result = outcome.unwrap_or_else(|f| f.answer());
         record_upstream_call(ctx, &entry.server_name, &tool_name, call_started.elapsed(), &result);
         results.push(result);
     }
@@ -138,12 +140,12 @@ fn record_upstream_call(ctx: &GatewayContext, server_name: &str, tool_name: &str
 fn guarded_call<'a>(
     mut stack: Guardrails<'a, UpstreamService<'a>>,
     call: ToolCall,
-) -> BoxFuture<'a, Result<Value, Failure>> {
+) -> BoxFuture<'a, Result<Value, GatewayError>> {
     Box::pin(async move {
         let args = match call.args {
             None | Some(Value::Null) => Map::new(),
             Some(Value::Object(map)) => map,
-            Some(_) => return Err(Failure::new("INVALID_ARGUMENTS", "args must be an object")),
+            Some(_) => return Err(GatewayError::new(ErrorCode::InvalidArguments, "args must be an object")),
         };
         std::future::poll_fn(|cx| stack.poll_ready(cx)).await?;
         Ok(match stack.call(UpstreamCall { tool: call.name.clone(), args }).await? {
@@ -168,10 +170,10 @@ struct UpstreamService<'a> {
 
 impl<'a> Service<UpstreamCall> for UpstreamService<'a> {
     type Response = Value;
-    type Error = Failure;
-    type Future = BoxFuture<'a, Result<Value, Failure>>;
+    type Error = GatewayError;
+    type Future = BoxFuture<'a, Result<Value, GatewayError>>;
 
-    fn poll_ready(&mut self, _cx: &mut Context<'_>) -> Poll<Result<(), Failure>> {
+    fn poll_ready(&mut self, _cx: &mut Context<'_>) -> Poll<Result<(), GatewayError>> {
         Poll::Ready(Ok(()))
     }
 
@@ -192,7 +194,7 @@ async fn run_call(
     spec: &ServerSpec,
     tool: &str,
     args: Map<String, Value>,
-) -> Result<Value, Failure> {
+) -> Result<Value, GatewayError> {
     let settings = &identity.snapshot.settings;
     let limit = settings.timeouts.tool_execution;
     // The pool enforces `limit` on the server's work; waiting for a process start is bounded by the start timeout.
@@ -204,6 +206,6 @@ async fn run_call(
             |r| matches!(r, Err(UpstreamError::Timeout(_))),
         )
         .await
-        .map_err(|_| Failure::new("TIMEOUT", crate::timeouts::TimedOut(limit).to_string()))?
+        .map_err(|_| GatewayError::new(ErrorCode::Timeout, crate::timeouts::TimedOut(limit).to_string()))?
         .map_err(|e| upstream_failure(ctx, &e))
 }

@@ -17,29 +17,13 @@ use serde::Deserialize;
 use serde::de::DeserializeOwned;
 use serde_json::{Map, Value, json};
 
-use super::{GatewayContext, Identity};
+use super::GatewayContext;
+use crate::auth::Identity;
+use crate::error::{ErrorCode, GatewayError};
 use crate::telemetry::spans;
 use crate::timeouts::TimeoutKind;
 
 pub use discovery::{DiscoveryResult, discover};
-
-/// A failure answered as `{status: "error", error_code, message}`.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Failure {
-    pub error_code: &'static str,
-    pub message: String,
-}
-
-impl Failure {
-    pub fn new(error_code: &'static str, message: impl Into<String>) -> Failure {
-        Failure { error_code, message: message.into() }
-    }
-
-    /// The answer object.
-    pub fn to_value(&self) -> Value {
-        json!({"status": "error", "error_code": self.error_code, "message": self.message})
-    }
-}
 
 /// Why a tool call is refused at the protocol level.
 #[derive(Debug, thiserror::Error)]
@@ -166,7 +150,7 @@ async fn bounded(ctx: &GatewayContext, identity: &Identity, answer: impl Future<
     ctx.timeouts
         .run(TimeoutKind::Default, limit, answer)
         .await
-        .unwrap_or_else(|t| Failure::new("TIMEOUT", t.to_string()).to_value())
+        .unwrap_or_else(|t| GatewayError::new(ErrorCode::Timeout, t.to_string()).answer())
 }
 
 /// A tool call whose name and arguments have been checked: running it is the only step left.

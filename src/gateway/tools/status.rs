@@ -5,8 +5,10 @@
 
 use serde_json::{Value, json};
 
-use super::{ClearCacheInput, Failure};
-use crate::gateway::{GatewayContext, Identity};
+use super::ClearCacheInput;
+use crate::auth::Identity;
+use crate::error::{ErrorCode, GatewayError};
+use crate::gateway::GatewayContext;
 use crate::timeouts::config_report;
 use crate::upstream::oauth::TokenKey;
 
@@ -33,11 +35,11 @@ pub async fn clear_cache(ctx: &GatewayContext, identity: &Identity, input: Clear
         "tools" => (true, false),
         "gateway_config" => (false, true),
         other => {
-            return Failure::new(
-                "INVALID_ARGUMENTS",
+            return GatewayError::new(
+                ErrorCode::InvalidArguments,
                 format!("cache_type must be all, tools or gateway_config, not {other:?}"),
             )
-            .to_value();
+            .answer();
         }
     };
     let config_id = identity.mcp_config_id.clone().unwrap_or_default();

@@ -5,7 +5,7 @@
 //! snapshot it came from, so one request sees one configuration from start to end. Resolutions are cached for
 //! `gw_gateway_cache_expiration` (the gateway config cache) and the cache is dropped when the configuration changes.
 //!
-//! With the `gw` provider the key is resolved by a remote service (`remote_auth.rs`, protocol in its documentation
+//! With the `gw` provider the key is resolved by a remote service (`auth/remote.rs`, protocol in its documentation
 //! and `docs/gateway.md`) under `auth_timeout`; its answer may carry the servers themselves (`gateway_config.mcp_config`),
 //! which then serve this caller instead of a local MCP configuration. Answers are cached the same way, by key digest,
 //! never by the key itself. With the external cache on, the remote answer is also shared through Redis (sealed, see
@@ -14,11 +14,12 @@
 
 use std::sync::Arc;
 
-use super::remote_auth::{RemoteAuth, RemoteAuthError, RemoteIdentity};
+use super::remote::{RemoteAuth, RemoteAuthError, RemoteIdentity};
 use crate::cache::{ExternalCache, TtlCache};
 use crate::config::Snapshot;
 use crate::config::model::{ServerEntry, decode_server_at};
 use crate::config::per_snapshot::PerSnapshot;
+use crate::error::{ErrorCode, GatewayError};
 use crate::secrets;
 
 /// Credentials as a client presents them.
@@ -49,6 +50,13 @@ pub struct Identity {
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("{0}")]
 pub struct AuthFailure(pub String);
+
+impl From<AuthFailure> for GatewayError {
+    /// `AUTH_FAILED`, with why in `details`.
+    fn from(failure: AuthFailure) -> GatewayError {
+        GatewayError::new(ErrorCode::AuthFailed, "authentication failed").with("details", failure.0)
+    }
+}
 
 /// Resolved identities by key digest, valid for one snapshot.
 pub type GatewayConfigCache = TtlCache<[u8; 32], Identity>;

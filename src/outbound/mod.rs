@@ -4,6 +4,8 @@
 //! TLS is rustls with the `ring` provider (no C toolchain needed, unlike aws-lc). The provider is installed once per
 //! process, before the first client is built; every constructor here does it, so callers never have to remember.
 
+pub mod json_api;
+
 use std::sync::Once;
 use std::time::Duration;
 

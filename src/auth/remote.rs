@@ -39,9 +39,7 @@ use reqwest::header::HeaderName;
 use crate::cache::shared::SharedIdentity;
 use serde_json::{Map, Value, json};
 
-use crate::guardrails::remote::json_api::{
-    CallError, JsonApi, MAX_MESSAGE_CHARS, explanation, required_string, truncate,
-};
+use crate::outbound::json_api::{CallError, JsonApi, MAX_MESSAGE_CHARS, explanation, required_string, truncate};
 
 const PATH: &str = "/mcp-gateway/get-gateway";
 

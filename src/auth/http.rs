@@ -1,0 +1,135 @@
+//! What an HTTP request presents to the gateway, and where it may come from.
+//!
+//! - [`credentials`]: `Authorization: Bearer <gateway key>`, plus the optional `X-GW-Project-Id` / `X-GW-User-Id`
+//!   (also accepted as `project_id` / `user_id`).
+//! - [`check_host_and_origin`]: `Host` must be in `gw_allowed_hosts` (`*` allows any) and `Origin`, when present, a
+//!   loopback origin or in `gw_allowed_origins`. These protect local gateways from DNS rebinding, whoever the caller
+//!   claims to be, so the front door runs them before anything else.
+
+use axum::http::{HeaderMap, header};
+
+use super::identity::{AuthFailure, Credentials};
+use crate::config::settings::Settings;
+use crate::error::{ErrorCode, GatewayError};
+
+/// Splits a `Host` value into host and optional port (`[::1]:8000` gives `::1`).
+fn split_host(authority: &str) -> (&str, Option<&str>) {
+    if let Some(rest) = authority.strip_prefix('[') {
+        let (host, after) = rest.split_once(']').unwrap_or((rest, ""));
+        return (host, after.strip_prefix(':'));
+    }
+    match authority.rsplit_once(':') {
+        Some((host, port)) if !host.contains(':') => (host, Some(port)),
+        _ => (authority, None),
+    }
+}
+
+/// Whether a `Host` header value is allowed by `allowed` (names, `name:port`, or `*`).
+pub fn host_allowed(host_header: Option<&str>, allowed: &[String]) -> bool {
+    if allowed.iter().any(|a| a == "*") {
+        return true;
+    }
+    let Some(authority) = host_header else { return false };
+    let (host, port) = split_host(authority.trim());
+    allowed.iter().any(|entry| {
+        let (a_host, a_port) = split_host(entry);
+        a_host.eq_ignore_ascii_case(host) && (a_port.is_none() || a_port == port)
+    })
+}
+
+/// Whether an `Origin` header value is allowed: loopback origins always, others when listed (or `*`).
+pub fn origin_allowed(origin: &str, allowed: &[String]) -> bool {
+    let origin = origin.trim().trim_end_matches('/');
+    if allowed.iter().any(|a| a == "*" || a.trim_end_matches('/').eq_ignore_ascii_case(origin)) {
+        return true;
+    }
+    let Some((scheme, rest)) = origin.split_once("://") else { return false };
+    let (host, _) = split_host(rest);
+    matches!(scheme, "http" | "https") && matches!(host, "localhost" | "127.0.0.1" | "::1")
+}
+
+fn header_str<'a>(headers: &'a HeaderMap, name: &str) -> Option<&'a str> {
+    headers.get(name).and_then(|v| v.to_str().ok())
+}
+
+/// The credentials of an HTTP request.
+pub fn credentials(headers: &HeaderMap) -> Result<Credentials, AuthFailure> {
+    let Some(value) = headers.get(header::AUTHORIZATION) else {
+        return Err(AuthFailure("missing Authorization header: send Authorization: Bearer <gateway key>".into()));
+    };
+    let value = value.to_str().map_err(|_| AuthFailure("invalid Authorization header".into()))?;
+    let key = value
+        .strip_prefix("Bearer ")
+        .or_else(|| value.strip_prefix("bearer "))
+        .ok_or_else(|| AuthFailure("the Authorization header must be Bearer <gateway key>".into()))?;
+    let project_id = header_str(headers, "x-gw-project-id").or_else(|| header_str(headers, "project_id"));
+    let user_id = header_str(headers, "x-gw-user-id").or_else(|| header_str(headers, "user_id"));
+    Ok(Credentials {
+        key: key.trim().to_string(),
+        project_id: project_id.map(str::to_string),
+        user_id: user_id.map(str::to_string),
+    })
+}
+
+/// The `Host` and `Origin` checks under `settings` (`HOST_NOT_ALLOWED`, `ORIGIN_NOT_ALLOWED`).
+pub fn check_host_and_origin(headers: &HeaderMap, settings: &Settings) -> Result<(), GatewayError> {
+    let host = header_str(headers, header::HOST.as_str());
+    if !host_allowed(host, &settings.allowed_hosts) {
+        let shown = host.unwrap_or("(none)");
+        let message = format!("Host {shown:?} is not in gw_allowed_hosts");
+        return Err(GatewayError::new(ErrorCode::HostNotAllowed, message));
+    }
+    if let Some(origin) = headers.get(header::ORIGIN) {
+        let origin = origin.to_str().unwrap_or("");
+        if !origin_allowed(origin, &settings.allowed_origins) {
+            return Err(GatewayError::new(ErrorCode::OriginNotAllowed, format!("Origin {origin:?} is not allowed")));
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use axum::http::HeaderValue;
+
+    fn list(items: &[&str]) -> Vec<String> {
+        items.iter().map(|s| s.to_string()).collect()
+    }
+
+    #[test]
+    fn hosts() {
+        let allowed = list(&["localhost", "127.0.0.1", "::1", "gw.example:8000"]);
+        assert!(host_allowed(Some("localhost:8000"), &allowed));
+        assert!(host_allowed(Some("LOCALHOST"), &allowed));
+        assert!(host_allowed(Some("[::1]:8000"), &allowed));
+        assert!(host_allowed(Some("gw.example:8000"), &allowed));
+        assert!(!host_allowed(Some("gw.example:9000"), &allowed));
+        assert!(!host_allowed(Some("evil.example"), &allowed));
+        assert!(!host_allowed(None, &allowed));
+        assert!(host_allowed(Some("10.0.0.7:8000"), &list(&["*"])));
+    }
+
+    #[test]
+    fn origins() {
+        let allowed = list(&["https://app.example"]);
+        assert!(origin_allowed("http://localhost:3000", &allowed));
+        assert!(origin_allowed("http://127.0.0.1", &allowed));
+        assert!(origin_allowed("https://app.example/", &allowed));
+        assert!(!origin_allowed("https://evil.example", &allowed));
+        assert!(!origin_allowed("null", &allowed));
+        assert!(!origin_allowed("http://localhost.evil.example", &allowed));
+    }
+
+    #[test]
+    fn credentials_from_headers() {
+        let mut headers = HeaderMap::new();
+        assert!(credentials(&headers).is_err());
+        headers.insert(header::AUTHORIZATION, HeaderValue::from_static("Bearer k1"));
+        headers.insert("project_id", HeaderValue::from_static("p1"));
+        let creds = credentials(&headers).unwrap();
+        assert_eq!((creds.key.as_str(), creds.project_id.as_deref()), ("k1", Some("p1")));
+        headers.insert(header::AUTHORIZATION, HeaderValue::from_static("Basic k1"));
+        assert!(credentials(&headers).is_err());
+    }
+}

@@ -1,0 +1,62 @@
+//! The admission step, the same for both fronts: who is calling (the credentials resolved into an [`Identity`] under
+//! `auth_timeout`, 401 `AUTH_FAILED` otherwise) and whether the caller's key may send another request now (its rate
+//! limit, 429 `RATE_LIMITED` with `Retry-After`).
+//!
+//! Over HTTP [`admit_http`] runs it on every request, with the credentials of its headers, and puts the identity into
+//! the request's extensions for the layers and the handler behind it. Over stdio the handler runs [`admit`] on every
+//! tool call with the credentials of the environment, resolved against the current snapshot each time, so a rotated
+//! or disabled key takes effect at once there too; the refusal is then the tool's result.
+
+use std::sync::Arc;
+
+use axum::extract::{Request, State};
+use axum::middleware::Next;
+use axum::response::Response;
+
+use crate::auth::{AuthFailure, Credentials, Identity};
+use crate::config::Snapshot;
+use crate::error::GatewayError;
+use crate::gateway::GatewayContext;
+use crate::timeouts::TimeoutKind;
+
+/// Resolves `presented` against `snapshot` under `auth_timeout`, then takes one cell of the key's rate limit.
+pub async fn admit(
+    ctx: &GatewayContext,
+    snapshot: &Arc<Snapshot>,
+    presented: Result<&Credentials, AuthFailure>,
+) -> Result<Arc<Identity>, GatewayError> {
+    let limit = snapshot.settings.timeouts.auth;
+    let resolved = ctx
+        .timeouts
+        .run(TimeoutKind::Auth, limit, async {
+            match presented {
+                Ok(creds) => ctx.authenticate(snapshot, creds).await,
+                Err(failure) => Err(failure),
+            }
+        })
+        .await
+        .unwrap_or_else(|t| Err(AuthFailure(t.to_string())));
+    let identity = resolved.map_err(|failure| {
+        tracing::info!(reason = %failure, "gateway request refused");
+        GatewayError::from(failure)
+    })?;
+    if let Err(limited) = ctx.rate_limits.check(&identity.snapshot.settings, &identity.key_digest) {
+        ctx.store.metrics().rate_limited.inc();
+        tracing::info!(key_id = %identity.key_id, retry_after_seconds = limited.retry_after_seconds(), "request rate limited");
+        return Err(limited.into());
+    }
+    Ok(identity)
+}
+
+/// The HTTP layer's function, for `axum::middleware::from_fn_with_state`.
+pub async fn admit_http(State(ctx): State<Arc<GatewayContext>>, mut req: Request, next: Next) -> Response {
+    let snapshot = ctx.store.snapshot();
+    let presented = crate::auth::http::credentials(req.headers());
+    match admit(&ctx, &snapshot, presented.as_ref().map_err(Clone::clone)).await {
+        Ok(identity) => {
+            req.extensions_mut().insert(identity);
+            next.run(req).await
+        }
+        Err(refused) => refused.response(None),
+    }
+}

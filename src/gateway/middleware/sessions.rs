@@ -1,0 +1,79 @@
+//! MCP sessions at the front door: each is bound to the key that opened it, ends when idle, and their number is
+//! bounded.
+//!
+//! For every request that passed admission (so its [`Identity`] is known) and the JSON-RPC guard (so a POST's message
+//! is parsed):
+//! - an `Mcp-Session-Id` must belong to the caller's key and must not have been idle for
+//!   `limits.session_idle_timeout_seconds`; an unknown, foreign or expired one gets 404 `SESSION_NOT_FOUND` (while
+//!   the gateway drains, the drain decides instead: see [`super::drain::refusal`]);
+//! - an `initialize` outside a session that would open more than `limits.max_sessions` sessions gets 503
+//!   `TOO_MANY_SESSIONS` with `Retry-After`; otherwise its place is held until the answer names the new session,
+//!   which is then bound to the caller's key;
+//! - a session that the protocol layer closed (a successful `DELETE`) or no longer knows (404) is forgotten.
+//!
+//! The registry itself is [`crate::gateway::sessions::SessionRegistry`]; the sweeper that ends idle sessions runs in
+//! `gateway/http.rs`.
+
+use std::sync::Arc;
+
+use axum::extract::{Request, State};
+use axum::http::{Method, StatusCode};
+use axum::middleware::Next;
+use axum::response::Response;
+use serde_json::Value;
+
+use super::drain;
+use super::jsonrpc::ParsedMessage;
+use crate::auth::Identity;
+use crate::error::{ErrorCode, GatewayError};
+use crate::gateway::GatewayContext;
+use crate::gateway::sessions::SessionCheck;
+
+pub const SESSION_HEADER: &str = "mcp-session-id";
+
+fn message_id(req: &Request) -> Option<&Value> {
+    req.extensions().get::<ParsedMessage>().and_then(|parsed| parsed.0.get("id"))
+}
+
+/// The layer's function, for `axum::middleware::from_fn_with_state`.
+pub async fn track_sessions(State(ctx): State<Arc<GatewayContext>>, req: Request, next: Next) -> Response {
+    let Some(identity) = req.extensions().get::<Arc<Identity>>().cloned() else { return next.run(req).await };
+    let limits = &identity.snapshot.settings.limits;
+    let session = req.headers().get(SESSION_HEADER).and_then(|v| v.to_str().ok()).map(str::to_string);
+    let message = req.extensions().get::<ParsedMessage>().map(|parsed| &parsed.0);
+    let known =
+        |id: &str| ctx.sessions.check(id, &identity.key_digest, limits.session_idle_timeout) != SessionCheck::Unknown;
+    if session.as_deref().is_some_and(|id| !known(id)) {
+        // While draining, a request outside any valid session is the drain's to answer (503 once idle).
+        let not_found = GatewayError::new(ErrorCode::SessionNotFound, "session not found");
+        return drain::refusal(&ctx, drain::outside_session(&ctx), None).unwrap_or_else(|| not_found.response(None));
+    }
+    let opens_session =
+        session.is_none() && message.and_then(|m| m.get("method")).and_then(Value::as_str) == Some("initialize");
+    // The place under `max_sessions` is held until the answer names the new session.
+    let place = match opens_session.then(|| ctx.sessions.reserve(limits.max_sessions)) {
+        None => None,
+        Some(Some(place)) => Some(place),
+        Some(None) => {
+            ctx.store.metrics().limit_hit("sessions");
+            let max = limits.max_sessions;
+            let message = format!("the gateway has {max} MCP sessions open, its limit; close one or try again later");
+            let full = GatewayError::new(ErrorCode::TooManySessions, message).retry_after(5);
+            return full.response(message_id(&req));
+        }
+    };
+    let closing = req.method() == Method::DELETE;
+    let response = next.run(req).await;
+    if let Some(_place) = place
+        && let Some(id) = response.headers().get(SESSION_HEADER).and_then(|v| v.to_str().ok())
+    {
+        ctx.sessions.open(id, identity.key_digest);
+    }
+    if let Some(id) = &session {
+        let gone = response.status() == StatusCode::NOT_FOUND;
+        if gone || (closing && response.status().is_success()) {
+            ctx.sessions.close(id);
+        }
+    }
+    response
+}
