@@ -17,7 +17,8 @@
 //!
 //! Knobs: `MCPGW_BENCH_CALLS` (latency samples, default 2000), `MCPGW_BENCH_SECONDS` (per throughput run, default 3),
 //! `MCPGW_BENCH_PROCESSES` (the gateway's `max_processes_per_server`, default 4), `MCPGW_BENCH_CALLS_PER_PROCESS`
-//! (its `max_calls_per_process`, default 1).
+//! (its `max_calls_per_process`, default 1), `MCPGW_BENCH_BASELINE` (the path of another `mcpgw` build, e.g. one of the
+//! previous commit: adds a section that measures it against this build in alternation, in the same run).
 
 use std::collections::HashMap;
 use std::io::{BufRead, BufReader};
@@ -43,8 +44,9 @@ use procfs::{children, cpu_micros, rss_kib};
 #[path = "support/cold_start.rs"]
 mod cold_start;
 #[path = "support/launch.rs"]
+#[allow(dead_code)]
 mod launch;
-use launch::{free_port, ready, spawn_serve};
+use launch::{free_port, ready, spawn_serve_binary};
 
 const KEY: &str = "gw_bench-key-0000000000000000000000000000000000";
 
@@ -71,6 +73,16 @@ impl Drop for Gateway {
 }
 
 fn start_gateway(processes: u64, calls_per_process: u64, variant: impl FnOnce(&mut Value)) -> Gateway {
+    start_gateway_binary(env!("CARGO_BIN_EXE_mcpgw"), processes, calls_per_process, variant)
+}
+
+/// [`start_gateway`] with another build of `mcpgw`.
+fn start_gateway_binary(
+    binary: &str,
+    processes: u64,
+    calls_per_process: u64,
+    variant: impl FnOnce(&mut Value),
+) -> Gateway {
     let dir = tempfile::tempdir().expect("tempdir");
     let path = dir.path().join("gw.json");
     let mut config = json!({
@@ -92,7 +104,7 @@ fn start_gateway(processes: u64, calls_per_process: u64, variant: impl FnOnce(&m
     std::fs::write(&path, serde_json::to_vec_pretty(&config).expect("json")).expect("write config");
     let (port, metrics) = (free_port(), free_port());
     let started = Instant::now();
-    let child = spawn_serve(&path, port, metrics);
+    let child = spawn_serve_binary(binary, &path, port, metrics);
     let ready_after = loop {
         if ready(metrics) {
             break started.elapsed();
@@ -406,6 +418,38 @@ async fn costs(base: &Gateway, processes: u64, calls_per_process: u64, calls: u6
     }
 }
 
+/// This build against another build of `mcpgw` (`MCPGW_BENCH_BASELINE`, e.g. one built from the previous commit),
+/// measured in alternation in this run: secure echo p50 at c=1 in a session and stateless, and c=16 throughput in a
+/// session, the median of `rounds` rounds each.
+async fn against_baseline(baseline: &str, processes: u64, calls_per_process: u64, calls: u64, seconds: u64) {
+    println!("-- this build against the baseline build {baseline} (light client, alternating, median of 3 rounds) --");
+    let builds = [("baseline", baseline), ("this build", env!("CARGO_BIN_EXE_mcpgw"))];
+    let gateways: Vec<Gateway> =
+        builds.iter().map(|(_, binary)| start_gateway_binary(binary, processes, calls_per_process, |_| {})).collect();
+    let mut figures: Vec<Vec<(Duration, Duration, f64)>> = vec![Vec::new(), Vec::new()];
+    for _round in 0..3 {
+        for (gw, figures) in gateways.iter().zip(figures.iter_mut()) {
+            let (session, rate) = secure_echo_figures(gw, calls, seconds).await;
+            let (stateless, _) = latency(raw_gateway(&gw.addr, true, Call::Gateway).await, calls).await;
+            figures.push((session, stateless, rate));
+        }
+    }
+    for ((name, _), figures) in builds.iter().zip(figures.iter_mut()) {
+        let median = |mut values: Vec<f64>| {
+            values.sort_by(f64::total_cmp);
+            values[values.len() / 2]
+        };
+        let session = median(figures.iter().map(|f| f.0.as_secs_f64()).collect());
+        let stateless = median(figures.iter().map(|f| f.1.as_secs_f64()).collect());
+        let rate = median(figures.iter().map(|f| f.2).collect());
+        println!(
+            "{name}: secure echo p50 session {}, stateless {}; c=16 session {rate:.0} calls/s (2 shared cores)",
+            ms(Duration::from_secs_f64(session)),
+            ms(Duration::from_secs_f64(stateless)),
+        );
+    }
+}
+
 fn mode_name(stateless: bool) -> &'static str {
     if stateless { "stateless 2026-07-28" } else { "session 2025-11-25" }
 }
@@ -472,6 +516,9 @@ fn main() {
         }
 
         costs(&gw, processes, calls_per_process, calls.min(1000), seconds).await;
+        if let Ok(baseline) = std::env::var("MCPGW_BENCH_BASELINE") {
+            against_baseline(&baseline, processes, calls_per_process, calls, seconds).await;
+        }
 
         println!("-- rmcp's client on both sides (streamable HTTP with a pooled reqwest client; stdio) --");
         let direct = direct_client().await;

@@ -15,7 +15,12 @@ pub fn free_port() -> u16 {
 /// `mcpgw serve --config <config>` with the gateway on `port`, the metrics listener on `metrics`, the admin API on
 /// any free port and a short grace period for the drain.
 pub fn spawn_serve(config: &Path, port: u16, metrics: u16) -> Child {
-    Command::new(env!("CARGO_BIN_EXE_mcpgw"))
+    spawn_serve_binary(env!("CARGO_BIN_EXE_mcpgw"), config, port, metrics)
+}
+
+/// [`spawn_serve`] with another build of `mcpgw` (a baseline measured in the same run).
+pub fn spawn_serve_binary(binary: &str, config: &Path, port: u16, metrics: u16) -> Child {
+    Command::new(binary)
         .args(["serve", "--config"])
         .arg(config)
         .args(["--gateway-addr", &format!("127.0.0.1:{port}"), "--admin-addr", "127.0.0.1:0"])
