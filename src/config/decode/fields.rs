@@ -1,4 +1,4 @@
-//! Reading JSON values into the typed model while collecting every problem, not only the first.
+//! [`Fields`]: the walk over one JSON object that records every problem, not only the first, and carries on.
 //!
 //! serde's derive stops at the first type error, which makes `check-config` tedious: fix one thing, run again, find
 //! the next. [`Fields`] walks one JSON object instead: each accessor removes its key, checks its type, and on a

@@ -1,0 +1,339 @@
+//! Which spans of a text are PII: the kinds the redaction recognises and the detector of each.
+//!
+//! [`detect`] finds e-mail addresses, IBANs, card numbers, US SSNs, IPv4 addresses and phone numbers, in that order of
+//! priority, so a card number is never also taken for a phone; each kind has a regex for the shape and a check for what
+//! a regex cannot see (Luhn, mod-97, SSN number ranges, octets, the characters around a match). The characters around
+//! a match are judged here; the checks of the numbers themselves live in `checks.rs`.
+
+use std::sync::LazyLock;
+
+use regex::Regex;
+
+use super::checks::{iban_end, number_valid};
+
+/// A kind of personal data the redaction recognises.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum PiiKind {
+    Email,
+    Phone,
+    CardNumber,
+    Ssn,
+    Ipv4,
+    Iban,
+}
+
+impl PiiKind {
+    /// Every kind, in declaration order (the order of [`PiiVault::counts`](super::PiiVault::counts)).
+    pub const ALL: [PiiKind; 6] =
+        [PiiKind::Email, PiiKind::Phone, PiiKind::CardNumber, PiiKind::Ssn, PiiKind::Ipv4, PiiKind::Iban];
+
+    /// The name inside the placeholder: `[EMAIL_1]`, `[CARD_NUMBER_2]`, ...
+    pub fn label(&self) -> &'static str {
+        match self {
+            PiiKind::Email => "EMAIL",
+            PiiKind::Phone => "PHONE",
+            PiiKind::CardNumber => "CARD_NUMBER",
+            PiiKind::Ssn => "SSN",
+            PiiKind::Ipv4 => "IP_ADDRESS",
+            PiiKind::Iban => "IBAN",
+        }
+    }
+
+    pub(super) fn from_label(label: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|kind| kind.label() == label)
+    }
+
+    pub(super) fn index(self) -> usize {
+        self as usize
+    }
+
+    pub(super) fn noun(self, count: usize) -> &'static str {
+        let (one, many) = match self {
+            PiiKind::Email => ("e-mail address", "e-mail addresses"),
+            PiiKind::Phone => ("phone number", "phone numbers"),
+            PiiKind::CardNumber => ("card number", "card numbers"),
+            PiiKind::Ssn => ("US social security number", "US social security numbers"),
+            PiiKind::Ipv4 => ("IPv4 address", "IPv4 addresses"),
+            PiiKind::Iban => ("IBAN", "IBANs"),
+        };
+        if count == 1 { one } else { many }
+    }
+}
+
+/// Who wins when two kinds claim overlapping text: the earlier one. The strictly shaped kinds come first, so the
+/// loose phone shapes only ever see what nothing else claimed.
+const PRIORITY: [PiiKind; 6] =
+    [PiiKind::Email, PiiKind::Iban, PiiKind::CardNumber, PiiKind::Ssn, PiiKind::Ipv4, PiiKind::Phone];
+
+/// Compiles one of this folder's literal patterns (the vault's placeholder pattern too).
+pub(super) fn compile(pattern: &str) -> Regex {
+    Regex::new(pattern).expect("the PII patterns are literals that compile")
+}
+
+// ASCII classes throughout (`[0-9]`, not `\d`): a Unicode digit is not part of a phone or card number.
+static EMAIL: LazyLock<Regex> =
+    LazyLock::new(|| compile(r"[A-Za-z0-9._%+-]+@[A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)*\.[A-Za-z]{2,}"));
+// Only the country code and check digits: the rest is read by `iban_end`, which knows the country's length and so
+// stops where the IBAN does (a regex would swallow a following group-like word, or rescan long runs of them).
+static IBAN: LazyLock<Regex> = LazyLock::new(|| compile(r"[A-Za-z]{2}[0-9]{2}"));
+// 13-19 digits in one run, or in groups of 3-6 as printed on cards (4-4-4-4, 4-6-5, 4-4-4-4-3), spaces or dashes.
+static CARD: LazyLock<Regex> =
+    LazyLock::new(|| compile(r"[0-9]{13,19}|[0-9]{4,6}(?:[ -][0-9]{3,6}){1,4}(?:[ -][0-9]{1,3})?"));
+static SSN: LazyLock<Regex> = LazyLock::new(|| compile(r"[0-9]{3}-[0-9]{2}-[0-9]{4}"));
+static IPV4: LazyLock<Regex> = LazyLock::new(|| compile(r"[0-9]{1,3}(?:\.[0-9]{1,3}){3}"));
+// International: `+`, country code, groups (a trunk prefix such as `(0)` allowed). North American: 3-3-4 with the
+// area code in parentheses or followed by a separator, optionally after a leading `1`. Bare digit runs are not
+// phones: without a `+` or separators they are as likely an order number.
+static PHONE: LazyLock<Regex> = LazyLock::new(|| {
+    compile(concat!(
+        r"\+[1-9][0-9]{0,2}(?:[ -]?(?:\([0-9]{1,4}\)|[0-9]{1,12})){1,6}",
+        r"|(?:1[ .-])?(?:\([0-9]{3}\) ?|[0-9]{3}[ .-])[0-9]{3}[ .-][0-9]{4}",
+    ))
+});
+
+/// A stretch of an input to replace.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Span {
+    pub(super) start: usize,
+    pub(super) end: usize,
+    pub(super) kind: PiiKind,
+    /// A literal equal to a placeholder already handed out, replaced so that restoring cannot mistake it.
+    pub(super) literal: bool,
+}
+
+/// The spans to replace in `text`, sorted and disjoint: `literals` first, then each kind in [`PRIORITY`] order,
+/// each only where nothing earlier claimed the text.
+pub(super) fn detect(text: &str, literals: Vec<Span>) -> Vec<Span> {
+    let mut taken = literals;
+    for kind in PRIORITY {
+        let found = find_kind(text, kind, &taken);
+        if !found.is_empty() {
+            taken.extend(found);
+            taken.sort_unstable_by_key(|span| span.start);
+        }
+    }
+    taken
+}
+
+/// The accepted matches of one kind. After a rejected match the search resumes at the next position a match could
+/// start at without being glued to what precedes it (not inside the same word or dotted number), so that runs like
+/// `1.1.1.1.1...` are not searched again from every character.
+fn find_kind(text: &str, kind: PiiKind, taken: &[Span]) -> Vec<Span> {
+    let pattern: &Regex = match kind {
+        PiiKind::Email => &EMAIL,
+        PiiKind::Iban => &IBAN,
+        PiiKind::CardNumber => &CARD,
+        PiiKind::Ssn => &SSN,
+        PiiKind::Ipv4 => &IPV4,
+        PiiKind::Phone => &PHONE,
+    };
+    let bytes = text.as_bytes();
+    let mut found = Vec::new();
+    let mut position = 0;
+    while let Some(candidate) = pattern.find_at(text, position) {
+        let (start, end) = (candidate.start(), candidate.end());
+        // A match must end before the next span a higher priority took (truncating where the shape allows it).
+        let next_taken = taken.partition_point(|span| span.end <= start);
+        let limit = taken.get(next_taken).map_or(text.len(), |span| span.start);
+        let accepted = if limit <= start { None } else { accept(kind, text, start, end, limit) };
+        match accepted {
+            Some((start, end)) => {
+                found.push(Span { start, end, kind, literal: false });
+                position = end;
+            }
+            None => {
+                position = start + 1;
+                // Stopping before a non-ASCII byte keeps `position` on a character boundary.
+                while bytes.get(position).is_some_and(u8::is_ascii) && !clear_before(bytes, position, glue(kind)) {
+                    position += 1;
+                }
+            }
+        }
+    }
+    found
+}
+
+/// Checks a regex match of `kind` at `start..end`, returning the span to redact, which ends at `limit` at the latest.
+fn accept(kind: PiiKind, text: &str, start: usize, end: usize, limit: usize) -> Option<(usize, usize)> {
+    let bytes = text.as_bytes();
+    // A `+` before digits makes them a phone number's, never a card's.
+    let after_plus = start.checked_sub(1).and_then(|i| bytes.get(i)) == Some(&b'+');
+    if !clear_before(bytes, start, glue(kind)) || (kind == PiiKind::CardNumber && after_plus) {
+        return None;
+    }
+    match kind {
+        PiiKind::Email => (end <= limit).then(|| (skip_json_escape(bytes, start, end), end)),
+        PiiKind::Iban => iban_end(bytes, start).filter(|&cut| cut <= limit).map(|cut| (start, cut)),
+        _ => {
+            // Card numbers and international phone numbers come in groups and may have run into a group not theirs.
+            let grouped = kind == PiiKind::CardNumber || bytes.get(start) == Some(&b'+');
+            group_ends(bytes, start, end, limit, grouped)
+                .find(|&cut| clear_after(bytes, cut, glue(kind)) && number_valid(kind, &text[start..cut]))
+                .map(|cut| (start, cut))
+        }
+    }
+}
+
+/// Separators that, between digits, make one longer number: a match next to one is part of something bigger.
+fn glue(kind: PiiKind) -> &'static [u8] {
+    match kind {
+        PiiKind::Email | PiiKind::Iban => b"",
+        // Not `-` for addresses: `10.0.0.1-10.0.0.9` is a range of two.
+        PiiKind::Ipv4 => b".",
+        PiiKind::CardNumber | PiiKind::Ssn | PiiKind::Phone => b".-",
+    }
+}
+
+fn is_word(byte: u8) -> bool {
+    byte.is_ascii_alphanumeric() || byte == b'_'
+}
+
+/// True when the match starting at `start` is not glued to what precedes it: no letter, digit or `_` right before,
+/// and no `glue` character that itself follows a digit (the `1.` of `1.2.3.4.5`, the `2026-` of a date).
+fn clear_before(bytes: &[u8], start: usize, glue: &[u8]) -> bool {
+    let Some(&previous) = start.checked_sub(1).and_then(|i| bytes.get(i)) else {
+        return true;
+    };
+    let glued_number =
+        glue.contains(&previous) && start.checked_sub(2).and_then(|i| bytes.get(i)).is_some_and(u8::is_ascii_digit);
+    !is_word(previous) && !glued_number
+}
+
+/// The mirror of [`clear_before`] for the text after `end`.
+pub(super) fn clear_after(bytes: &[u8], end: usize, glue: &[u8]) -> bool {
+    let Some(&next) = bytes.get(end) else {
+        return true;
+    };
+    let glued_number = glue.contains(&next) && bytes.get(end + 1).is_some_and(u8::is_ascii_digit);
+    !is_word(next) && !glued_number
+}
+
+/// Where a number may end, longest first and not past `limit`: the whole match, then, if it is `grouped`, before each
+/// separator. Lets `4111 1111 1111 1111 2024` yield the card and leave the year, and a phone stop where an SSN begins.
+fn group_ends(bytes: &[u8], start: usize, end: usize, limit: usize, grouped: bool) -> impl Iterator<Item = usize> {
+    let is_separator = |b: &u8| *b == b' ' || *b == b'-';
+    let separators = (start + 1..end).rev().filter(move |&cut| {
+        grouped && bytes.get(cut).is_some_and(is_separator) && bytes.get(cut - 1).is_some_and(|b| !is_separator(b))
+    });
+    std::iter::once(end).chain(separators).filter(move |&cut| cut <= limit)
+}
+
+/// A JSON string escape (`\n`, `\t`, `\u00e9`, ...) right before an e-mail address is not part of it: redacting it
+/// would leave a dangling backslash in JSON text.
+fn skip_json_escape(bytes: &[u8], start: usize, end: usize) -> usize {
+    let at = bytes[start..end].iter().position(|&b| b == b'@').map_or(end, |i| start + i);
+    if start == 0 || bytes.get(start - 1) != Some(&b'\\') {
+        return start;
+    }
+    let skip = match bytes.get(start) {
+        Some(b'n' | b'r' | b't' | b'b' | b'f') => 1,
+        Some(b'u') if bytes.get(start + 1..start + 5).is_some_and(|hex| hex.iter().all(u8::is_ascii_hexdigit)) => 5,
+        _ => 0,
+    };
+    if start + skip < at { start + skip } else { start }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::PiiVault;
+    use super::super::testing::{assert_redacted_as, assert_untouched, redact};
+    use super::*;
+
+    #[test]
+    fn emails() {
+        assert_eq!(redact("mail john.doe+tag@example.co.uk now"), "mail [EMAIL_1] now");
+        assert_eq!(redact("<a@b.io>, c_d@sub.example.org."), "<[EMAIL_1]>, [EMAIL_2].");
+        assert_untouched("user@localhost and @handle and a@b");
+    }
+
+    #[test]
+    fn email_after_a_json_escape_keeps_the_escape() {
+        assert_eq!(redact(r#"{"to":"line\njohn@example.com"}"#), r#"{"to":"line\n[EMAIL_1]"}"#);
+        assert_eq!(redact(r#""\u00e9bob@example.com""#), r#""\u00e9[EMAIL_1]""#);
+    }
+
+    #[test]
+    fn phones() {
+        for phone in [
+            "+1 555-123-4567",
+            "+1 (555) 123-4567",
+            "(555) 123-4567",
+            "555.123.4567",
+            "555-123-4567",
+            "555 123 4567",
+            "1-800-555-1234",
+            "+44 20 7946 0958",
+            "+44 (0)20 7946 0958",
+            "+49 30 1234567",
+            "+33 1 23 45 67 89",
+            "+15551234567",
+        ] {
+            assert_redacted_as(phone, "[PHONE_1]");
+            assert_eq!(redact(&format!("call {phone}, please")), "call [PHONE_1], please");
+        }
+        assert_eq!(redact("call +1 555-123-4567 2024 times"), "call [PHONE_1] 2024 times");
+        assert_eq!(redact("+7 495 123-45-67 or 1 (800) 555-1234"), "[PHONE_1] or [PHONE_2]");
+    }
+
+    #[test]
+    fn numbers_that_are_not_phones() {
+        for text in [
+            "42",
+            "in 2026",
+            "order 5551234567",
+            "on 2026-11-22 at 12:30:45",
+            "11/22/2026",
+            "22.11.2026",
+            "costs $1,234.56 or 1.234.567,00 EUR",
+            "+1 000 000 users",
+            "+10 000 000 users",
+            "up +12%",
+            "2+2=4",
+            "version 10.555.123.4567",
+            "ref 555-123-45678",
+            "id x555-123-4567",
+            "id 123e4567-e89b-12d3-a456-426614174000",
+            "at 2026-11-22T10:30:00+01:00",
+            "sha a3f1234567890123456bc9, 0x1234567890123456",
+            "ISBN 978-3-16-148410-0",
+        ] {
+            assert_untouched(text);
+        }
+    }
+
+    #[test]
+    fn overlaps_go_to_the_stricter_kind() {
+        assert_eq!(redact("4111-1111-1111-1111"), "[CARD_NUMBER_1]");
+        assert_eq!(redact("123-45-6789"), "[SSN_1]");
+        assert_eq!(redact("192.168.100.200"), "[IP_ADDRESS_1]");
+        assert_eq!(redact("+44 20 7946 0958 123-45-6789"), "[PHONE_1] [SSN_1]");
+        assert_eq!(redact("555-123-4567@example.com"), "[EMAIL_1]");
+        let mut vault = PiiVault::new();
+        vault.redact_text("a@b.io 4111111111111111 123-45-6789 1.2.3.4 555-123-4567 NO9386011117947");
+        let kinds: Vec<PiiKind> = vault.counts().into_iter().map(|(kind, _)| kind).collect();
+        assert_eq!(kinds, PiiKind::ALL);
+        assert_eq!(vault.len(), 6);
+    }
+
+    #[test]
+    fn labels() {
+        let labels: Vec<&str> = PiiKind::ALL.iter().map(PiiKind::label).collect();
+        assert_eq!(labels, ["EMAIL", "PHONE", "CARD_NUMBER", "SSN", "IP_ADDRESS", "IBAN"]);
+    }
+
+    #[test]
+    fn large_text_is_linear() {
+        let chunk = "Contact john.doe@example.com or +1 555-123-4567 about card 4111 1111 1111 1111, \
+                     server 10.0.0.1, version 1.2.3.4.5, IBAN DE89 3704 0044 0532 0130 00, on 2026-11-22. ";
+        let text = chunk.repeat((1 << 20) / chunk.len());
+        let started = std::time::Instant::now();
+        let mut vault = PiiVault::new();
+        let redacted = vault.redact_text(&text);
+        let restored = vault.restore_text(&redacted);
+        let elapsed = started.elapsed();
+        assert_eq!(restored, text);
+        assert_eq!(vault.len(), 5);
+        // Generous, because tests run unoptimised; a quadratic scan would take minutes.
+        assert!(elapsed < std::time::Duration::from_secs(20), "{elapsed:?}");
+    }
+}
