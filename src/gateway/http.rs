@@ -1,13 +1,14 @@
 //! The streamable HTTP front: `/mcp` and `/mcp/` on the gateway listener, rmcp's `StreamableHttpService` behind the
-//! layers of [`super::middleware`], built once in [`router`], outermost first. rmcp speaks every protocol revision (sessions through `initialize` for 2024-11-05 to
-//! 2025-11-25, stateless for 2026-07-28) and answers JSON or SSE as the client's `Accept` allows. Its own `Host`
-//! check is switched off because ours runs first and follows config reloads.
+//! layers of [`super::middleware`], built once in [`router`], outermost first, with why each sits where it does.
+//!
+//! rmcp speaks every protocol revision (sessions through `initialize` for 2024-11-05 to 2025-11-25, stateless for
+//! 2026-07-28) and answers JSON or SSE as the client's `Accept` allows. Its own `Host` check is switched off because
+//! ours runs first and follows config reloads.
 
 use std::sync::Arc;
 use std::time::Duration;
 
 use axum::Router;
-use axum::middleware::from_fn_with_state;
 use rmcp::transport::streamable_http_server::session::SessionManager;
 use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
 use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
@@ -18,6 +19,7 @@ use tower::util::MapResponseLayer;
 use super::GatewayContext;
 use super::fast_path::FastToolCallLayer;
 use super::handler::GatewayHandler;
+use super::middleware::step::StepLayer;
 use super::middleware::{admission, drain, jsonrpc, limits, origin, request_metrics, sessions};
 use crate::error::{ErrorCode, GatewayError};
 
@@ -47,15 +49,15 @@ pub fn router(ctx: Arc<GatewayContext>, sessions: CancellationToken) -> Router {
         // Outermost, so that every answer is counted and timed, refusals included.
         .layer(request_metrics::RequestMetricsLayer::new(Arc::clone(ctx.store.metrics())))
         // Oversized headers are refused before anything reads them.
-        .layer(from_fn_with_state(Arc::clone(&ctx), limits::check_header_size))
+        .layer(StepLayer(limits::HeaderSize(Arc::clone(&ctx))))
         // DNS-rebinding protection comes before credentials: it holds whoever the caller claims to be.
-        .layer(from_fn_with_state(Arc::clone(&ctx), origin::check_origin))
+        .layer(StepLayer(origin::HostAndOrigin(Arc::clone(&ctx))))
         // Who is calling, and their rate limit (the step the stdio front shares): nothing unauthenticated reads a body.
-        .layer(from_fn_with_state(Arc::clone(&ctx), admission::admit_http))
+        .layer(StepLayer(admission::Admit(Arc::clone(&ctx))))
         // One well-formed JSON-RPC message within the body limits, parsed once for the layers below.
-        .layer(from_fn_with_state(Arc::clone(&ctx), jsonrpc::guard_jsonrpc))
+        .layer(StepLayer(jsonrpc::JsonRpcGuard(Arc::clone(&ctx))))
         // Session ids checked against the caller's key, `max_sessions` (it needs the parsed `initialize`).
-        .layer(from_fn_with_state(Arc::clone(&ctx), sessions::track_sessions))
+        .layer(StepLayer(sessions::Sessions(Arc::clone(&ctx))))
         // The drain needs a valid session and the parsed message; it counts the work in flight from here.
         .layer(drain::DrainLayer::new(Arc::clone(&ctx)))
         // A plain tools/call is answered next to rmcp rather than through it (see fast_path.rs).

@@ -9,10 +9,12 @@
 
 use std::sync::Arc;
 
-use axum::extract::{Request, State};
-use axum::middleware::Next;
+use std::future::Future;
+
+use axum::extract::Request;
 use axum::response::Response;
 
+use super::step::{Next, Step, forward};
 use crate::auth::{AuthFailure, Credentials, Identity};
 use crate::config::Snapshot;
 use crate::error::GatewayError;
@@ -48,14 +50,23 @@ pub async fn admit(
     Ok(identity)
 }
 
-/// The HTTP layer's function, for `axum::middleware::from_fn_with_state`.
-pub async fn admit_http(State(ctx): State<Arc<GatewayContext>>, mut req: Request, next: Next) -> Response {
+/// The step over HTTP: [`admit`] with the credentials of the headers; the identity goes into the extensions.
+#[derive(Clone)]
+pub struct Admit(pub Arc<GatewayContext>);
+
+impl Step for Admit {
+    fn run<S: Next>(&self, req: Request, next: S) -> impl Future<Output = Response> + Send + 'static {
+        admit_http(Arc::clone(&self.0), req, next)
+    }
+}
+
+async fn admit_http(ctx: Arc<GatewayContext>, mut req: Request, next: impl Next) -> Response {
     let snapshot = ctx.store.snapshot();
     let presented = crate::auth::http::credentials(req.headers());
     match admit(&ctx, &snapshot, presented.as_ref().map_err(Clone::clone)).await {
         Ok(identity) => {
             req.extensions_mut().insert(identity);
-            next.run(req).await
+            forward(next, req).await
         }
         Err(refused) => refused.response(None),
     }

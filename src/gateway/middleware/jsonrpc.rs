@@ -10,12 +10,14 @@
 use std::sync::Arc;
 
 use axum::body::Body;
-use axum::extract::{Request, State};
+use std::future::Future;
+
+use axum::extract::Request;
 use axum::http::{Method, StatusCode};
-use axum::middleware::Next;
 use axum::response::Response;
 use serde_json::Value;
 
+use super::step::{Next, Step, forward};
 use crate::body_limit::{BodyError, read_limited_within};
 use crate::error::{ErrorCode, GatewayError, jsonrpc_error};
 use crate::gateway::GatewayContext;
@@ -58,10 +60,19 @@ pub fn parse_message(body: &[u8]) -> Result<Value, (i64, String, Value)> {
     Ok(value)
 }
 
-/// The layer's function, for `axum::middleware::from_fn_with_state`.
-pub async fn guard_jsonrpc(State(ctx): State<Arc<GatewayContext>>, req: Request, next: Next) -> Response {
+/// The step: one well-formed JSON-RPC message within the body limits.
+#[derive(Clone)]
+pub struct JsonRpcGuard(pub Arc<GatewayContext>);
+
+impl Step for JsonRpcGuard {
+    fn run<S: Next>(&self, req: Request, next: S) -> impl Future<Output = Response> + Send + 'static {
+        guard_jsonrpc(Arc::clone(&self.0), req, next)
+    }
+}
+
+async fn guard_jsonrpc(ctx: Arc<GatewayContext>, req: Request, next: impl Next) -> Response {
     if req.method() != Method::POST {
-        return next.run(req).await;
+        return forward(next, req).await;
     }
     let snapshot = ctx.store.snapshot();
     let limits = &snapshot.settings.limits;
@@ -95,7 +106,7 @@ pub async fn guard_jsonrpc(State(ctx): State<Arc<GatewayContext>>, req: Request,
     };
     let mut req = Request::from_parts(parts, Body::from(bytes));
     req.extensions_mut().insert(ParsedMessage(parsed));
-    next.run(req).await
+    forward(next, req).await
 }
 
 #[cfg(test)]

@@ -1,5 +1,5 @@
 //! The first check on every gateway request, before authentication: the size of its headers (`limits.max_header_bytes`, 431
-//! `HEADERS_TOO_LARGE`), as `axum::middleware::from_fn_with_state` functions usable as tower layers.
+//! `HEADERS_TOO_LARGE`), as a [`super::step::Step`].
 //!
 //! The other limits live where their resource is taken: the body in [`super::jsonrpc`], `max_sessions` in
 //! [`super::sessions`], who is
@@ -8,10 +8,12 @@
 
 use std::sync::Arc;
 
-use axum::extract::{Request, State};
-use axum::middleware::Next;
+use std::future::Future;
+
+use axum::extract::Request;
 use axum::response::Response;
 
+use super::step::{Next, Step, forward};
 use crate::error::{ErrorCode, GatewayError};
 use crate::gateway::GatewayContext;
 
@@ -25,14 +27,23 @@ pub fn headers_too_large_message(max: usize) -> String {
     format!("the request's headers exceed {max} bytes")
 }
 
-/// The gateway's front checks (see the module documentation).
-pub async fn check_header_size(State(ctx): State<Arc<GatewayContext>>, req: Request, next: Next) -> Response {
+/// The step: 431 `HEADERS_TOO_LARGE` over `limits.max_header_bytes`.
+#[derive(Clone)]
+pub struct HeaderSize(pub Arc<GatewayContext>);
+
+impl Step for HeaderSize {
+    fn run<S: Next>(&self, req: Request, next: S) -> impl Future<Output = Response> + Send + 'static {
+        check_header_size(Arc::clone(&self.0), req, next)
+    }
+}
+
+async fn check_header_size(ctx: Arc<GatewayContext>, req: Request, next: impl Next) -> Response {
     let max = ctx.store.snapshot().settings.limits.max_header_bytes;
     if header_bytes(&req) > max {
         ctx.store.metrics().limit_hit("request_headers");
         return GatewayError::new(ErrorCode::HeadersTooLarge, headers_too_large_message(max)).response(None);
     }
-    next.run(req).await
+    forward(next, req).await
 }
 
 #[cfg(test)]

@@ -10,7 +10,8 @@
 //! - [`drain`]: who is served after SIGTERM; the work in flight.
 //! - [`guardrails`]: the per-call stack's guardrail stage.
 //!
-//! A refusal is a [`crate::error::GatewayError`], written to the wire by its one mapping.
+//! Most are a [`step::Step`]: an async function of the request and the rest of the stack. A refusal is a
+//! [`crate::error::GatewayError`], written to the wire by its one mapping.
 
 pub mod admission;
 pub mod drain;
@@ -21,3 +22,4 @@ pub mod origin;
 pub mod rate_limit;
 pub mod request_metrics;
 pub mod sessions;
+pub mod step;

@@ -4,18 +4,29 @@
 
 use std::sync::Arc;
 
-use axum::extract::{Request, State};
-use axum::middleware::Next;
+use std::future::Future;
+
+use axum::extract::Request;
 use axum::response::Response;
 
+use super::step::{Next, Step, forward};
 use crate::auth::http::check_host_and_origin;
 use crate::gateway::GatewayContext;
 
-/// The layer's function, for `axum::middleware::from_fn_with_state`.
-pub async fn check_origin(State(ctx): State<Arc<GatewayContext>>, req: Request, next: Next) -> Response {
+/// The step: 403 for a `Host` or `Origin` that is not allowed.
+#[derive(Clone)]
+pub struct HostAndOrigin(pub Arc<GatewayContext>);
+
+impl Step for HostAndOrigin {
+    fn run<S: Next>(&self, req: Request, next: S) -> impl Future<Output = Response> + Send + 'static {
+        check_origin(Arc::clone(&self.0), req, next)
+    }
+}
+
+async fn check_origin(ctx: Arc<GatewayContext>, req: Request, next: impl Next) -> Response {
     if let Err(refused) = check_host_and_origin(req.headers(), &ctx.store.snapshot().settings) {
         tracing::info!(error_code = %refused.code, reason = %refused.message, "gateway request refused");
         return refused.response(None);
     }
-    next.run(req).await
+    forward(next, req).await
 }

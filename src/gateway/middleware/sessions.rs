@@ -16,14 +16,16 @@
 
 use std::sync::Arc;
 
-use axum::extract::{Request, State};
+use std::future::Future;
+
+use axum::extract::Request;
 use axum::http::{Method, StatusCode};
-use axum::middleware::Next;
 use axum::response::Response;
 use serde_json::Value;
 
 use super::drain;
 use super::jsonrpc::ParsedMessage;
+use super::step::{Next, Step, forward};
 use crate::auth::Identity;
 use crate::error::{ErrorCode, GatewayError};
 use crate::gateway::GatewayContext;
@@ -35,9 +37,18 @@ fn message_id(req: &Request) -> Option<&Value> {
     req.extensions().get::<ParsedMessage>().and_then(|parsed| parsed.0.get("id"))
 }
 
-/// The layer's function, for `axum::middleware::from_fn_with_state`.
-pub async fn track_sessions(State(ctx): State<Arc<GatewayContext>>, req: Request, next: Next) -> Response {
-    let Some(identity) = req.extensions().get::<Arc<Identity>>().cloned() else { return next.run(req).await };
+/// The step: session ids bound to keys, `max_sessions`.
+#[derive(Clone)]
+pub struct Sessions(pub Arc<GatewayContext>);
+
+impl Step for Sessions {
+    fn run<S: Next>(&self, req: Request, next: S) -> impl Future<Output = Response> + Send + 'static {
+        track_sessions(Arc::clone(&self.0), req, next)
+    }
+}
+
+async fn track_sessions(ctx: Arc<GatewayContext>, req: Request, next: impl Next) -> Response {
+    let Some(identity) = req.extensions().get::<Arc<Identity>>().cloned() else { return forward(next, req).await };
     let limits = &identity.snapshot.settings.limits;
     let session = req.headers().get(SESSION_HEADER).and_then(|v| v.to_str().ok()).map(str::to_string);
     let message = req.extensions().get::<ParsedMessage>().map(|parsed| &parsed.0);
@@ -63,7 +74,7 @@ pub async fn track_sessions(State(ctx): State<Arc<GatewayContext>>, req: Request
         }
     };
     let closing = req.method() == Method::DELETE;
-    let response = next.run(req).await;
+    let response = forward(next, req).await;
     if let Some(_place) = place
         && let Some(id) = response.headers().get(SESSION_HEADER).and_then(|v| v.to_str().ok())
     {
