@@ -18,7 +18,8 @@
 //! Knobs: `MCPGW_BENCH_CALLS` (latency samples, default 2000), `MCPGW_BENCH_SECONDS` (per throughput run, default 3),
 //! `MCPGW_BENCH_PROCESSES` (the gateway's `max_processes_per_server`, default 4), `MCPGW_BENCH_CALLS_PER_PROCESS`
 //! (its `max_calls_per_process`, default 1), `MCPGW_BENCH_BASELINE` (the path of another `mcpgw` build, e.g. one of the
-//! previous commit: adds a section that measures it against this build in alternation, in the same run).
+//! previous commit: adds a section that measures it against this build in alternation, in the same run;
+//! `MCPGW_BENCH_BASELINE_ROUNDS` rounds, default 3; `MCPGW_BENCH_BASELINE_ONLY=1` runs that section alone).
 
 use std::collections::HashMap;
 use std::io::{BufRead, BufReader};
@@ -419,33 +420,44 @@ async fn costs(base: &Gateway, processes: u64, calls_per_process: u64, calls: u6
 }
 
 /// This build against another build of `mcpgw` (`MCPGW_BENCH_BASELINE`, e.g. one built from the previous commit),
-/// measured in alternation in this run: secure echo p50 at c=1 in a session and stateless, and c=16 throughput in a
-/// session, the median of `rounds` rounds each.
+/// measured in alternation in this run, `MCPGW_BENCH_BASELINE_ROUNDS` rounds (default 3): secure echo p50 at c=1 in a
+/// session and stateless, c=16 throughput in a session and the gateway's CPU per call in it (from `/proc`); medians.
 async fn against_baseline(baseline: &str, processes: u64, calls_per_process: u64, calls: u64, seconds: u64) {
-    println!("-- this build against the baseline build {baseline} (light client, alternating, median of 3 rounds) --");
+    let rounds = env_number("MCPGW_BENCH_BASELINE_ROUNDS", 3);
+    println!(
+        "-- this build against the baseline build {baseline} (light client, alternating, median of {rounds} rounds) --"
+    );
     let builds = [("baseline", baseline), ("this build", env!("CARGO_BIN_EXE_mcpgw"))];
     let gateways: Vec<Gateway> =
         builds.iter().map(|(_, binary)| start_gateway_binary(binary, processes, calls_per_process, |_| {})).collect();
-    let mut figures: Vec<Vec<(Duration, Duration, f64)>> = vec![Vec::new(), Vec::new()];
-    for _round in 0..3 {
+    // Per build: (session p50 s, stateless p50 s, c=16 calls/s, gateway CPU µs per call) of each round.
+    let mut figures: Vec<Vec<[f64; 4]>> = vec![Vec::new(), Vec::new()];
+    for _round in 0..rounds {
         for (gw, figures) in gateways.iter().zip(figures.iter_mut()) {
-            let (session, rate) = secure_echo_figures(gw, calls, seconds).await;
+            let (session, _) = latency(raw_gateway(&gw.addr, false, Call::Gateway).await, calls).await;
             let (stateless, _) = latency(raw_gateway(&gw.addr, true, Call::Gateway).await, calls).await;
-            figures.push((session, stateless, rate));
+            let mut callers = Vec::with_capacity(16);
+            for _ in 0..16 {
+                callers.push(raw_gateway(&gw.addr, false, Call::Gateway).await);
+            }
+            let before = cpu_micros(gw.child.id());
+            let rate = throughput(callers, seconds).await;
+            let cpu = cpu_micros(gw.child.id()).saturating_sub(before) as f64 / (rate * seconds as f64).max(1.0);
+            figures.push([session.as_secs_f64(), stateless.as_secs_f64(), rate, cpu]);
         }
     }
-    for ((name, _), figures) in builds.iter().zip(figures.iter_mut()) {
-        let median = |mut values: Vec<f64>| {
+    for ((name, _), figures) in builds.iter().zip(&figures) {
+        let median = |i: usize| {
+            let mut values: Vec<f64> = figures.iter().map(|f| f[i]).collect();
             values.sort_by(f64::total_cmp);
             values[values.len() / 2]
         };
-        let session = median(figures.iter().map(|f| f.0.as_secs_f64()).collect());
-        let stateless = median(figures.iter().map(|f| f.1.as_secs_f64()).collect());
-        let rate = median(figures.iter().map(|f| f.2).collect());
         println!(
-            "{name}: secure echo p50 session {}, stateless {}; c=16 session {rate:.0} calls/s (2 shared cores)",
-            ms(Duration::from_secs_f64(session)),
-            ms(Duration::from_secs_f64(stateless)),
+            "{name}: secure echo p50 session {}, stateless {}; c=16 session {:.0} calls/s (2 shared cores), gateway CPU {:.0} µs per call",
+            ms(Duration::from_secs_f64(median(0))),
+            ms(Duration::from_secs_f64(median(1))),
+            median(2),
+            median(3),
         );
     }
 }
@@ -462,6 +474,10 @@ fn main() {
     let mock = env!("CARGO_BIN_EXE_mcpgw-mock-upstream");
     let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build().expect("runtime");
     runtime.block_on(async {
+        let baseline = std::env::var("MCPGW_BENCH_BASELINE").ok();
+        if let (Some(baseline), Ok(_)) = (&baseline, std::env::var("MCPGW_BENCH_BASELINE_ONLY")) {
+            return against_baseline(baseline, processes, calls_per_process, calls, seconds).await;
+        }
         let gw = start_gateway(processes, calls_per_process, |_| {});
         let idle_rss = rss_kib(gw.child.id());
         println!("gateway: ready after {} (goal < 100 ms); idle RSS {:.1} MiB (goal <= 20 MiB)", ms(gw.ready_after), idle_rss as f64 / 1024.0);
@@ -516,8 +532,8 @@ fn main() {
         }
 
         costs(&gw, processes, calls_per_process, calls.min(1000), seconds).await;
-        if let Ok(baseline) = std::env::var("MCPGW_BENCH_BASELINE") {
-            against_baseline(&baseline, processes, calls_per_process, calls, seconds).await;
+        if let Some(baseline) = &baseline {
+            against_baseline(baseline, processes, calls_per_process, calls, seconds).await;
         }
 
         println!("-- rmcp's client on both sides (streamable HTTP with a pooled reqwest client; stdio) --");
