@@ -52,20 +52,20 @@ const META_CLIENT_CAPABILITIES: &str = "io.modelcontextprotocol/clientCapabiliti
 #[derive(Clone)]
 pub struct FastToolCallLayer {
     ctx: Arc<GatewayContext>,
-    sessions: CancellationToken,
+    sessions: Arc<CancellationToken>,
 }
 
 impl FastToolCallLayer {
     /// `sessions` is the token whose cancellation ends the MCP sessions; after it the fast path stands aside.
     pub fn new(ctx: Arc<GatewayContext>, sessions: CancellationToken) -> FastToolCallLayer {
-        FastToolCallLayer { ctx, sessions }
+        FastToolCallLayer { ctx, sessions: Arc::new(sessions) }
     }
 }
 
 impl<S> Layer<S> for FastToolCallLayer {
     type Service = FastToolCall<S>;
     fn layer(&self, inner: S) -> FastToolCall<S> {
-        FastToolCall { inner, ctx: Arc::clone(&self.ctx), sessions: self.sessions.clone() }
+        FastToolCall { inner, ctx: Arc::clone(&self.ctx), sessions: Arc::clone(&self.sessions) }
     }
 }
 
@@ -74,7 +74,8 @@ impl<S> Layer<S> for FastToolCallLayer {
 pub struct FastToolCall<S> {
     inner: S,
     ctx: Arc<GatewayContext>,
-    sessions: CancellationToken,
+    /// Shared: the stack above clones this service for every request, and a token's clone takes a lock.
+    sessions: Arc<CancellationToken>,
 }
 
 /// A call the fast path will answer.

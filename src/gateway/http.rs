@@ -5,16 +5,20 @@
 //! 2026-07-28) and answers JSON or SSE as the client's `Accept` allows. Its own `Host` check is switched off because
 //! ours runs first and follows config reloads.
 
+use std::convert::Infallible;
 use std::sync::Arc;
+use std::task::{Context, Poll};
 use std::time::Duration;
 
 use axum::Router;
+use axum::body::Body;
+use axum::http::{Request, Response};
+use futures_util::future::BoxFuture;
 use rmcp::transport::streamable_http_server::session::SessionManager;
 use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
 use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
 use tokio_util::sync::CancellationToken;
 use tower::ServiceBuilder;
-use tower::util::MapResponseLayer;
 
 use super::GatewayContext;
 use super::fast_path::FastToolCallLayer;
@@ -42,8 +46,11 @@ pub fn router(ctx: Arc<GatewayContext>, sessions: CancellationToken) -> Router {
     let manager = Arc::new(manager);
     sweep_idle_sessions(Arc::clone(&ctx), Arc::clone(&manager), sessions.clone());
     let handler_ctx = Arc::clone(&ctx);
-    let protocol =
-        StreamableHttpService::new(move || Ok(GatewayHandler::http(Arc::clone(&handler_ctx))), manager, config);
+    let protocol = Protocol(Arc::new(StreamableHttpService::new(
+        move || Ok(GatewayHandler::http(Arc::clone(&handler_ctx))),
+        manager,
+        config,
+    )));
     // The request path, outermost first; each layer says why it sits where it does.
     let stack = ServiceBuilder::new()
         // Outermost, so that every answer is counted and timed, refusals included.
@@ -63,12 +70,31 @@ pub fn router(ctx: Arc<GatewayContext>, sessions: CancellationToken) -> Router {
         // A plain tools/call is answered next to rmcp rather than through it (see fast_path.rs).
         .layer(FastToolCallLayer::new(Arc::clone(&ctx), sessions))
         // rmcp: every other message of the protocol, then the handler (gateway/handler.rs).
-        .layer(MapResponseLayer::new(|r: axum::http::Response<_>| r.map(axum::body::Body::new)))
         .service(protocol);
     Router::new()
         .route_service("/mcp", stack.clone())
         .route_service("/mcp/", stack)
         .fallback(|| async { GatewayError::new(ErrorCode::NotFound, "the MCP endpoint is /mcp/").response(None) })
+}
+
+/// rmcp's protocol service behind an `Arc`: the layers above clone the rest of the stack for every request, and
+/// rmcp's own clone copies its whole configuration (a cancellation token's clone takes a lock).
+#[derive(Clone)]
+struct Protocol(Arc<StreamableHttpService<GatewayHandler, LocalSessionManager>>);
+
+impl tower::Service<Request<Body>> for Protocol {
+    type Response = Response<Body>;
+    type Error = Infallible;
+    type Future = BoxFuture<'static, Result<Response<Body>, Infallible>>;
+
+    fn poll_ready(&mut self, _cx: &mut Context<'_>) -> Poll<Result<(), Infallible>> {
+        Poll::Ready(Ok(()))
+    }
+
+    fn call(&mut self, req: Request<Body>) -> Self::Future {
+        let protocol = Arc::clone(&self.0);
+        Box::pin(async move { Ok(protocol.handle(req).await.map(Body::new)) })
+    }
 }
 
 /// Ends the sessions idle for `limits.session_idle_timeout_seconds`: forgotten by the registry (so their id gets 404)
