@@ -432,8 +432,11 @@ async fn against_baseline(baseline: &str, processes: u64, calls_per_process: u64
         builds.iter().map(|(_, binary)| start_gateway_binary(binary, processes, calls_per_process, |_| {})).collect();
     // Per build: (session p50 s, stateless p50 s, c=16 calls/s, gateway CPU µs per call) of each round.
     let mut figures: Vec<Vec<[f64; 4]>> = vec![Vec::new(), Vec::new()];
-    for _round in 0..rounds {
-        for (gw, figures) in gateways.iter().zip(figures.iter_mut()) {
+    for round in 0..rounds {
+        // Each build goes first in every other round, so that neither gains from its place.
+        let order = if round % 2 == 0 { [0, 1] } else { [1, 0] };
+        for build in order {
+            let (gw, figures) = (&gateways[build], &mut figures[build]);
             let (session, _) = latency(raw_gateway(&gw.addr, false, Call::Gateway).await, calls).await;
             let (stateless, _) = latency(raw_gateway(&gw.addr, true, Call::Gateway).await, calls).await;
             let mut callers = Vec::with_capacity(16);

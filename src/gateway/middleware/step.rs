@@ -11,6 +11,7 @@ use std::task::{Context, Poll};
 
 use axum::body::Body;
 use axum::http::{Request, Response};
+use futures_util::FutureExt;
 use futures_util::future::BoxFuture;
 use tower::{Layer, Service, ServiceExt};
 
@@ -29,12 +30,13 @@ where
     type Answer = S::Future;
 }
 
-/// Hands `req` on to the rest of the stack and waits for its answer.
-pub async fn forward(next: impl Next, req: Request<Body>) -> Response<Body> {
-    match next.oneshot(req).await {
+/// Hands `req` on to the rest of the stack; its answer. (A plain function: an `async fn` would keep a second copy of
+/// the request and the stack in its future.)
+pub fn forward(next: impl Next, req: Request<Body>) -> impl Future<Output = Response<Body>> + Send + 'static {
+    next.oneshot(req).map(|answer| match answer {
         Ok(response) => response,
         Err(never) => match never {},
-    }
+    })
 }
 
 /// One layer of the front; see the module documentation.
@@ -76,7 +78,6 @@ where
     }
 
     fn call(&mut self, req: Request<Body>) -> Self::Future {
-        let answer = self.step.run(req, self.inner.clone());
-        Box::pin(async move { Ok(answer.await) })
+        Box::pin(self.step.run(req, self.inner.clone()).map(Ok))
     }
 }
