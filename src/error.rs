@@ -25,6 +25,9 @@ use serde_json::{Map, Value, json};
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum ErrorCode {
     // The front door (HTTP).
+    InvalidRequest,
+    UnsupportedMediaType,
+    NotAcceptable,
     HostNotAllowed,
     OriginNotAllowed,
     HeadersTooLarge,
@@ -55,6 +58,9 @@ impl ErrorCode {
     /// The code as the contract spells it.
     pub fn as_str(self) -> &'static str {
         match self {
+            ErrorCode::InvalidRequest => "INVALID_REQUEST",
+            ErrorCode::UnsupportedMediaType => "UNSUPPORTED_MEDIA_TYPE",
+            ErrorCode::NotAcceptable => "NOT_ACCEPTABLE",
             ErrorCode::HostNotAllowed => "HOST_NOT_ALLOWED",
             ErrorCode::OriginNotAllowed => "ORIGIN_NOT_ALLOWED",
             ErrorCode::HeadersTooLarge => "HEADERS_TOO_LARGE",
@@ -82,6 +88,9 @@ impl ErrorCode {
     /// How a request refused with this code is answered over HTTP: status, JSON-RPC error code and message.
     fn http(self) -> (StatusCode, i64, &'static str) {
         match self {
+            ErrorCode::InvalidRequest => (StatusCode::BAD_REQUEST, -32600, "Invalid Request"),
+            ErrorCode::UnsupportedMediaType => (StatusCode::UNSUPPORTED_MEDIA_TYPE, -32600, "Unsupported Media Type"),
+            ErrorCode::NotAcceptable => (StatusCode::NOT_ACCEPTABLE, -32600, "Not Acceptable"),
             ErrorCode::HostNotAllowed | ErrorCode::OriginNotAllowed => (StatusCode::FORBIDDEN, -32600, "Forbidden"),
             ErrorCode::HeadersTooLarge => {
                 (StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE, -32600, "Request headers too large")

@@ -20,6 +20,7 @@ pub mod error;
 pub mod gateway;
 pub mod guardrails;
 pub mod ids;
+pub mod json_strict;
 pub mod manage;
 pub mod outbound;
 pub mod secrets;

@@ -1,6 +1,7 @@
 //! The JSON body extractor of the admin API: at most `limits.max_admin_body_bytes` (default 1 MiB; over it 413
 //! `PAYLOAD_TOO_LARGE`), sent within `limits.request_read_timeout_seconds` (408 `REQUEST_TIMEOUT`), JSON content type
-//! when a body is sent (415 `UNSUPPORTED_MEDIA_TYPE`), well-formed JSON (400 `VALIDATION_ERROR`). An empty body is
+//! when a body is sent (415 `UNSUPPORTED_MEDIA_TYPE`), well-formed JSON with no key twice in one object (400
+//! `VALIDATION_ERROR`). An empty body is
 //! `null`, so each operation decides whether it needs one. Rejections use the API's error body, unlike axum's own
 //! `Json`.
 
@@ -59,7 +60,7 @@ impl FromRequest<Arc<AppState>> for JsonBody {
                 format!("request bodies must be application/json, got {ct:?}"),
             ));
         }
-        serde_json::from_slice(&bytes)
+        crate::json_strict::parse(&bytes)
             .map(JsonBody)
             .map_err(|e| ApiError::new(StatusCode::BAD_REQUEST, "VALIDATION_ERROR", format!("malformed JSON: {e}")))
     }

@@ -50,13 +50,18 @@ pub fn router(state: Arc<AppState>) -> Router {
         .with_state(state)
 }
 
-/// The header size check (`limits.max_header_bytes`), answered in the admin API's error shape.
+/// The header size check (`limits.max_header_bytes`) and repeated security headers (400), answered in the admin
+/// API's error shape.
 async fn admin_front(State(state): State<Arc<AppState>>, req: Request, next: Next) -> Response {
     let max = state.store.snapshot().settings.limits.max_header_bytes;
     if header_bytes(&req) > max {
         state.metrics.limit_hit("request_headers");
         let status = StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE;
         return ApiError::new(status, "HEADERS_TOO_LARGE", headers_too_large_message(max)).into_response();
+    }
+    if let Some(name) = crate::auth::http::repeated_header(req.headers()) {
+        let message = format!("the {name} header is sent more than once");
+        return ApiError::new(StatusCode::BAD_REQUEST, "VALIDATION_ERROR", message).into_response();
     }
     next.run(req).await
 }

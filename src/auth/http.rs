@@ -71,8 +71,21 @@ pub fn credentials(headers: &HeaderMap) -> Result<Credentials, AuthFailure> {
     })
 }
 
-/// The `Host` and `Origin` checks under `settings` (`HOST_NOT_ALLOWED`, `ORIGIN_NOT_ALLOWED`).
+/// Headers that decide who a request is from or where it may go: sent more than once, two readers could take
+/// different ones, so such a request is refused (400) before any of them is read.
+pub const SINGLE_HEADERS: [&str; 4] = ["authorization", "host", "origin", "mcp-session-id"];
+
+/// The first of [`SINGLE_HEADERS`] that `headers` carries more than once.
+pub fn repeated_header(headers: &HeaderMap) -> Option<&'static str> {
+    SINGLE_HEADERS.into_iter().find(|name| headers.get_all(*name).iter().nth(1).is_some())
+}
+
+/// The `Host` and `Origin` checks under `settings` (`HOST_NOT_ALLOWED`, `ORIGIN_NOT_ALLOWED`), after refusing a
+/// repeated [`SINGLE_HEADERS`] header (`INVALID_REQUEST`).
 pub fn check_host_and_origin(headers: &HeaderMap, settings: &Settings) -> Result<(), GatewayError> {
+    if let Some(name) = repeated_header(headers) {
+        return Err(GatewayError::new(ErrorCode::InvalidRequest, format!("the {name} header is sent more than once")));
+    }
     let host = header_str(headers, header::HOST.as_str());
     if !host_allowed(host, &settings.allowed_hosts) {
         let shown = host.unwrap_or("(none)");
@@ -119,6 +132,18 @@ mod tests {
         assert!(!origin_allowed("https://evil.example", &allowed));
         assert!(!origin_allowed("null", &allowed));
         assert!(!origin_allowed("http://localhost.evil.example", &allowed));
+    }
+
+    #[test]
+    fn repeated_security_headers() {
+        let mut headers = HeaderMap::new();
+        headers.append(header::HOST, HeaderValue::from_static("localhost"));
+        headers.append("x-other", HeaderValue::from_static("1"));
+        headers.append("x-other", HeaderValue::from_static("2"));
+        assert_eq!(repeated_header(&headers), None);
+        headers.append(header::AUTHORIZATION, HeaderValue::from_static("Bearer a"));
+        headers.append(header::AUTHORIZATION, HeaderValue::from_static("Bearer b"));
+        assert_eq!(repeated_header(&headers), Some("authorization"));
     }
 
     #[test]

@@ -12,7 +12,7 @@ use std::time::Duration;
 
 use axum::Router;
 use axum::body::Body;
-use axum::http::{Request, Response};
+use axum::http::{Request, Response, StatusCode, header};
 use futures_util::future::BoxFuture;
 use rmcp::transport::streamable_http_server::session::SessionManager;
 use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
@@ -25,7 +25,7 @@ use super::fast_path::FastToolCallLayer;
 use super::handler::GatewayHandler;
 use super::middleware::step::StepLayer;
 use super::middleware::{admission, drain, jsonrpc, limits, origin, request_metrics, sessions};
-use crate::error::{ErrorCode, GatewayError};
+use crate::error::{ErrorCode, GatewayError, jsonrpc_error};
 
 /// What rmcp may buffer of a body: the JSON-RPC guard has already held it to `limits.max_request_body_bytes`, which
 /// is at most this.
@@ -93,8 +93,32 @@ impl tower::Service<Request<Body>> for Protocol {
 
     fn call(&mut self, req: Request<Body>) -> Self::Future {
         let protocol = Arc::clone(&self.0);
-        Box::pin(async move { Ok(protocol.handle(req).await.map(Body::new)) })
+        Box::pin(async move { Ok(json_refusal(protocol.handle(req).await.map(Body::new)).await) })
     }
+}
+
+/// rmcp answers a few malformed requests (a wrong `Content-Type` or `Accept`, say) with a plain-text 4xx; the gateway
+/// answers every refusal as a JSON-RPC error in a JSON body, so such an answer is rewritten, keeping its status.
+async fn json_refusal(response: Response<Body>) -> Response<Body> {
+    let status = response.status();
+    let is_json = response
+        .headers()
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.starts_with("application/json") || v.starts_with("text/event-stream"));
+    if !status.is_client_error() || is_json {
+        return response;
+    }
+    // rmcp's texts are short; a longer one is cut.
+    let text = axum::body::to_bytes(response.into_body(), 4096).await.unwrap_or_default();
+    let text = String::from_utf8_lossy(&text).trim().to_string();
+    let code = match status {
+        StatusCode::UNSUPPORTED_MEDIA_TYPE => ErrorCode::UnsupportedMediaType,
+        StatusCode::NOT_ACCEPTABLE => ErrorCode::NotAcceptable,
+        _ => ErrorCode::InvalidRequest,
+    };
+    let answer = GatewayError::new(code, text).answer();
+    jsonrpc_error(status, -32600, status.canonical_reason().unwrap_or("Invalid Request"), answer, None)
 }
 
 /// Ends the sessions idle for `limits.session_idle_timeout_seconds`: forgotten by the registry (so their id gets 404)

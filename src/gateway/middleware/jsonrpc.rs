@@ -1,5 +1,6 @@
 //! Well-formed JSON-RPC before the protocol layer: a POST body that is not JSON gets a JSON-RPC parse error (-32700),
-//! JSON that is not one JSON-RPC message gets invalid request (-32600), all as HTTP 400 with a JSON body: never a 5xx
+//! JSON that is not one JSON-RPC message (or has a key twice in one object, see [`crate::json_strict`]) gets invalid
+//! request (-32600), all as HTTP 400 with a JSON body: never a 5xx
 //! and never a plain-text answer. Everything else goes on unchanged (the body is buffered once, up to the limit), with
 //! the parsed message in the request's extensions as a [`ParsedMessage`] so that later layers need not parse it again.
 //!
@@ -21,6 +22,7 @@ use super::step::{Next, Step, forward};
 use crate::body_limit::{BodyError, read_limited_within};
 use crate::error::{ErrorCode, GatewayError, jsonrpc_error};
 use crate::gateway::GatewayContext;
+use crate::json_strict::{self, StrictError};
 
 /// A POST body that passed the guard: one JSON-RPC message, parsed.
 #[derive(Clone, Debug)]
@@ -33,9 +35,10 @@ pub fn check_message(body: &[u8]) -> Option<(i64, String, Value)> {
 
 /// The body as one JSON-RPC message, or why it is not one (JSON-RPC error code, message, request id).
 pub fn parse_message(body: &[u8]) -> Result<Value, (i64, String, Value)> {
-    let value: Value = match serde_json::from_slice(body) {
+    let value = match json_strict::parse(body) {
         Ok(v) => v,
-        Err(e) => return Err((-32700, format!("Parse error: {e}"), Value::Null)),
+        Err(StrictError::Syntax(e)) => return Err((-32700, format!("Parse error: {e}"), Value::Null)),
+        Err(duplicate) => return Err((-32600, format!("Invalid Request: {duplicate}"), Value::Null)),
     };
     let Value::Object(message) = &value else {
         return Err((-32600, "Invalid Request: the body must be one JSON-RPC message object".into(), Value::Null));
@@ -124,5 +127,7 @@ mod tests {
         assert!(check_message(br#"{"jsonrpc":"2.0","id":1,"method":"tools/list"}"#).is_none());
         assert!(check_message(br#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#).is_none());
         assert!(check_message(br#"{"jsonrpc":"2.0","id":"a","result":{}}"#).is_none());
+        let twice = br#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"a","name":"b"}}"#;
+        assert_eq!(check_message(twice).map(|m| m.0), Some(-32600));
     }
 }
