@@ -46,6 +46,17 @@ pub struct Identity {
     pub servers: Option<Arc<Vec<ServerEntry>>>,
 }
 
+impl Identity {
+    /// The share of the gateway's caches that this caller sees and clears: its MCP configuration (or, for servers a
+    /// remote auth service supplied, its project).
+    pub fn cache_scope(&self) -> String {
+        match &self.mcp_config_id {
+            Some(config) if self.servers.is_none() => config.clone(),
+            _ => format!("project:{}", self.project_id),
+        }
+    }
+}
+
 /// Why authentication failed; the text is the `details` of the `AUTH_FAILED` answer.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("{0}")]
@@ -81,13 +92,14 @@ pub async fn authenticate(
         "gw" => {
             let key = presented_key(creds)?;
             let digest = secrets::digest(key);
-            let identity = match cache.get(&digest) {
-                Some(hit) if Arc::ptr_eq(&hit.snapshot, snapshot) => hit,
+            let identity = match cache.peek(&digest) {
+                Some(hit) if Arc::ptr_eq(&hit.snapshot, snapshot) => counted(cache, hit, true),
                 _ => {
-                    let answer = remote_answer(snapshot, creds, key, remote, external).await?;
-                    let resolved = Arc::new(from_remote(snapshot, digest, answer)?);
+                    let answer = remote_answer(snapshot, creds, key, remote, external).await;
+                    let resolved = answer.and_then(|answer| from_remote(snapshot, digest, answer));
+                    let resolved = Arc::new(resolved.inspect_err(|_| cache.record(false))?);
                     cache.insert(digest, Arc::clone(&resolved));
-                    resolved
+                    counted(cache, resolved, false)
                 }
             };
             check_context(identity, creds)
@@ -183,15 +195,21 @@ pub fn authenticate_local(
 ) -> Result<Arc<Identity>, AuthFailure> {
     let key = presented_key(creds)?;
     let digest = secrets::digest(key);
-    let identity = match cache.get(&digest) {
-        Some(hit) if Arc::ptr_eq(&hit.snapshot, snapshot) => hit,
+    let identity = match cache.peek(&digest) {
+        Some(hit) if Arc::ptr_eq(&hit.snapshot, snapshot) => counted(cache, hit, true),
         _ => {
-            let resolved = Arc::new(resolve(snapshot, key, digest)?);
+            let resolved = Arc::new(resolve(snapshot, key, digest).inspect_err(|_| cache.record(false))?);
             cache.insert(digest, Arc::clone(&resolved));
-            resolved
+            counted(cache, resolved, false)
         }
     };
     check_context(identity, creds)
+}
+
+/// Counts a lookup of `identity` in its scope (`gw_get_cache_status` shows each caller its own configuration's counts).
+fn counted(cache: &GatewayConfigCache, identity: Arc<Identity>, hit: bool) -> Arc<Identity> {
+    cache.record_in(&identity.cache_scope(), hit);
+    identity
 }
 
 /// The optional project and user the client named must be the identity's.

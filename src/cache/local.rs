@@ -31,6 +31,8 @@ pub struct TtlCache<K, V> {
     lifetime: Mutex<Duration>,
     hits: AtomicU64,
     misses: AtomicU64,
+    /// Hits and misses per scope (an MCP configuration), for callers who may see only their own.
+    scoped: Mutex<HashMap<String, (u64, u64)>>,
 }
 
 impl<K: Eq + Hash + Clone, V> TtlCache<K, V> {
@@ -41,6 +43,7 @@ impl<K: Eq + Hash + Clone, V> TtlCache<K, V> {
             lifetime: Mutex::new(lifetime),
             hits: AtomicU64::new(0),
             misses: AtomicU64::new(0),
+            scoped: Mutex::new(HashMap::new()),
         }
     }
 
@@ -82,6 +85,30 @@ impl<K: Eq + Hash + Clone, V> TtlCache<K, V> {
     pub fn record(&self, hit: bool) {
         let counter = if hit { &self.hits } else { &self.misses };
         counter.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Counts one lookup of `scope` as a hit or a miss (and in the totals).
+    pub fn record_in(&self, scope: &str, hit: bool) {
+        self.record(hit);
+        let mut scoped = self.scoped.lock().unwrap_or_else(|p| p.into_inner());
+        let counts = match scoped.get_mut(scope) {
+            Some(counts) => counts,
+            None => scoped.entry(scope.to_string()).or_default(),
+        };
+        if hit {
+            counts.0 += 1;
+        } else {
+            counts.1 += 1;
+        }
+    }
+
+    /// What one scope sees: its live entries (those for which `belongs` is true), its hits and misses, the lifetime.
+    pub fn stats_in(&self, scope: &str, mut belongs: impl FnMut(&K, &V) -> bool) -> CacheStats {
+        let now = Instant::now();
+        let entries = self.map().iter().filter(|(k, e)| e.expires > now && belongs(k, &e.value)).count();
+        let scoped = self.scoped.lock().unwrap_or_else(|p| p.into_inner());
+        let (hits, misses) = scoped.get(scope).copied().unwrap_or_default();
+        CacheStats { entries, hits, misses, expiry_seconds: self.lifetime().as_secs() }
     }
 
     /// Removes one entry.

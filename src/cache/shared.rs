@@ -241,9 +241,11 @@ impl ExternalCache {
         self.set_bytes(&name, sealed.as_bytes(), ttl).await
     }
 
-    /// Deletes every shared gateway config answer; how many.
-    pub async fn clear_gateway_config(&self) -> Result<u64, ExternalError> {
-        self.delete_matching(&format!("{GATEWAY_CONFIG_PREFIX}*"), |_| true).await
+    /// Deletes the shared gateway config answer of the key whose SHA-256 is `digest`; how many (0 or 1).
+    pub async fn clear_gateway_config(&self, digest: &[u8; 32]) -> Result<u64, ExternalError> {
+        let name = gateway_config_key(digest);
+        let name = &name;
+        self.run(|mut c| async move { redis::cmd("DEL").arg(name).query_async::<u64>(&mut c).await }).await
     }
 }
 

@@ -231,20 +231,20 @@ async fn cached_tools(
                 });
                 // Kept locally too, as the fallback for when Redis goes away.
                 ctx.tool_cache.insert(key.clone(), Arc::clone(&hit));
-                ctx.tool_cache.record(true);
+                ctx.tool_cache.record_in(&key.mcp_config_id, true);
                 return (Some(hit), false);
             }
             Ok(None) => {
                 // Cleared or expired in the shared cache (maybe by another instance): the local copy goes too.
                 ctx.tool_cache.remove(key);
-                ctx.tool_cache.record(false);
+                ctx.tool_cache.record_in(&key.mcp_config_id, false);
                 return (None, false);
             }
             Err(e) => timed_out = matches!(e, ExternalError::Timeout(_)),
         }
     }
     let hit = ctx.tool_cache.peek(key).filter(|hit| hit.entry == *entry);
-    ctx.tool_cache.record(hit.is_some());
+    ctx.tool_cache.record_in(&key.mcp_config_id, hit.is_some());
     (hit, timed_out)
 }
 

@@ -1,5 +1,8 @@
 //! `gw_get_cache_status`, `gw_clear_cache` and `gw_get_timeout_metrics`.
 //!
+//! Each caller sees and clears only its own share (contract 13, "Tenants stay apart"): the cached tools of its MCP
+//! configuration, the resolved identities of that configuration, and their hits and misses.
+//!
 //! With the external cache on, the status adds `external: {reachable, host, port, db, errors}` (never the password)
 //! and a clear also deletes the shared entries it covers, reporting their count in `external_cleared`.
 
@@ -15,11 +18,13 @@ use crate::upstream::oauth::TokenKey;
 /// `gw_get_cache_status`.
 pub fn cache_status(ctx: &GatewayContext, identity: &Identity) -> Value {
     let external = identity.snapshot.settings.use_external_cache;
+    let config_id = identity.mcp_config_id.clone().unwrap_or_default();
+    let scope = identity.cache_scope();
     let mut out = json!({
         "status": "success",
         "cache_type": if external { "external" } else { "local" },
-        "tool_cache": ctx.tool_cache.stats(),
-        "config_cache": ctx.config_cache.stats(),
+        "tool_cache": ctx.tool_cache.stats_in(&config_id, |key, _| key.mcp_config_id == config_id),
+        "config_cache": ctx.config_cache.stats_in(&scope, |_, cached| cached.cache_scope() == scope),
     });
     if external && let Some(report) = ctx.external_cache.report() {
         out["external"] = json!(report);
@@ -50,7 +55,10 @@ pub async fn clear_cache(ctx: &GatewayContext, identity: &Identity, input: Clear
     } else {
         0
     };
-    let cleared_config = if gateway_config { ctx.config_cache.clear() } else { 0 };
+    // Only the identities of the caller's own configuration: a key holder never clears other projects' entries.
+    let scope = identity.cache_scope();
+    let cleared_config =
+        if gateway_config { ctx.config_cache.remove_where(|_, cached| cached.cache_scope() == scope) } else { 0 };
     // `all` also forgets the caller's upstream OAuth tokens: the next call gets a new one from the issuer (a forced
     // refresh, for when an upstream rejects a token before it expires).
     let cleared_tokens = if kind == "all" { forget_oauth_tokens(ctx, identity, &config_id, server) } else { 0 };
@@ -62,7 +70,12 @@ pub async fn clear_cache(ctx: &GatewayContext, identity: &Identity, input: Clear
         "oauth_tokens": cleared_tokens}});
     if identity.snapshot.settings.use_external_cache && ctx.external_cache.enabled() {
         let shared_tools = if tools { Some(ctx.external_cache.clear_tools(&config_id, server).await) } else { None };
-        let shared_config = if gateway_config { Some(ctx.external_cache.clear_gateway_config().await) } else { None };
+        // Shared answers are sealed with each key, so the one the gateway can tell apart is the caller's own.
+        let shared_config = if gateway_config {
+            Some(ctx.external_cache.clear_gateway_config(&identity.key_digest).await)
+        } else {
+            None
+        };
         let count = |r: &Option<Result<u64, _>>| match r {
             Some(Ok(n)) => json!(n),
             None => json!(0),
