@@ -390,7 +390,7 @@ fn assert_every_write_is_read_only(gw: &Gateway, backup: &str) {
 #[test]
 fn read_only_file_gets_409_config_read_only_on_every_write() {
     let (dir, gw) = start_fixture();
-    let backup = dir.path().join("backup.json");
+    let backup = dir.path().join("backups/backup.json");
     prepare_for_read_only(&gw, &backup);
     fs::set_permissions(&gw.config_path, fs::Permissions::from_mode(0o444)).unwrap();
     assert_every_write_is_read_only(&gw, backup.to_str().unwrap());
@@ -405,7 +405,7 @@ fn read_only_directory_gets_409_config_read_only_on_every_write() {
     let path = conf_dir.join("gw_mcp_config.json");
     write_json(&path, &fixture());
     let gw = Gateway::start(&path);
-    let backup = outer.path().join("backup.json");
+    let backup = conf_dir.join("backups/backup.json");
     prepare_for_read_only(&gw, &backup);
     fs::set_permissions(&conf_dir, fs::Permissions::from_mode(0o555)).unwrap();
     assert_every_write_is_read_only(&gw, backup.to_str().unwrap());

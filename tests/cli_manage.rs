@@ -168,7 +168,7 @@ fn file_mode_commands_are_seen_by_the_running_gateway() {
 
     // system family
     assert_eq!(f(&["system", "health", "--json"]).json()["config_valid"], json!(true));
-    let backup = dir.path().join("backup.json");
+    let backup = dir.path().join("backups/backup.json");
     assert!(f(&["system", "backup", backup.to_str().unwrap()]).ok().contains("backup written"));
     assert!(!fs::read_to_string(&backup).unwrap().contains(API_KEY), "keys are encrypted in a backup");
     f(&["user", "delete", BOB]).ok();
@@ -275,10 +275,11 @@ fn admin_url_commands_are_written_to_the_file() {
 
     assert_eq!(a(&["system", "health", "--json"]).json()["status"], json!("healthy"));
     assert!(a(&["config", "validate"]).ok().contains("valid"));
-    let backup = dir.path().join("api-backup.json");
-    a(&["system", "backup", backup.to_str().unwrap()]).ok();
+    // A relative name is a file in the backup directory (`backups` beside the config file).
+    a(&["system", "backup", "api-backup.json"]).ok();
+    assert!(dir.path().join("backups/api-backup.json").is_file());
     a(&["user", "delete", BOB]).ok();
-    a(&["system", "restore", backup.to_str().unwrap()]).ok();
+    a(&["system", "restore", "api-backup.json"]).ok();
     assert_eq!(file()["users"][BOB_ID]["email"], json!(BOB));
     assert_eq!(mcp_status(&gw, API_KEY), 200, "a restore brings the keys back");
     a(&["system", "reset", "--yes-really-reset"]).ok();

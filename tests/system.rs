@@ -31,6 +31,20 @@ fn restore(gw: &Gateway, input: &Path) -> Resp {
     gw.post("/api/v1/system/restore", &json!({"input_file": input.to_str().unwrap()}))
 }
 
+/// The default backup directory of a config file (`backups` beside it; created by the first backup).
+fn backup_dir(config_path: &Path) -> PathBuf {
+    config_path.parent().unwrap().join("backups")
+}
+
+/// Copies a backup into the backup directory of another machine's config (backups are restored from there only).
+fn copy_to_backups(backup: &Path, config_path: &Path) -> PathBuf {
+    let dir = backup_dir(config_path);
+    fs::create_dir_all(&dir).unwrap();
+    let copy = dir.join(backup.file_name().unwrap());
+    fs::copy(backup, &copy).unwrap();
+    copy
+}
+
 /// Every string (object keys included) anywhere inside a JSON value.
 fn all_strings(v: &Value, out: &mut Vec<String>) {
     match v {
@@ -126,7 +140,7 @@ fn backup_with_env_key_has_no_key_in_clear() {
     let (dir, path) = fixture_dir();
     let gw = Gateway::start_with(&path, &[("GW_BACKUP_KEY", BACKUP_KEY_ENV)]);
     let keys = more_keys(&gw);
-    let out = dir.path().join("backup-env.json");
+    let out = backup_dir(&path).join("backup-env.json");
     backup(&gw, &out);
     assert_backup_has_no_clear_secrets(&out, &keys, ADMIN_KEY);
     let v = read_json(&out);
@@ -143,14 +157,14 @@ fn backup_with_env_key_has_no_key_in_clear() {
     write_json(&path_b, &other);
     let gw_b = Gateway::start_with(&path_b, &[("GW_BACKUP_KEY", OTHER_BACKUP_KEY_ENV)]);
     let before = fs::read(&path_b).unwrap();
-    restore(&gw_b, &out).err_any(400);
+    restore(&gw_b, &copy_to_backups(&out, &path_b)).err_any(400);
     assert_eq!(fs::read(&path_b).unwrap(), before);
     drop(gw_b);
     let dir_c = tempfile::tempdir().unwrap();
     let path_c = dir_c.path().join("gw_mcp_config.json");
     write_json(&path_c, &other);
     let gw_c = Gateway::start_with(&path_c, &[("GW_BACKUP_KEY", BACKUP_KEY_ENV)]);
-    restore(&gw_c, &out).ok(200);
+    restore(&gw_c, &copy_to_backups(&out, &path_c)).ok(200);
     for key in &keys {
         gw_c.get(&format!("/api/v1/api-keys/{key}")).ok(200);
     }
@@ -160,8 +174,8 @@ fn backup_with_env_key_has_no_key_in_clear() {
 fn backup_with_key_file_next_to_the_config() {
     let (dir, gw) = start_fixture();
     let keys = more_keys(&gw);
-    let out_dir = tempfile::tempdir().unwrap();
-    let out = out_dir.path().join("backup.json");
+    let out_dir = backup_dir(&gw.config_path);
+    let out = out_dir.join("backup.json");
     backup(&gw, &out);
     assert_backup_has_no_clear_secrets(&out, &keys, ADMIN_KEY);
     let key_file = dir.path().join("gw_backup.key");
@@ -171,7 +185,7 @@ fn backup_with_key_file_next_to_the_config() {
     assert!(!fs::read_to_string(&out).unwrap().contains(key_text.trim()), "the encryption key is in the backup");
 
     // A second backup reuses the same key file.
-    let out2 = out_dir.path().join("backup2.json");
+    let out2 = out_dir.join("backup2.json");
     backup(&gw, &out2);
     assert_eq!(fs::read_to_string(&key_file).unwrap(), key_text);
     // Backups overwrite nothing else and the config is untouched by them.
@@ -179,17 +193,15 @@ fn backup_with_key_file_next_to_the_config() {
 }
 
 #[test]
-fn backup_needs_an_absolute_output_path() {
+fn a_relative_output_path_names_a_file_in_the_backup_directory() {
     let (dir, gw) = start_fixture();
-    for body in [
-        json!({"output_file": "relative/backup.json"}),
-        json!({"output_file": "backup.json"}),
-        json!({"output_file": ""}),
-        json!({}),
-    ] {
+    for body in [json!({"output_file": "relative/backup.json"}), json!({"output_file": ""}), json!({})] {
         gw.post("/api/v1/system/backup", &body).err_any(400);
     }
     assert!(!dir.path().join("relative").exists());
+    gw.post("/api/v1/system/backup", &json!({"output_file": "backup.json"})).ok(200);
+    assert_eq!(file_mode(&dir.path().join("backups/backup.json")), 0o600);
+    assert!(!dir.path().join("backup.json").exists());
 }
 
 /// Every listing, each sorted by its id, to compare states.
@@ -214,7 +226,7 @@ fn backup_change_restore_gives_back_the_original_state() {
     let keys = more_keys(&gw);
     let original = state(&gw);
     let original_file = read_json(&gw.config_path);
-    let out = dir.path().join("backup.json");
+    let out = backup_dir(&dir.path().join("gw_mcp_config.json")).join("backup.json");
     backup(&gw, &out);
 
     // Change everything: delete a key, a user, add a project and a config, rename one,
@@ -270,8 +282,7 @@ fn backup_change_restore_gives_back_the_original_state() {
 fn restore_on_another_machine_needs_the_same_backup_key() {
     let (dir_a, gw_a) = start_fixture();
     let keys = more_keys(&gw_a);
-    let out_dir = tempfile::tempdir().unwrap();
-    let out = out_dir.path().join("backup.json");
+    let out = backup_dir(&gw_a.config_path).join("backup.json");
     backup(&gw_a, &out);
     let key_file = dir_a.path().join("gw_backup.key");
 
@@ -284,7 +295,7 @@ fn restore_on_another_machine_needs_the_same_backup_key() {
     write_json(&path_b, &other);
     let gw_b = Gateway::start(&path_b);
     let before = fs::read(&path_b).unwrap();
-    restore(&gw_b, &out).err_any(400);
+    restore(&gw_b, &copy_to_backups(&out, &path_b)).err_any(400);
     assert_eq!(fs::read(&path_b).unwrap(), before, "a failed restore changed the file");
     drop(gw_b);
 
@@ -294,7 +305,7 @@ fn restore_on_another_machine_needs_the_same_backup_key() {
     write_json(&path_c, &other);
     fs::copy(&key_file, dir_c.path().join("gw_backup.key")).unwrap();
     let gw_c = Gateway::start(&path_c);
-    restore(&gw_c, &out).ok(200);
+    restore(&gw_c, &copy_to_backups(&out, &path_c)).ok(200);
     for key in &keys {
         gw_c.get(&format!("/api/v1/api-keys/{key}")).ok(200);
     }
@@ -331,14 +342,15 @@ fn flip(s: &str) -> String {
 fn invalid_backups_are_refused_and_change_nothing() {
     let (dir, gw) = start_fixture();
     more_keys(&gw);
-    let good = dir.path().join("good.json");
+    let backups = backup_dir(&dir.path().join("gw_mcp_config.json"));
+    let good = backups.join("good.json");
     backup(&gw, &good);
     let good_json = read_json(&good);
     let before = fs::read(&gw.config_path).unwrap();
     let before_state = state(&gw);
 
     let write = |name: &str, bytes: &[u8]| -> PathBuf {
-        let p = dir.path().join(name);
+        let p = backups.join(name);
         fs::write(&p, bytes).unwrap();
         p
     };
@@ -354,7 +366,7 @@ fn invalid_backups_are_refused_and_change_nothing() {
     dangling["projects"] = json!({});
 
     let bad_files = [
-        dir.path().join("does-not-exist.json"),
+        backups.join("does-not-exist.json"),
         write("empty.json", b""),
         write("garbage.json", b"{ not json"),
         write("array.json", b"[1, 2, 3]"),
@@ -371,7 +383,7 @@ fn invalid_backups_are_refused_and_change_nothing() {
         r.err_any(400);
         assert_eq!(fs::read(&gw.config_path).unwrap(), before, "{} changed the file", bad.display());
     }
-    for body in [json!({"input_file": "good.json"}), json!({}), json!({"input_file": ""})] {
+    for body in [json!({"input_file": "../gw_mcp_config.json"}), json!({}), json!({"input_file": ""})] {
         gw.post("/api/v1/system/restore", &body).err_any(400);
     }
     assert_eq!(fs::read(&gw.config_path).unwrap(), before);

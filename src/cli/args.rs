@@ -302,11 +302,22 @@ pub enum SystemAction {
     Health,
     /// Write a backup with every API key encrypted (AES-256-GCM; key from GW_BACKUP_KEY or gw_backup.key).
     ///
-    /// Example: mcpgw system backup /var/backups/gw-2026-01-01.json
-    Backup { output_file: PathBuf },
+    /// The file must be inside the backup directory (gw_backup_dir, by default `backups` beside the config file); a
+    /// relative name is taken inside it. An existing file is replaced only with --overwrite.
+    ///
+    /// Example: mcpgw system backup gw-2026-01-01.json
+    Backup {
+        output_file: PathBuf,
+        /// Replace the file when it exists (a regular file only).
+        #[arg(long)]
+        overwrite: bool,
+    },
     /// Replace the whole configuration with a backup; an invalid backup changes nothing.
     ///
-    /// Example: mcpgw system restore /var/backups/gw-2026-01-01.json
+    /// The backup must be a regular file of at most 64 MiB inside the backup directory; a relative name is taken
+    /// inside it.
+    ///
+    /// Example: mcpgw system restore gw-2026-01-01.json
     Restore { input_file: PathBuf },
     /// Reset to what `init` writes (keeping the admin key); needs --yes-really-reset.
     ///

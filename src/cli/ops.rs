@@ -49,7 +49,7 @@ pub enum Op {
     KeySetDisabled { key: String, disabled: bool },
     KeyDelete { key: String },
     Health,
-    Backup { output_file: String },
+    Backup { output_file: String, overwrite: bool },
     Restore { input_file: String },
     Reset,
 }
@@ -131,7 +131,7 @@ impl Op {
             Op::UserCreate { email } | Op::UserUpdate { email, .. } => json!({"email": email}),
             Op::KeyCreate { project, .. } if looks_like_id(project) => json!({"project_id": project}),
             Op::KeyCreate { project, .. } => json!({"project_name": project}),
-            Op::Backup { output_file } => json!({"output_file": output_file}),
+            Op::Backup { output_file, overwrite } => json!({"output_file": output_file, "overwrite": overwrite}),
             Op::Restore { input_file } => json!({"input_file": input_file}),
             Op::Reset => json!({"confirm": true}),
             _ => return None,

@@ -59,7 +59,8 @@ pub fn fresh_config(admin_key: Option<String>) -> Result<(ConfigFile, FreshKeys)
                        "max_header_bytes": 65_536, "max_sessions": 10_000, "session_idle_timeout_seconds": 3600,
                        "request_read_timeout_seconds": 30, "max_tool_result_bytes": 16_777_216},
             "gw_allowed_hosts": ["localhost", "127.0.0.1", "::1"],
-            "gw_allowed_origins": []
+            "gw_allowed_origins": [],
+            "gw_backup_dir": "backups"
         },
         "plugins": {
             "auth": {"provider": "local_apikey", "config": {}},

@@ -67,6 +67,9 @@ pub struct CommonConfig {
     pub gw_allowed_hosts: Option<Vec<String>>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub gw_allowed_origins: Option<Vec<String>>,
+    /// The one folder backups are written to and restored from (relative: to the config file's folder).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub gw_backup_dir: Option<String>,
     #[serde(flatten)]
     pub extra: Map<String, Value>,
 }

@@ -3,11 +3,13 @@
 //! The model keeps what the file says; this is what the gateway runs with. Building it is part of validation, so a
 //! non-positive timeout, an unknown log level or an unknown provider is a problem that keeps the file from loading.
 
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use serde_json::{Map, Number, Value};
 
 use super::decode::Problems;
+use super::fsutil;
 use super::model::{CommonConfig, ConfigFile, LimitsConfig, PluginChoice, Plugins};
 pub use crate::telemetry::logging::LogLevel;
 use crate::telemetry::traces::TraceExport;
@@ -150,9 +152,25 @@ pub struct Settings {
     pub auth: PluginSetting,
     pub guardrails: Option<PluginSetting>,
     pub telemetry: Option<PluginSetting>,
+    /// `gw_backup_dir` as the file gives it (checked: a non-empty path); see [`Settings::backup_dir_for`].
+    pub backup_dir: Option<PathBuf>,
 }
 
+/// The folder backups go to when `gw_backup_dir` is not set: `backups` beside the config file.
+pub const DEFAULT_BACKUP_DIR: &str = "backups";
+
 impl Settings {
+    /// The one folder backups are written to and restored from: `gw_backup_dir`, a relative one taken from the folder
+    /// of the config file (the path as given, like `config_path` in health answers), by default `backups` there.
+    pub fn backup_dir_for(&self, config_path: &Path) -> PathBuf {
+        let configured = self.backup_dir.as_deref().unwrap_or(Path::new(DEFAULT_BACKUP_DIR));
+        if configured.is_absolute() {
+            configured.to_path_buf()
+        } else {
+            fsutil::parent_dir(config_path).join(configured)
+        }
+    }
+
     /// Whether telemetry export is switched on.
     pub fn telemetry_enabled(&self) -> bool {
         self.telemetry.as_ref().is_some_and(|t| t.config.get("enabled").and_then(Value::as_bool).unwrap_or(true))
@@ -272,8 +290,20 @@ impl Settings {
                 problems,
             ),
             telemetry: resolve_plugin(file.plugins.as_ref().and_then(|p| p.telemetry.as_ref()), "telemetry", problems),
+            backup_dir: backup_dir(c.gw_backup_dir.as_deref(), problems),
         }
     }
+}
+
+/// `gw_backup_dir`: a path that names a folder (not empty, no NUL byte, which no system call accepts).
+fn backup_dir(value: Option<&str>, problems: &mut Problems) -> Option<PathBuf> {
+    let dir = value?;
+    if dir.trim().is_empty() || dir.contains('\0') {
+        problems
+            .push("common_mcp_gateway_config.gw_backup_dir: must be a non-empty path without NUL bytes".to_string());
+        return None;
+    }
+    Some(PathBuf::from(dir))
 }
 
 /// A duration in seconds: positive (or, with `zero_ok`, non-negative) and finite.
@@ -418,6 +448,21 @@ mod tests {
         assert_eq!(s.auth.provider, "local_apikey");
         assert_eq!(s.max_processes_per_server, 4);
         assert_eq!(s.max_calls_per_process, 1);
+        assert_eq!(s.backup_dir_for(Path::new("/etc/gw/gw.json")), Path::new("/etc/gw/backups"));
+        assert_eq!(s.backup_dir_for(Path::new("gw.json")), Path::new("./backups"));
+    }
+
+    #[test]
+    fn backup_dir_is_taken_from_the_config_folder_when_relative() {
+        let (s, problems) = resolve(json!({"common_mcp_gateway_config": {"gw_backup_dir": "saved/here"}}));
+        assert!(problems.is_empty(), "{problems:#?}");
+        assert_eq!(s.backup_dir_for(Path::new("/etc/gw/gw.json")), Path::new("/etc/gw/saved/here"));
+        let (s, _) = resolve(json!({"common_mcp_gateway_config": {"gw_backup_dir": "/var/backups/gw"}}));
+        assert_eq!(s.backup_dir_for(Path::new("/etc/gw/gw.json")), Path::new("/var/backups/gw"));
+        for bad in ["", "  ", "a\u{0}b"] {
+            let (_, problems) = resolve(json!({"common_mcp_gateway_config": {"gw_backup_dir": bad}}));
+            assert_eq!(problems.len(), 1, "{bad:?}: {problems:#?}");
+        }
     }
 
     #[test]

@@ -9,6 +9,7 @@
 
 pub mod api_keys;
 pub mod backup;
+pub mod backup_files;
 pub mod configs;
 pub mod projects;
 pub mod system;

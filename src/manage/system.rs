@@ -7,10 +7,12 @@ use serde::Deserialize;
 use serde_json::{Map, Value, json};
 
 use super::backup::{BackupKey, ENCRYPTED_PREFIX, key_file_path};
+use super::backup_files::{BackupDir, read_backup_file, write_backup};
 use super::{ManageError, ManageResult, decode_body};
 use crate::cache::ExternalReport;
 use crate::config::defaults::fresh_config;
-use crate::config::{ConfigFile, ConfigStore, fsutil};
+use crate::config::model::CommonConfig;
+use crate::config::{ConfigFile, ConfigStore};
 use crate::ids::timestamp;
 
 /// Format tag of backup files.
@@ -68,6 +70,9 @@ pub fn health(store: &ConfigStore, uptime: Duration, listeners_up: bool, externa
 #[derive(Deserialize)]
 struct BackupBody {
     output_file: String,
+    /// Replace an existing file (by default an existing file is a conflict).
+    #[serde(default)]
+    overwrite: bool,
 }
 
 #[derive(Deserialize)]
@@ -75,30 +80,28 @@ struct RestoreBody {
     input_file: String,
 }
 
-fn absolute<'a>(path: &'a str, field: &str) -> ManageResult<&'a Path> {
-    let p = Path::new(path);
-    if path.trim().is_empty() || !p.is_absolute() {
-        return Err(ManageError::Validation(format!("{field} must be an absolute path, got {path:?}")));
-    }
-    Ok(p)
+/// The backup folder of the serving configuration; `create` (a backup) makes it, mode 0700, when missing.
+fn backup_dir(store: &ConfigStore, create: bool) -> ManageResult<BackupDir> {
+    BackupDir::open(&store.snapshot().settings.backup_dir_for(store.path()), create)
 }
 
-fn same_file(a: &Path, b: &Path) -> bool {
-    match (std::fs::canonicalize(a), std::fs::canonicalize(b)) {
-        (Ok(a), Ok(b)) => a == b,
-        _ => a == b,
-    }
+/// Whether `target` is `other`, both resolved through symlinks (a file that does not exist is compared as given).
+fn same_file(target: &Path, other: &Path) -> bool {
+    let resolve = |p: &Path| std::fs::canonicalize(p).unwrap_or_else(|_| p.to_path_buf());
+    resolve(target) == resolve(other)
 }
 
-/// `POST /system/backup {output_file}`: writes the configuration with every API key encrypted (file mode 0600).
+/// `POST /system/backup {output_file, overwrite?}`: writes the configuration with every API key encrypted, as a new
+/// regular file of mode 0600 inside the backup folder (see [`super::backup_files`]).
 pub fn backup(store: &ConfigStore, body: Value) -> ManageResult<String> {
     let body: BackupBody = decode_body(body)?;
-    let out = absolute(&body.output_file, "output_file")?;
-    if same_file(out, store.path()) || same_file(out, &key_file_path(store.path())) {
+    let out = backup_dir(store, true)?.confine(&body.output_file, "output_file")?;
+    if same_file(&out, store.path()) || same_file(&out, &key_file_path(store.path())) {
         return Err(ManageError::Validation("output_file must not be the config file or the backup key file".into()));
     }
-    if !fsutil::parent_dir(out).is_dir() {
-        return Err(ManageError::Validation(format!("the directory of {} does not exist", out.display())));
+    // Refused before the key file may be created: a conflict touches nothing. The create itself checks again.
+    if !body.overwrite && std::fs::symlink_metadata(&out).is_ok() {
+        return Err(ManageError::Conflict(format!("{} exists; send \"overwrite\": true to replace it", out.display())));
     }
     let key = BackupKey::load(store.path(), true)?;
     let snap = store.snapshot();
@@ -129,16 +132,14 @@ pub fn backup(store: &ConfigStore, body: Value) -> ManageResult<String> {
     }
     let mut bytes = serde_json::to_vec_pretty(&Value::Object(doc)).map_err(|e| ManageError::Internal(e.to_string()))?;
     bytes.push(b'\n');
-    fsutil::write_atomic(out, &bytes)
-        .map_err(|e| ManageError::Internal(format!("cannot write backup {}: {e}", out.display())))?;
+    write_backup(&out, &bytes, body.overwrite)?;
     tracing::info!(output_file = %out.display(), keys = file.apikeys.len(), "backup written");
     Ok(out.display().to_string())
 }
 
 /// Reads and checks a whole backup: every key decrypts and the result is a valid configuration.
 fn read_backup(store: &ConfigStore, path: &Path) -> ManageResult<ConfigFile> {
-    let bytes = std::fs::read(path)
-        .map_err(|e| ManageError::Validation(format!("cannot read backup {}: {e}", path.display())))?;
+    let bytes = read_backup_file(path)?;
     let doc: Value = serde_json::from_slice(&bytes)
         .map_err(|e| ManageError::Validation(format!("backup {} is not valid JSON: {e}", path.display())))?;
     let Value::Object(mut doc) = doc else {
@@ -194,14 +195,31 @@ fn doc_fingerprint(bytes: &[u8]) -> Option<String> {
 }
 
 /// `POST /system/restore {input_file}`: validates the whole backup, then replaces the configuration (in effect at once).
+/// The input is a regular file inside the backup folder. The backup folder stays where the serving configuration puts
+/// it: a restored file could otherwise move it anywhere for the next backup.
 pub fn restore(store: &ConfigStore, body: Value) -> ManageResult<String> {
     let body: RestoreBody = decode_body(body)?;
-    let input = absolute(&body.input_file, "input_file")?;
-    let file = read_backup(store, input)?;
+    let input = backup_dir(store, false)?.confine(&body.input_file, "input_file")?;
+    let mut file = read_backup(store, &input)?;
     let keys = file.apikeys.len();
-    store.replace(|_| Ok::<_, ManageError>(file))?;
+    store.replace(|snap| {
+        keep_backup_dir(&mut file, &snap.file);
+        Ok::<_, ManageError>(file)
+    })?;
     tracing::info!(input_file = %input.display(), keys, "configuration restored from backup");
     Ok(input.display().to_string())
+}
+
+/// Gives `restored` the `gw_backup_dir` of `serving` (or none, as there).
+fn keep_backup_dir(restored: &mut ConfigFile, serving: &ConfigFile) {
+    let serving_dir = serving.common_mcp_gateway_config.as_ref().and_then(|c| c.gw_backup_dir.clone());
+    match (restored.common_mcp_gateway_config.as_mut(), serving_dir) {
+        (Some(common), dir) => common.gw_backup_dir = dir,
+        (None, Some(dir)) => {
+            restored.common_mcp_gateway_config = Some(CommonConfig { gw_backup_dir: Some(dir), ..Default::default() })
+        }
+        (None, None) => {}
+    }
 }
 
 #[derive(Deserialize)]

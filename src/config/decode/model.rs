@@ -98,6 +98,7 @@ fn decode_common(mut f: Fields<'_>) -> CommonConfig {
         }),
         gw_allowed_hosts: f.string_list("gw_allowed_hosts"),
         gw_allowed_origins: f.string_list("gw_allowed_origins"),
+        gw_backup_dir: f.string("gw_backup_dir"),
         extra: f.rest(),
     }
 }
