@@ -29,7 +29,12 @@ fn backups(gw: &Gateway) -> PathBuf {
     gw.config_path.parent().unwrap().join("backups")
 }
 
-fn backup(gw: &Gateway, body: Value) -> Resp {
+/// A backup request; a relative `output_file` here names a file in the backup directory (the API itself takes
+/// absolute paths only: see `a_relative_path_is_refused`).
+fn backup(gw: &Gateway, mut body: Value) -> Resp {
+    if let Some(name) = body["output_file"].as_str().filter(|name| !name.starts_with('/')) {
+        body["output_file"] = json!(format!("{}/{name}", backups(gw).display()));
+    }
     gw.post("/api/v1/system/backup", &body)
 }
 
@@ -165,7 +170,10 @@ fn restore_reads_only_a_regular_file_of_at_most_64_mib_and_answers_at_once() {
     nix::unistd::mkfifo(&fifo, nix::sys::stat::Mode::from_bits_truncate(0o600)).unwrap();
     symlink("/dev/zero", inside.join("zero.json")).unwrap();
     fs::create_dir(inside.join("folder.json")).unwrap();
-    for input in ["/dev/zero", "pipe.json", path_str(&fifo), "zero.json", "folder.json", "missing.json"] {
+    let named = |name: &str| path_str(&inside.join(name)).to_string();
+    let inputs =
+        ["/dev/zero".to_string(), named("pipe.json"), named("zero.json"), named("folder.json"), named("missing.json")];
+    for input in &inputs {
         let (r, took) = restore_quickly(&gw, input);
         assert_validation(&r, input);
         assert!(took < QUICK, "{input}: {took:?}");
@@ -174,7 +182,8 @@ fn restore_reads_only_a_regular_file_of_at_most_64_mib_and_answers_at_once() {
     assert!(fs::metadata(&fifo).unwrap().file_type().is_fifo());
 
     // The gateway is not stuck on any of them: a good backup still restores.
-    let (r, _) = restore_quickly(&gw, "good.json");
+    let good = backups(&gw).join("good.json");
+    let (r, _) = restore_quickly(&gw, path_str(&good));
     r.ok(200);
     assert_eq!(gw.system_health()["status"], json!("healthy"));
 }
@@ -186,8 +195,8 @@ fn a_good_backup_restores_and_the_restore_keeps_the_backup_directory() {
     config["common_mcp_gateway_config"]["gw_backup_dir"] = json!("saved");
     replace_json(&path, &config);
     let gw = Gateway::start(&path);
-    backup(&gw, json!({"output_file": "state.json"})).ok(200);
     let saved = dir.path().join("saved/state.json");
+    backup(&gw, json!({"output_file": path_str(&saved)})).ok(200);
     assert_eq!(file_mode(&saved), 0o600);
     assert!(!backups(&gw).exists(), "the default folder is not used when gw_backup_dir is set");
 
@@ -199,7 +208,7 @@ fn a_good_backup_restores_and_the_restore_keeps_the_backup_directory() {
     fs::rename(&saved, dir.path().join("moved/state.json")).unwrap();
     replace_json(&path, &moved);
     let moved_in = wait_until(RELOAD_DEADLINE, || {
-        let (r, _) = restore_quickly(&gw, "state.json");
+        let (r, _) = restore_quickly(&gw, path_str(&dir.path().join("moved/state.json")));
         r.status == 200
     });
     assert!(moved_in, "the restore from the moved directory never worked: {}", gw.logs());
@@ -244,8 +253,9 @@ fn paths_the_server_cannot_use_are_400_never_500() {
     config["common_mcp_gateway_config"]["gw_backup_dir"] = json!("gw_mcp_config.json/backups");
     replace_json(&path, &config);
     let gw = Gateway::start(&path);
-    assert_validation(&backup(&gw, json!({"output_file": "x.json"})), "an unusable backup directory");
-    let (r, _) = restore_quickly(&gw, "x.json");
+    let unusable = dir.path().join("gw_mcp_config.json/backups/x.json");
+    assert_validation(&backup(&gw, json!({"output_file": path_str(&unusable)})), "an unusable backup directory");
+    let (r, _) = restore_quickly(&gw, path_str(&unusable));
     assert_validation(&r, "an unusable backup directory");
     assert!(fs::metadata(dir.path().join("gw_mcp_config.json")).unwrap().is_file());
 }
@@ -267,6 +277,10 @@ fn the_command_line_follows_the_same_rules_in_file_mode_and_with_admin_url() {
     };
     let outside = tempfile::tempdir().unwrap();
     let elsewhere = outside.path().join("x.json");
+    let cli_json = dir.path().join("backups/cli.json");
+    let cli_json = path_str(&cli_json);
+    let api_json = dir.path().join("backups/api.json");
+    let api_json = path_str(&api_json);
     let (code, text) = file_mode_run(&["system", "backup", path_str(&elsewhere)]);
     assert_eq!(code, 3, "file mode, outside: {text}");
     assert!(!elsewhere.exists(), "file mode wrote outside the backup directory");
@@ -274,14 +288,14 @@ fn the_command_line_follows_the_same_rules_in_file_mode_and_with_admin_url() {
     assert_eq!(code, 3, "file mode, /dev/null: {text}");
     assert!(fs::metadata("/dev/null").unwrap().file_type().is_char_device());
 
-    let (code, text) = file_mode_run(&["system", "backup", "cli.json"]);
+    let (code, text) = file_mode_run(&["system", "backup", cli_json]);
     assert_eq!(code, 0, "{text}");
     let written = dir.path().join("backups/cli.json");
     assert_eq!(file_mode(&written), 0o600);
     assert_eq!(file_mode(&dir.path().join("backups")), 0o700);
-    let (code, text) = file_mode_run(&["system", "backup", "cli.json"]);
+    let (code, text) = file_mode_run(&["system", "backup", cli_json]);
     assert_eq!(code, 5, "an existing file is a conflict: {text}");
-    let (code, text) = file_mode_run(&["system", "backup", "cli.json", "--overwrite"]);
+    let (code, text) = file_mode_run(&["system", "backup", cli_json, "--overwrite"]);
     assert_eq!(code, 0, "{text}");
     fs::copy(&written, outside.path().join("cli.json")).unwrap();
     let (code, text) = file_mode_run(&["system", "restore", path_str(&outside.path().join("cli.json"))]);
@@ -290,7 +304,7 @@ fn the_command_line_follows_the_same_rules_in_file_mode_and_with_admin_url() {
     let (code, text) = file_mode_run(&["system", "restore", "/dev/zero"]);
     assert_eq!(code, 3, "file mode, /dev/zero: {text}");
     assert!(started.elapsed() < QUICK * 2, "{:?}", started.elapsed());
-    let (code, text) = file_mode_run(&["system", "restore", "cli.json"]);
+    let (code, text) = file_mode_run(&["system", "restore", cli_json]);
     assert_eq!(code, 0, "{text}");
 
     let gw = Gateway::start(&path);
@@ -302,15 +316,31 @@ fn the_command_line_follows_the_same_rules_in_file_mode_and_with_admin_url() {
     let (code, text) = api(&["system", "backup", path_str(&elsewhere)]);
     assert_eq!(code, 3, "admin url, outside: {text}");
     assert!(!elsewhere.exists(), "the admin API wrote outside the backup directory");
-    let (code, text) = api(&["system", "backup", "cli.json"]);
+    let (code, text) = api(&["system", "backup", cli_json]);
     assert_eq!(code, 5, "admin url, existing file: {text}");
-    let (code, text) = api(&["system", "backup", "api.json"]);
+    let (code, text) = api(&["system", "backup", api_json]);
     assert_eq!(code, 0, "{text}");
     assert_eq!(file_mode(&dir.path().join("backups/api.json")), 0o600);
-    let (code, text) = api(&["system", "backup", "api.json", "--overwrite"]);
+    let (code, text) = api(&["system", "backup", api_json, "--overwrite"]);
     assert_eq!(code, 0, "{text}");
-    let (code, text) = api(&["system", "restore", "api.json"]);
+    let (code, text) = api(&["system", "restore", api_json]);
     assert_eq!(code, 0, "{text}");
     let (code, text) = api(&["system", "restore", "/dev/zero"]);
     assert_eq!(code, 3, "admin url, /dev/zero: {text}");
+    // With --admin-url the path is the server's: a relative one is refused, as the API refuses it.
+    let (code, text) = api(&["system", "backup", "api.json"]);
+    assert_eq!(code, 3, "admin url, relative: {text}");
+}
+
+#[test]
+fn a_relative_path_is_refused() {
+    let (dir, gw) = start_fixture();
+    for body in [json!({"output_file": "relative.json"}), json!({"output_file": "backups/relative.json"})] {
+        let r = gw.post("/api/v1/system/backup", &body);
+        assert_validation(&r, "a relative output_file");
+        assert!(r.body["detail"].as_str().unwrap_or("").contains("absolute"), "{}", r.text);
+    }
+    let r = gw.post("/api/v1/system/restore", &json!({"input_file": "relative.json"}));
+    assert_validation(&r, "a relative input_file");
+    assert!(!dir.path().join("relative.json").exists() && !dir.path().join("backups/relative.json").exists());
 }

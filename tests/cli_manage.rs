@@ -275,11 +275,13 @@ fn admin_url_commands_are_written_to_the_file() {
 
     assert_eq!(a(&["system", "health", "--json"]).json()["status"], json!("healthy"));
     assert!(a(&["config", "validate"]).ok().contains("valid"));
-    // A relative name is a file in the backup directory (`backups` beside the config file).
-    a(&["system", "backup", "api-backup.json"]).ok();
+    // A file in the backup directory (`backups` beside the config file), by its absolute path: the server's.
+    let saved = dir.path().join("backups/api-backup.json");
+    let saved = saved.to_str().unwrap();
+    a(&["system", "backup", saved]).ok();
     assert!(dir.path().join("backups/api-backup.json").is_file());
     a(&["user", "delete", BOB]).ok();
-    a(&["system", "restore", "api-backup.json"]).ok();
+    a(&["system", "restore", saved]).ok();
     assert_eq!(file()["users"][BOB_ID]["email"], json!(BOB));
     assert_eq!(mcp_status(&gw, API_KEY), 200, "a restore brings the keys back");
     a(&["system", "reset", "--yes-really-reset"]).ok();

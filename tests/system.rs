@@ -193,15 +193,21 @@ fn backup_with_key_file_next_to_the_config() {
 }
 
 #[test]
-fn a_relative_output_path_names_a_file_in_the_backup_directory() {
+fn a_relative_output_path_is_refused() {
     let (dir, gw) = start_fixture();
-    for body in [json!({"output_file": "relative/backup.json"}), json!({"output_file": ""}), json!({})] {
+    for body in [
+        json!({"output_file": "relative/backup.json"}),
+        json!({"output_file": "backup.json"}),
+        json!({"output_file": ""}),
+        json!({}),
+    ] {
         gw.post("/api/v1/system/backup", &body).err_any(400);
     }
     assert!(!dir.path().join("relative").exists());
-    gw.post("/api/v1/system/backup", &json!({"output_file": "backup.json"})).ok(200);
-    assert_eq!(file_mode(&dir.path().join("backups/backup.json")), 0o600);
-    assert!(!dir.path().join("backup.json").exists());
+    assert!(!dir.path().join("backup.json").exists() && !dir.path().join("backups/backup.json").exists());
+    let inside = dir.path().join("backups/backup.json");
+    gw.post("/api/v1/system/backup", &json!({"output_file": inside.to_str().unwrap()})).ok(200);
+    assert_eq!(file_mode(&inside), 0o600);
 }
 
 /// Every listing, each sorted by its id, to compare states.

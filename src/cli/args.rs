@@ -303,9 +303,10 @@ pub enum SystemAction {
     /// Write a backup with every API key encrypted (AES-256-GCM; key from GW_BACKUP_KEY or gw_backup.key).
     ///
     /// The file must be inside the backup directory (gw_backup_dir, by default `backups` beside the config file); a
-    /// relative name is taken inside it. An existing file is replaced only with --overwrite.
+    /// relative path is taken from the current directory (file mode). An existing file is replaced only with
+    /// --overwrite.
     ///
-    /// Example: mcpgw system backup gw-2026-01-01.json
+    /// Example: mcpgw system backup backups/gw-2026-01-01.json
     Backup {
         output_file: PathBuf,
         /// Replace the file when it exists (a regular file only).
@@ -314,10 +315,10 @@ pub enum SystemAction {
     },
     /// Replace the whole configuration with a backup; an invalid backup changes nothing.
     ///
-    /// The backup must be a regular file of at most 64 MiB inside the backup directory; a relative name is taken
-    /// inside it.
+    /// The backup must be a regular file of at most 64 MiB inside the backup directory; a relative path is taken
+    /// from the current directory (file mode).
     ///
-    /// Example: mcpgw system restore gw-2026-01-01.json
+    /// Example: mcpgw system restore backups/gw-2026-01-01.json
     Restore { input_file: PathBuf },
     /// Reset to what `init` writes (keeping the admin key); needs --yes-really-reset.
     ///

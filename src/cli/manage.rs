@@ -5,6 +5,7 @@
 //! and a running gateway's watcher picks them up), or against a running admin API with `--admin-url` (see
 //! [`super::remote`]). The answer is printed by [`super::output`].
 
+use std::path::Path;
 use std::process::ExitCode;
 use std::sync::Arc;
 
@@ -17,6 +18,17 @@ use super::output::{self, CliError, Outcome};
 use super::remote::AdminClient;
 use crate::config::{self, ConfigStore, LoadError};
 use crate::telemetry::metrics::Metrics;
+
+/// A path as the admin API needs it (absolute); relative paths are taken from the current directory in file mode.
+fn absolute(path: &Path, target: &Target) -> String {
+    if target.admin_url.is_none()
+        && path.is_relative()
+        && let Ok(cwd) = std::env::current_dir()
+    {
+        return cwd.join(path).display().to_string();
+    }
+    path.display().to_string()
+}
 
 impl ConfigAction {
     fn op(self) -> Result<Option<Op>, CliError> {
@@ -110,15 +122,15 @@ impl KeyAction {
 }
 
 impl SystemAction {
-    /// Backup and restore paths are sent as given in both modes: a relative one names a file inside the backup
-    /// directory of the config (`gw_backup_dir`), never one in the current directory.
-    fn op(self) -> Result<Op, CliError> {
+    /// Backup and restore paths must name a file in the backup directory of the config (`gw_backup_dir`); in file
+    /// mode a relative one is taken from the current directory, as every command-line tool does.
+    fn op(self, target: &Target) -> Result<Op, CliError> {
         Ok(match self {
             SystemAction::Health => Op::Health,
             SystemAction::Backup { output_file, overwrite } => {
-                Op::Backup { output_file: output_file.display().to_string(), overwrite }
+                Op::Backup { output_file: absolute(&output_file, target), overwrite }
             }
-            SystemAction::Restore { input_file } => Op::Restore { input_file: input_file.display().to_string() },
+            SystemAction::Restore { input_file } => Op::Restore { input_file: absolute(&input_file, target) },
             SystemAction::Reset { yes_really_reset: false } => {
                 return Err(CliError::Usage(
                     "system reset deletes every config, project, user and key; add --yes-really-reset to confirm"
@@ -162,7 +174,7 @@ pub fn key(cmd: KeyCommand) -> ExitCode {
 
 /// Runs `mcpgw system ...`.
 pub fn system(cmd: SystemCommand) -> ExitCode {
-    match cmd.action.op() {
+    match cmd.action.op(&cmd.target) {
         Ok(op) => finish(&cmd.target, run(&cmd.target, &op), &op),
         Err(e) => e.report(),
     }

@@ -1,7 +1,7 @@
 //! Where backups live, and opening them without being fooled by the path (contract section 13).
 //!
 //! Backup and restore touch files in one folder only, `gw_backup_dir` ([`BackupDir::open`] creates it with mode 0700
-//! when a backup needs it). A request names a file by an absolute path or by a path relative to that folder;
+//! when a backup needs it). A request names a file by an absolute path (contract 3) inside that folder;
 //! [`BackupDir::confine`] resolves the folders of the path with `canonicalize` (every symlink and `..` followed) and
 //! accepts the file only when that folder lies inside the canonical backup folder. The last component is never
 //! followed: a new backup is created with `O_CREAT|O_EXCL|O_NOFOLLOW` (an existing name, a symlink included, is a
@@ -70,7 +70,7 @@ impl BackupDir {
         &self.canonical
     }
 
-    /// The file `requested` names (absolute, or relative to the backup folder), as the canonical path of its folder
+    /// The file `requested` names (an absolute path), as the canonical path of its folder
     /// and its own name, when that folder is the backup folder or one inside it. `field` names the request field in
     /// messages. The file itself need not exist and is not looked at.
     pub fn confine(&self, requested: &str, field: &str) -> ManageResult<PathBuf> {
@@ -78,7 +78,12 @@ impl BackupDir {
         if requested.trim().is_empty() || requested.contains('\0') {
             return Err(unusable(format!("{field} must name a file in the backup directory {dir}")));
         }
-        if requested == "." || requested.ends_with('/') || requested.ends_with("/.") {
+        if !Path::new(requested).is_absolute() {
+            return Err(unusable(format!(
+                "{field} must be an absolute path (of a file in the backup directory {dir}), not {requested:?}"
+            )));
+        }
+        if requested.ends_with('/') || requested.ends_with("/.") {
             return Err(unusable(format!("{field} {requested:?} names a directory, not a file")));
         }
         let joined = self.canonical.join(requested);
@@ -232,8 +237,8 @@ mod tests {
     fn a_path_is_accepted_exactly_when_it_resolves_inside_the_folder() {
         let (_tmp, dir, _root) = tree();
         let start = dir.path().display().to_string();
-        // Relative most of the time; else absolute, from the folder itself or from `/`.
-        let prefix = prop_oneof![6 => Just(String::new()), 3 => Just(format!("{start}/")), 1 => Just("/".to_string())];
+        // Mostly absolute from the folder itself; else absolute from `/`, or relative (always refused: contract 3).
+        let prefix = prop_oneof![2 => Just(String::new()), 7 => Just(format!("{start}/")), 1 => Just("/".to_string())];
         let paths = (prefix, prop::collection::vec(folder(), 0..6), file_name()).prop_map(|(prefix, folders, last)| {
             prefix + &folders.into_iter().chain([last]).collect::<Vec<_>>().join("/")
         });
@@ -241,7 +246,8 @@ mod tests {
         let (accepted, refused) = (std::cell::Cell::new(0), std::cell::Cell::new(0));
         runner
             .run(&paths, |path| {
-                let inside = walk(dir.path(), &path).filter(|folder| folder.starts_with(dir.path()));
+                let inside =
+                    walk(dir.path(), &path).filter(|folder| path.starts_with('/') && folder.starts_with(dir.path()));
                 let answer = dir.confine(&path, "output_file");
                 let counter = if answer.is_ok() { &accepted } else { &refused };
                 counter.set(counter.get() + 1);
@@ -268,8 +274,11 @@ mod tests {
         }
         let outside = root.join("a/x.json");
         assert!(dir.confine(outside.to_str().unwrap(), "output_file").is_err());
-        assert_eq!(dir.confine("x.json", "f").unwrap(), dir.path().join("x.json"));
-        assert_eq!(dir.confine("a/./a/../x.json", "f").unwrap(), dir.path().join("a/x.json"));
+        assert!(dir.confine("x.json", "f").is_err(), "a relative path, even one that would land inside");
+        let name = dir.path().join("x.json");
+        assert_eq!(dir.confine(name.to_str().unwrap(), "f").unwrap(), name);
+        let winding = format!("{}/a/./a/../x.json", dir.path().display());
+        assert_eq!(dir.confine(&winding, "f").unwrap(), dir.path().join("a/x.json"));
         let absolute = dir.path().join("a/x.json");
         assert_eq!(dir.confine(absolute.to_str().unwrap(), "f").unwrap(), absolute);
     }
@@ -279,7 +288,7 @@ mod tests {
         let tmp = tempfile::tempdir().unwrap();
         let dir = BackupDir::open(&tmp.path().join("new/backups"), true).unwrap();
         assert_eq!(fs::metadata(dir.path()).unwrap().permissions().mode() & 0o777, 0o700);
-        let target = dir.confine("b.json", "output_file").unwrap();
+        let target = dir.confine(dir.path().join("b.json").to_str().unwrap(), "output_file").unwrap();
         write_backup(&target, b"one", false).unwrap();
         assert_eq!(fs::metadata(&target).unwrap().permissions().mode() & 0o777, 0o600);
         assert!(matches!(write_backup(&target, b"two", false), Err(ManageError::Conflict(_))));
