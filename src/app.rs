@@ -100,6 +100,7 @@ pub async fn serve(opts: ServeOptions) -> Result<(), ServeError> {
         started: Instant::now(),
         ready: Arc::new(AtomicBool::new(false)),
         external_cache: Arc::clone(&ctx.external_cache),
+        refusals: telemetry::refusals::RefusalLog::new("admin"),
     });
 
     let sessions = CancellationToken::new();

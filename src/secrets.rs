@@ -65,13 +65,16 @@ pub fn looks_like_key_id(s: &str) -> bool {
     s.len() == 12 && s.bytes().all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
 }
 
-/// A masked form of a secret: long values keep four leading and four trailing characters, short ones keep nothing.
+/// The most characters of a secret its masked form shows (contract section 13).
+pub const MASK_SHOWN_CHARS: usize = 4;
+
+/// A masked form of a secret: a value of 16 characters or more keeps its first [`MASK_SHOWN_CHARS`] characters (enough
+/// to tell an `sk-l` from a `gw_a` in a log), a shorter one keeps nothing. The rest is always `****`, so the length
+/// does not show either.
 pub fn mask(secret: &str) -> String {
-    let chars: Vec<char> = secret.chars().collect();
-    if chars.len() >= 16 {
-        let head: String = chars[..4].iter().collect();
-        let tail: String = chars[chars.len() - 4..].iter().collect();
-        format!("{head}****{tail}")
+    if secret.chars().nth(15).is_some() {
+        let head: String = secret.chars().take(MASK_SHOWN_CHARS).collect();
+        format!("{head}****")
     } else {
         "********".to_string()
     }
@@ -128,10 +131,27 @@ mod tests {
     }
 
     #[test]
-    fn masking_hides_the_middle_and_short_values_entirely() {
-        assert_eq!(mask("gw_abcdefghijklmnopqrstuvwxyz"), "gw_a****wxyz");
+    fn masking_shows_at_most_four_characters_and_short_values_none() {
+        assert_eq!(mask("gw_abcdefghijklmnopqrstuvwxyz"), "gw_a****");
+        assert_eq!(mask("0123456789abcdef"), "0123****", "16 characters: the first four");
+        assert_eq!(mask("0123456789abcde"), "********", "15 characters: none");
         assert_eq!(mask("short"), "********");
-        assert_eq!(mask("ééééééééééééééééé"), "éééé****éééé");
+        assert_eq!(mask(""), "********");
+        assert_eq!(mask("ééééééééééééééééé"), "éééé****");
+    }
+
+    #[test]
+    fn no_masked_secret_shows_more_than_four_of_its_characters() {
+        // Secrets of distinct characters, so every character of the masked form that comes from the secret counts.
+        let alphabet: Vec<char> = ('A'..='Z').chain('a'..='z').chain('0'..='9').collect();
+        for len in 0..=alphabet.len() {
+            let secret: String = alphabet[..len].iter().collect();
+            let masked = mask(&secret);
+            let shown = masked.chars().filter(|c| secret.contains(*c)).count();
+            assert!(shown <= MASK_SHOWN_CHARS, "{len} characters: {masked:?} shows {shown}");
+        }
+        let long = new_gateway_key().unwrap();
+        assert!(!mask(&long).contains(&long[..MASK_SHOWN_CHARS + 1]));
     }
 
     #[test]

@@ -14,7 +14,14 @@ const MOCK: &str = env!("CARGO_BIN_EXE_mcpgw-mock-upstream");
 const TIMEOUT: Duration = Duration::from_secs(10);
 
 fn mock() -> ServerSpec {
-    ServerSpec { command: MOCK.to_string(), args: vec![], env: vec![], inherit_env: vec![], per_session: false }
+    ServerSpec {
+        command: MOCK.to_string(),
+        args: vec![],
+        env: vec![],
+        inherit_env: vec![],
+        per_session: false,
+        masked_settings: vec![],
+    }
 }
 
 fn key() -> PoolKey {

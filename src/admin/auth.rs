@@ -10,6 +10,7 @@ use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 
 use super::AppState;
+use super::request_log::RefusalReason;
 use super::response::ApiError;
 use crate::secrets;
 
@@ -22,6 +23,18 @@ pub enum AdminAuthError {
     Malformed,
     NotConfigured,
     WrongKey,
+}
+
+impl AdminAuthError {
+    /// The reason, as the request log shows it.
+    pub fn as_str(&self) -> &'static str {
+        match self {
+            AdminAuthError::Missing => "missing",
+            AdminAuthError::Malformed => "malformed",
+            AdminAuthError::NotConfigured => "not configured",
+            AdminAuthError::WrongKey => "wrong key",
+        }
+    }
 }
 
 impl From<AdminAuthError> for ApiError {
@@ -64,8 +77,11 @@ pub async fn require_admin(State(state): State<Arc<AppState>>, req: Request, nex
     match check(header, snapshot.file.admin_apikey.as_deref()) {
         Ok(()) => next.run(req).await,
         Err(e) => {
-            tracing::info!(path = %req.uri().path(), reason = ?e, "admin request refused");
-            ApiError::from(e).into_response()
+            // Logged by the request log (`request_log.rs`), with the route template, never the path.
+            let reason = e.as_str();
+            let mut response = ApiError::from(e).into_response();
+            response.extensions_mut().insert(RefusalReason(reason));
+            response
         }
     }
 }

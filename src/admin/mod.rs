@@ -1,15 +1,19 @@
 //! The admin REST API (port 8001): configurations, projects, users, API keys and system operations.
 //!
-//! The request path, outermost first:
-//! 1. `count_requests`: counts every answer by status class (so refused requests are counted too);
-//! 2. `auth::require_admin`: every route except `GET /health` needs the admin key of the current snapshot;
-//! 3. routing to a handler in one of the resource files, or the 404/405 fallbacks in the API's error shape;
-//! 4. the handler decodes the body ([`body::JsonBody`]), then calls a `manage` operation: reads use the current
-//!    snapshot, writes run on a blocking thread inside [`ConfigStore::update`](crate::config::ConfigStore::update),
-//!    which serialises, validates and writes atomically before the handler answers.
+//! The request path, outermost first (the layers run after routing, so each knows the route template):
+//! 1. `request_log::observe`: counts every answer by status class and logs refused requests with their route
+//!    template, at most 10 records a second (`request_log.rs`);
+//! 2. `admin_front`: the header size limit (431);
+//! 3. `auth::require_admin`: every route except `GET /health` needs the admin key of the current snapshot;
+//! 4. `request_log::log_writes`: one record per admin write, with its outcome and the ids of its objects;
+//! 5. the handler of one of the resource files, or the 404/405 fallbacks in the API's error shape: it decodes the body
+//!    ([`body::JsonBody`]), then calls a `manage` operation: reads use the current snapshot, writes run on a blocking
+//!    thread inside [`ConfigStore::update`](crate::config::ConfigStore::update), which serialises, validates and
+//!    writes atomically before the handler answers.
 
 pub mod auth;
 pub mod body;
+mod request_log;
 pub mod response;
 mod state;
 
@@ -44,9 +48,10 @@ pub fn router(state: Arc<AppState>) -> Router {
         .merge(api_keys::routes())
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)
+        .layer(middleware::from_fn(request_log::log_writes))
         .layer(middleware::from_fn_with_state(state.clone(), auth::require_admin))
         .layer(middleware::from_fn_with_state(state.clone(), admin_front))
-        .layer(middleware::from_fn_with_state(state.clone(), count_requests))
+        .layer(middleware::from_fn_with_state(state.clone(), request_log::observe))
         .with_state(state)
 }
 
@@ -78,22 +83,6 @@ async fn method_not_allowed(req: Request) -> ApiError {
     )
 }
 
-async fn count_requests(State(state): State<Arc<AppState>>, req: Request, next: Next) -> Response {
-    let method = req.method().clone();
-    let path = req.uri().path().to_string();
-    let response = next.run(req).await;
-    let status = response.status();
-    let class = match status.as_u16() {
-        200..=299 => "2xx",
-        400..=499 => "4xx",
-        500..=599 => "5xx",
-        _ => "other",
-    };
-    state.metrics.admin_requests.with_label_values(&[class]).inc();
-    tracing::debug!(method = %method, path = %path, status = status.as_u16(), "admin request");
-    response
-}
-
 /// Runs a write operation on a blocking thread inside the store's serialised update.
 async fn write<F>(state: &AppState, change: F) -> Result<Value, ApiError>
 where
@@ -111,10 +100,10 @@ async fn blocking<T: Send + 'static>(f: impl FnOnce() -> ManageResult<T> + Send 
     }
 }
 
-/// Answers a read or write result with the given success message.
+/// Answers a read or write result with the given success message (and the ids it names, for the write log).
 fn answer(result: Result<Value, ApiError>, message: &str) -> Response {
     match result {
-        Ok(data) => response::ok(message, data),
+        Ok(data) => with_ids(request_log::ObjectIds::of(&data), response::ok(message, data)),
         Err(e) => e.into_response(),
     }
 }
@@ -122,7 +111,12 @@ fn answer(result: Result<Value, ApiError>, message: &str) -> Response {
 /// Answers a create result with 201.
 fn answer_created(result: Result<Value, ApiError>, message: &str) -> Response {
     match result {
-        Ok(data) => response::created(message, data),
+        Ok(data) => with_ids(request_log::ObjectIds::of(&data), response::created(message, data)),
         Err(e) => e.into_response(),
     }
+}
+
+fn with_ids(ids: request_log::ObjectIds, mut response: Response) -> Response {
+    response.extensions_mut().insert(ids);
+    response
 }

@@ -50,10 +50,16 @@ impl ApiError {
     }
 }
 
+/// The `error` code of an error answer, kept in the response's extensions for the request log (`request_log.rs`),
+/// which logs the code and never the `detail` (it may repeat what the client sent).
+#[derive(Clone, Copy, Debug)]
+pub struct AnswerError(pub &'static str);
+
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
         let body = json!({"error": self.error, "detail": self.detail, "timestamp": timestamp()});
         let mut response = (self.status, axum::Json(body)).into_response();
+        response.extensions_mut().insert(AnswerError(self.error));
         if self.status == StatusCode::UNAUTHORIZED {
             response.headers_mut().insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
         }

@@ -7,6 +7,7 @@ use std::time::Instant;
 
 use crate::config::ConfigStore;
 use crate::telemetry::metrics::Metrics;
+use crate::telemetry::refusals::RefusalLog;
 
 /// Shared by the admin API's handlers.
 pub struct AppState {
@@ -17,4 +18,6 @@ pub struct AppState {
     pub ready: Arc<AtomicBool>,
     /// The shared cache's state, for the health report (the gateway context owns it).
     pub external_cache: Arc<crate::cache::ExternalCache>,
+    /// The bound on the records of refused admin requests (`request_log.rs`).
+    pub refusals: RefusalLog,
 }

@@ -19,7 +19,9 @@
 //!
 //! Flags, to play a real server's start: `--start-delay-ms N` waits N milliseconds before it reads anything (as `npx`
 //! or `uvx` do while they download), and `--starts-file PATH` appends one line (its pid) to PATH at every start, so a
-//! test can count the starts.
+//! test can count the starts. To play a careless or hostile server's stderr, at start, before its `started` line:
+//! `--stderr-env NAME` writes `NAME=<its value>` (a server that prints its configuration), `--stderr-text TEXT` writes
+//! TEXT, and `--stderr-bytes N` writes one line of N `x` characters (each flag may repeat).
 
 #![forbid(unsafe_code)]
 
@@ -197,33 +199,54 @@ impl ServerHandler for MockUpstream {
     }
 }
 
-/// The start flags (see the module documentation); unknown arguments are ignored.
-fn start_flags() -> Result<(Duration, Option<String>), String> {
-    let mut delay = Duration::ZERO;
-    let mut starts_file = None;
+/// The start flags (see the module documentation).
+#[derive(Default)]
+struct StartFlags {
+    delay: Duration,
+    starts_file: Option<String>,
+    /// Lines written on stderr at start, in order.
+    stderr_lines: Vec<String>,
+}
+
+/// Reads the start flags; unknown arguments are ignored.
+fn start_flags() -> Result<StartFlags, String> {
+    let mut flags = StartFlags::default();
     let mut args = std::env::args().skip(1);
     while let Some(arg) = args.next() {
         match arg.as_str() {
             "--start-delay-ms" => {
                 let ms = args.next().and_then(|v| v.parse::<u64>().ok()).ok_or("--start-delay-ms needs a number")?;
-                delay = Duration::from_millis(ms);
+                flags.delay = Duration::from_millis(ms);
             }
-            "--starts-file" => starts_file = Some(args.next().ok_or("--starts-file needs a path")?),
+            "--starts-file" => flags.starts_file = Some(args.next().ok_or("--starts-file needs a path")?),
+            "--stderr-env" => {
+                let name = args.next().ok_or("--stderr-env needs a variable name")?;
+                let value = std::env::var(&name).unwrap_or_else(|_| "<unset>".to_string());
+                flags.stderr_lines.push(format!("{name}={value}"));
+            }
+            "--stderr-text" => flags.stderr_lines.push(args.next().ok_or("--stderr-text needs a text")?),
+            "--stderr-bytes" => {
+                let bytes = args.next().and_then(|v| v.parse::<usize>().ok()).ok_or("--stderr-bytes needs a number")?;
+                flags.stderr_lines.push("x".repeat(bytes.min(MAX_LARGE_BYTES as usize)));
+            }
             _ => {}
         }
     }
-    Ok((delay, starts_file))
+    Ok(flags)
 }
 
 #[tokio::main]
 async fn main() -> std::process::ExitCode {
-    let (delay, starts_file) = match start_flags() {
+    let StartFlags { delay, starts_file, stderr_lines } = match start_flags() {
         Ok(flags) => flags,
         Err(error) => {
             eprintln!("{NAME}: {error}");
             return std::process::ExitCode::FAILURE;
         }
     };
+    for line in stderr_lines {
+        eprintln!("{line}");
+    }
     if let Some(path) = starts_file {
         let line = format!("{}\n", std::process::id());
         let written = std::fs::OpenOptions::new().create(true).append(true).open(&path);

@@ -67,6 +67,8 @@ pub struct GatewayContext {
     /// Set when the drain starts: new sessions, and requests outside a session once nothing is in flight, are refused
     /// with 503 `SHUTTING_DOWN` (see [`crate::gateway::middleware::drain`]).
     pub draining: std::sync::atomic::AtomicBool,
+    /// The bound on the records of refused requests (at most 10 a second, the rest counted).
+    pub refusals: crate::telemetry::refusals::RefusalLog,
 }
 
 /// Counts work in progress so a drain can wait for it to finish.
@@ -153,6 +155,7 @@ impl GatewayContext {
             in_flight: InFlight::default(),
             rate_limits: Default::default(),
             draining: Default::default(),
+            refusals: crate::telemetry::refusals::RefusalLog::new("gateway"),
             store,
         });
         ctx.pool.set_max_calls_per_process(snapshot.settings.max_calls_per_process as usize);

@@ -55,6 +55,7 @@ mod tests {
             env: env.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect(),
             inherit_env: inherit.iter().map(|name| name.to_string()).collect(),
             per_session: false,
+            masked_settings: vec![],
         }
     }
 

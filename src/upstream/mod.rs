@@ -68,6 +68,9 @@ pub struct ServerSpec {
     pub inherit_env: Vec<String>,
     /// `config.session_affinity: "per_session"`: each MCP session gets a process of its own.
     pub per_session: bool,
+    /// The values of the entry's settings besides `env` that are masked in the server's stderr lines (contract
+    /// section 13): every string of its `oauth_config`. Remote servers' `headers` go here too once they exist.
+    pub masked_settings: Vec<String>,
 }
 
 impl ServerSpec {
@@ -80,22 +83,34 @@ impl ServerSpec {
             env: config.env.iter().flatten().map(|(name, value)| (name.clone(), value.clone())).collect(),
             inherit_env: config.inherit_env.clone().unwrap_or_default(),
             per_session: config.session_affinity.as_deref() == Some(crate::config::model::PER_SESSION),
+            masked_settings: masked_settings(entry),
         }
     }
 
-    /// The values of the environment variables whose names mark them as secrets (spec 5.2.5: token, key, secret,
-    /// password, auth), to be masked wherever the server's own output is shown.
-    pub fn secret_values(&self) -> Vec<String> {
-        const MARKS: [&str; 5] = ["token", "key", "secret", "password", "auth"];
-        self.env
-            .iter()
-            .filter(|(name, value)| {
-                let name = name.to_ascii_lowercase();
-                value.len() >= 4 && MARKS.iter().any(|mark| name.contains(mark))
-            })
-            .map(|(_, value)| value.clone())
-            .collect()
+    /// The values masked wherever the server's own output is shown (its stderr lines, and so a failed start's
+    /// message): every value of its `env`, whatever the variable's name (an injected OAuth token is one of them), and
+    /// [`ServerSpec::masked_settings`]. The variables it inherits are added at start, when their values are known.
+    pub fn masked_values(&self) -> impl Iterator<Item = &str> {
+        self.env.iter().map(|(_, value)| value.as_str()).chain(self.masked_settings.iter().map(String::as_str))
     }
+}
+
+/// Every string of an entry's `oauth_config` (its known fields and any other, enabled or not).
+// Hook for remote servers: the values of their `headers` are added here when the entry gets them.
+fn masked_settings(entry: &ServerEntry) -> Vec<String> {
+    fn strings(value: &serde_json::Value, into: &mut Vec<String>) {
+        match value {
+            serde_json::Value::String(text) => into.push(text.clone()),
+            serde_json::Value::Array(items) => items.iter().for_each(|item| strings(item, into)),
+            serde_json::Value::Object(fields) => fields.values().for_each(|field| strings(field, into)),
+            _ => {}
+        }
+    }
+    let mut values = Vec::new();
+    if let Some(oauth) = &entry.oauth_config {
+        strings(&serde_json::to_value(oauth).unwrap_or_default(), &mut values);
+    }
+    values
 }
 
 /// How big pools grow, how long a start may take and when idle processes end; changed by
@@ -219,6 +234,43 @@ mod tests {
         let mut changed = spec.clone();
         changed.env.push(("A".into(), "1".into()));
         assert_ne!(spec, changed);
+    }
+
+    #[test]
+    fn every_env_value_and_oauth_setting_is_masked_whatever_its_name() {
+        let entry = ServerEntry {
+            config: ServerCommand {
+                command: "srv".into(),
+                env: Some(IndexMap::from([
+                    ("API_TOKEN".to_string(), "token-value-1".to_string()),
+                    ("PLAIN_VALUE".into(), "plain-value-2".into()),
+                ])),
+                ..ServerCommand::default()
+            },
+            oauth_config: Some(crate::config::model::OAuthConfig {
+                enabled: Some(true),
+                OAUTH_CLIENT_ID: Some("client-id-3".into()),
+                OAUTH_CLIENT_SECRET: Some("client-secret-4".into()),
+                OAUTH_TOKEN_URL: Some("https://issuer.example/token".into()),
+                OAUTH_SCOPE: Some("scope-5".into()),
+                extra: serde_json::Map::from_iter([("OAUTH_OTHER".to_string(), serde_json::json!("other-6"))]),
+                ..Default::default()
+            }),
+            ..ServerEntry::default()
+        };
+        let spec = ServerSpec::from_entry(&entry);
+        let masked: Vec<&str> = spec.masked_values().collect();
+        for value in [
+            "token-value-1",
+            "plain-value-2",
+            "client-id-3",
+            "client-secret-4",
+            "https://issuer.example/token",
+            "scope-5",
+            "other-6",
+        ] {
+            assert!(masked.contains(&value), "{value} is not masked: {masked:?}");
+        }
     }
 
     #[test]

@@ -9,6 +9,7 @@
 //! fails, runs out of time or is cancelled ends its process, and its error names the cause and the last line the
 //! process wrote on stderr (masked); dropping an `UpstreamProcess` ends it too.
 
+use std::ffi::OsString;
 use std::process::Stdio;
 use std::sync::Arc;
 use std::time::Duration;
@@ -106,11 +107,13 @@ pub(crate) async fn start(
     processes: &Arc<ProcessSet>,
 ) -> Result<UpstreamProcess, StartFailure> {
     let failed = |message: String| StartFailure { error: UpstreamError::Start(message), timed_out: false };
+    let environment = child_environment(spec, &|name| std::env::var_os(name));
+    let masks = stderr_masks(spec, &environment);
     let mut command = Command::new(&spec.command);
     command
         .args(&spec.args)
         .env_clear()
-        .envs(child_environment(spec, &|name| std::env::var_os(name)))
+        .envs(environment)
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
@@ -129,8 +132,8 @@ pub(crate) async fn start(
     tracing::info!(server = %label, pid, command = %spec.command, "upstream process started");
     let last_stderr = Arc::new(stderr::LastLine::default());
     let mut stderr_done = tokio::spawn({
-        let (label, secrets, last) = (label.clone(), spec.secret_values(), last_stderr.clone());
-        async move { stderr::forward(stderr, &label, pid, &secrets, &last).await }
+        let (label, last) = (label.clone(), last_stderr.clone());
+        async move { stderr::forward(stderr, &label, pid, &masks, &last).await }
     });
 
     // Until the handshake succeeds, a failure or a cancelled start must not leave the process behind.
@@ -164,6 +167,17 @@ pub(crate) async fn start(
         None => format!("{why}; it wrote nothing on stderr"),
     };
     Err(StartFailure { error: UpstreamError::Start(message), timed_out })
+}
+
+/// What is masked in the server's stderr lines: [`ServerSpec::masked_values`] and the values of the variables it
+/// inherits from the gateway's environment (`inherit_env`: an inherited `GITHUB_TOKEN` is as secret as a configured
+/// one).
+fn stderr_masks(spec: &ServerSpec, environment: &[(OsString, OsString)]) -> stderr::Masks {
+    let inherited = environment
+        .iter()
+        .filter(|(name, _)| spec.inherit_env.iter().any(|listed| name.as_os_str() == listed.as_str()))
+        .map(|(_, value)| value.to_string_lossy().into_owned());
+    stderr::Masks::new(spec.masked_values().map(str::to_string).chain(inherited))
 }
 
 /// The MCP handshake: `initialize` (the gateway offers no client capabilities), then `notifications/initialized`.

@@ -1,9 +1,14 @@
-//! Forwards an upstream process's stderr into our logs, line by line, with bounds: a line is cut at
-//! [`MAX_LINE_BYTES`], and a token bucket lets a burst of [`BURST_LINES`] through and then [`LINES_PER_SECOND`], so a
-//! chatty or hostile server cannot flood the logs. Lines over the rate are counted and reported as one summary line.
-//! The pipe is always drained (a server blocked on a full stderr pipe would hang), and nothing goes to our stdout.
-//! Values of the server's secret environment variables are masked in every line (spec 5.2.5), and the last non-empty
-//! line is kept in a [`LastLine`], so that a start that fails can say what the server said last.
+//! Forwards an upstream process's stderr into our logs, line by line, with bounds: a logged line is at most
+//! [`MAX_LINE_BYTES`] (1 KiB, the cut marked `…`), and a token bucket lets a burst of [`BURST_LINES`] through and then
+//! [`LINES_PER_SECOND`], so a chatty or hostile server cannot flood the logs. Lines over the rate are counted and
+//! reported as one summary line. The pipe is always drained (a server blocked on a full stderr pipe would hang), and
+//! nothing goes to our stdout.
+//!
+//! Every value of the server's settings is masked in every line ([`Masks`], contract section 13): each value of its
+//! `env` (whatever the variable's name), of the variables it inherits, and of its OAuth settings. A line is masked
+//! before it is cut, and enough of it is read for that, so a value the cut would split is masked whole, never shown
+//! in part. The last non-empty line is kept in a [`LastLine`], so that a start that fails can say what the server said
+//! last.
 
 use std::sync::{Arc, Mutex};
 
@@ -12,12 +17,17 @@ use tokio::time::Instant;
 
 use super::lock;
 
-/// The longest part of one stderr line that is logged.
-pub(crate) const MAX_LINE_BYTES: usize = 2048;
+/// The longest stderr line that is logged, in bytes, the `…` that marks a cut included.
+pub(crate) const MAX_LINE_BYTES: usize = 1024;
 /// Lines logged at once before the rate applies.
 pub(crate) const BURST_LINES: f64 = 200.0;
 /// Lines logged per second after a burst.
 pub(crate) const LINES_PER_SECOND: f64 = 50.0;
+/// Values shorter than this (in characters) are not masked: masking `1` or `on` would mask half of every line and
+/// protect nothing.
+pub(crate) const MIN_MASKED_CHARS: usize = 4;
+
+const CUT_MARK: char = '…';
 
 /// The last non-empty line a process wrote on stderr, masked.
 #[derive(Debug, Default)]
@@ -29,30 +39,63 @@ impl LastLine {
     }
 }
 
-/// `line` with every secret replaced by its masked form.
-pub(crate) fn mask_secrets(line: &str, secrets: &[String]) -> String {
-    let mut masked = line.to_string();
-    for secret in secrets {
-        if masked.contains(secret.as_str()) {
-            masked = masked.replace(secret.as_str(), &crate::secrets::mask(secret));
-        }
+/// The values masked in one server's stderr lines, longest first, so that a value containing another is masked whole.
+#[derive(Debug, Default)]
+pub(crate) struct Masks(Vec<String>);
+
+impl Masks {
+    /// The values of at least [`MIN_MASKED_CHARS`] characters among `values`, without repeats.
+    pub fn new(values: impl IntoIterator<Item = String>) -> Masks {
+        let mut values: Vec<String> =
+            values.into_iter().filter(|value| value.chars().nth(MIN_MASKED_CHARS - 1).is_some()).collect();
+        values.sort_by(|a, b| b.len().cmp(&a.len()).then_with(|| a.cmp(b)));
+        values.dedup();
+        Masks(values)
     }
-    masked
+
+    /// The length in bytes of the longest value: how much of a line past the cut must be read to mask it whole.
+    fn longest(&self) -> usize {
+        self.0.first().map_or(0, String::len)
+    }
+
+    /// `line` with every value replaced by its masked form.
+    pub fn apply(&self, line: &str) -> String {
+        let mut masked = line.to_string();
+        for value in &self.0 {
+            if masked.contains(value.as_str()) {
+                masked = masked.replace(value.as_str(), &crate::secrets::mask(value));
+            }
+        }
+        masked
+    }
+
+    /// A line as it is logged: masked, then cut to [`MAX_LINE_BYTES`] on a character boundary; `cut` says the
+    /// reader already left out the end of the line.
+    fn logged(&self, line: &str, cut: bool) -> String {
+        let mut text = self.apply(line);
+        if cut || text.len() > MAX_LINE_BYTES {
+            let keep = text.floor_char_boundary(MAX_LINE_BYTES - CUT_MARK.len_utf8());
+            text.truncate(keep);
+            text.push(CUT_MARK);
+        }
+        text
+    }
 }
 
-/// Reads `stderr` until it ends, logging each line (secrets masked) under the server's name and process id.
+/// Reads `stderr` until it ends, logging each line (masked and cut) under the server's name and process id.
 pub(crate) async fn forward(
     stderr: impl AsyncRead + Unpin,
     server: &str,
     pid: u32,
-    secrets: &[String],
+    masks: &Masks,
     last: &Arc<LastLine>,
 ) {
-    let mut lines = BoundedLines::new(stderr);
+    // A value that starts before the cut ends before this, so it is read whole and masked.
+    let mut lines = BoundedLines::new(stderr, MAX_LINE_BYTES + masks.longest());
     let mut bucket = TokenBucket::new(BURST_LINES, LINES_PER_SECOND, Instant::now());
     let mut suppressed: u64 = 0;
-    while let Some(line) = lines.next_line().await {
-        let line = mask_secrets(&line, secrets);
+    while let Some((line, cut)) = lines.next_line().await {
+        let line = masks.logged(&line, cut);
         if !line.trim().is_empty() {
             *lock(&last.0) = Some(line.clone());
         }
@@ -71,19 +114,20 @@ pub(crate) async fn forward(
     }
 }
 
-/// Lines of a stream, each cut to [`MAX_LINE_BYTES`] without buffering the rest.
+/// Lines of a stream, each cut to `limit` bytes without buffering the rest.
 struct BoundedLines<R> {
     read: BufReader<R>,
     line: Vec<u8>,
+    limit: usize,
 }
 
 impl<R: AsyncRead + Unpin> BoundedLines<R> {
-    fn new(read: R) -> Self {
-        BoundedLines { read: BufReader::new(read), line: Vec::with_capacity(256) }
+    fn new(read: R, limit: usize) -> Self {
+        BoundedLines { read: BufReader::new(read), line: Vec::with_capacity(256), limit }
     }
 
-    /// The next line as text (lossy UTF-8, marked `…` when cut), or `None` at the end of the stream.
-    async fn next_line(&mut self) -> Option<String> {
+    /// The next line as text (lossy UTF-8) and whether its end was left out, or `None` at the end of the stream.
+    async fn next_line(&mut self) -> Option<(String, bool)> {
         self.line.clear();
         let mut cut = false;
         loop {
@@ -96,7 +140,7 @@ impl<R: AsyncRead + Unpin> BoundedLines<R> {
             }
             let newline = available.iter().position(|byte| *byte == b'\n');
             let chunk = &available[..newline.unwrap_or(available.len())];
-            let room = MAX_LINE_BYTES.saturating_sub(self.line.len());
+            let room = self.limit.saturating_sub(self.line.len());
             cut |= chunk.len() > room;
             self.line.extend_from_slice(&chunk[..chunk.len().min(room)]);
             let consumed = newline.map_or(available.len(), |at| at + 1);
@@ -107,13 +151,9 @@ impl<R: AsyncRead + Unpin> BoundedLines<R> {
         }
     }
 
-    fn text(&self, cut: bool) -> String {
+    fn text(&self, cut: bool) -> (String, bool) {
         let line = self.line.strip_suffix(b"\r").unwrap_or(&self.line);
-        let mut text = String::from_utf8_lossy(line).into_owned();
-        if cut {
-            text.push('…');
-        }
-        text
+        (String::from_utf8_lossy(line).into_owned(), cut)
     }
 }
 
@@ -148,8 +188,8 @@ mod tests {
     use super::*;
     use std::time::Duration;
 
-    async fn lines_of(input: &[u8]) -> Vec<String> {
-        let mut lines = BoundedLines::new(input);
+    async fn lines_of(input: &[u8], limit: usize) -> Vec<(String, bool)> {
+        let mut lines = BoundedLines::new(input, limit);
         let mut out = Vec::new();
         while let Some(line) = lines.next_line().await {
             out.push(line);
@@ -157,28 +197,69 @@ mod tests {
         out
     }
 
+    fn masks(values: &[&str]) -> Masks {
+        Masks::new(values.iter().map(|value| value.to_string()))
+    }
+
     #[tokio::test]
     async fn splits_lines_and_keeps_an_unterminated_last_line() {
-        assert_eq!(lines_of(b"one\r\ntwo\n\nthree").await, vec!["one", "two", "", "three"]);
+        let lines: Vec<String> = lines_of(b"one\r\ntwo\n\nthree", 64).await.into_iter().map(|(line, _)| line).collect();
+        assert_eq!(lines, vec!["one", "two", "", "three"]);
     }
 
     #[tokio::test]
-    async fn cuts_long_lines_and_marks_them() {
-        let mut input = vec![b'a'; MAX_LINE_BYTES * 3];
+    async fn reads_at_most_the_limit_of_a_line_and_says_so() {
+        let mut input = vec![b'a'; 100 * 1024];
         input.extend_from_slice(b"\nnext\n");
-        let lines = lines_of(&input).await;
+        let lines = lines_of(&input, 1500).await;
         assert_eq!(lines.len(), 2);
-        assert_eq!(lines[0].len(), MAX_LINE_BYTES + '…'.len_utf8());
-        assert!(lines[0].ends_with('…'));
-        assert_eq!(lines[1], "next");
+        assert_eq!((lines[0].0.len(), lines[0].1), (1500, true));
+        assert_eq!(lines[1], ("next".to_string(), false));
+    }
+
+    #[test]
+    fn logged_lines_are_at_most_one_kib_and_cut_on_a_character_boundary() {
+        let none = Masks::default();
+        let long = "é".repeat(MAX_LINE_BYTES);
+        let logged = none.logged(&long, true);
+        assert!(logged.len() <= MAX_LINE_BYTES && logged.ends_with(CUT_MARK), "{} bytes", logged.len());
+        assert!(logged.len() > MAX_LINE_BYTES - 8);
+        assert_eq!(none.logged("short", false), "short");
+        assert_eq!(none.logged("short", true), "short…", "a line the reader cut is marked");
+    }
+
+    #[test]
+    fn every_value_is_masked_whatever_its_name_and_short_ones_are_not() {
+        let masks = masks(&["plain-value-0123456789", "client-id-abcdefghij", "abc", "four"]);
+        let line = masks.apply("got plain-value-0123456789 as client-id-abcdefghij; abc four");
+        assert_eq!(line, "got plai**** as clie****; abc ********");
+    }
+
+    #[test]
+    fn a_value_containing_another_is_masked_whole() {
+        let masks = masks(&["token", "token-0123456789abcdef"]);
+        assert_eq!(masks.apply("x token-0123456789abcdef y token"), "x toke**** y ********");
+    }
+
+    #[test]
+    fn a_value_across_the_cut_is_masked_not_shown_in_part() {
+        let secret = "SECRETVALUE-0123456789abcdefghijklmnopqrstuvwxyz";
+        let masks = masks(&[secret]);
+        for start in [MAX_LINE_BYTES - 40, MAX_LINE_BYTES - 10, MAX_LINE_BYTES - 3, MAX_LINE_BYTES] {
+            let line = format!("{}{secret}{}", "x".repeat(start), "y".repeat(2000));
+            let read: String = line.chars().take(MAX_LINE_BYTES + masks.longest()).collect();
+            let logged = masks.logged(&read, true);
+            assert!(logged.len() <= MAX_LINE_BYTES, "{}", logged.len());
+            assert!(!logged.contains("VALUE-0"), "a part of the value shows at {start}: {logged}");
+        }
     }
 
     #[tokio::test]
-    async fn secrets_are_masked_and_the_last_line_is_kept() {
+    async fn values_are_masked_and_the_last_line_is_kept() {
         let last = Arc::new(LastLine::default());
-        let secrets = vec!["sk-live-0123456789abcdef".to_string()];
-        forward(&b"starting\nbad token sk-live-0123456789abcdef\n\n"[..], "s", 1, &secrets, &last).await;
-        assert_eq!(last.get().as_deref(), Some("bad token sk-l****cdef"));
+        let masks = masks(&["sk-live-0123456789abcdef"]);
+        forward(&b"starting\nbad token sk-live-0123456789abcdef\n\n"[..], "s", 1, &masks, &last).await;
+        assert_eq!(last.get().as_deref(), Some("bad token sk-l****"));
     }
 
     #[test]

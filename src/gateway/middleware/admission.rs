@@ -38,13 +38,19 @@ pub async fn admit(
         })
         .await
         .unwrap_or_else(|t| Err(AuthFailure(t.to_string())));
+    // Refusals are logged at most 10 a second, the next record counting those left out (contract section 13).
     let identity = resolved.map_err(|failure| {
-        tracing::info!(reason = %failure, "gateway request refused");
+        if let Some(left_out) = ctx.refusals.admit() {
+            tracing::info!(reason = %failure, left_out, "gateway request refused");
+        }
         GatewayError::from(failure)
     })?;
     if let Err(limited) = ctx.rate_limits.check(&identity.snapshot.settings, &identity.key_digest) {
         ctx.store.metrics().rate_limited.inc();
-        tracing::info!(key_id = %identity.key_id, retry_after_seconds = limited.retry_after_seconds(), "request rate limited");
+        if let Some(left_out) = ctx.refusals.admit() {
+            let retry_after_seconds = limited.retry_after_seconds();
+            tracing::info!(key_id = %identity.key_id, retry_after_seconds, left_out, "request rate limited");
+        }
         return Err(limited.into());
     }
     Ok(identity)

@@ -57,7 +57,9 @@ pub fn refusal(ctx: &GatewayContext, request: Standing, id: Option<&Value>) -> O
     if !ctx.draining.load(Ordering::SeqCst) || served_while_draining(request) {
         return None;
     }
-    tracing::info!(?request, "request refused: the gateway is draining");
+    if let Some(left_out) = ctx.refusals.admit() {
+        tracing::info!(?request, left_out, "request refused: the gateway is draining");
+    }
     Some(shutting_down(id))
 }
 

@@ -12,6 +12,10 @@ use axum::response::Response;
 use super::step::{Next, Step, forward};
 use crate::auth::http::check_host_and_origin;
 use crate::gateway::GatewayContext;
+use crate::telemetry::refusals::bounded;
+
+/// The longest reason a refusal record shows, in characters.
+const MAX_REASON_CHARS: usize = 256;
 
 /// The step: 403 for a `Host` or `Origin` that is not allowed.
 #[derive(Clone)]
@@ -25,7 +29,11 @@ impl Step for HostAndOrigin {
 
 async fn check_origin(ctx: Arc<GatewayContext>, req: Request, next: impl Next) -> Response {
     if let Err(refused) = check_host_and_origin(req.headers(), &ctx.store.snapshot().settings) {
-        tracing::info!(error_code = %refused.code, reason = %refused.message, "gateway request refused");
+        // The message quotes the client's header: bounded, and so are the records (contract section 13).
+        if let Some(left_out) = ctx.refusals.admit() {
+            let reason = bounded(&refused.message, MAX_REASON_CHARS);
+            tracing::info!(error_code = %refused.code, reason = %reason, left_out, "gateway request refused");
+        }
         return refused.response(None);
     }
     forward(next, req).await
