@@ -42,6 +42,8 @@ pub enum ErrorCode {
     ShuttingDown,
     // The tools.
     InvalidArguments,
+    TooManyCalls,
+    ResponseTooLarge,
     NoMcpConfig,
     ServerNotFound,
     ToolNotFound,
@@ -73,6 +75,8 @@ impl ErrorCode {
             ErrorCode::TooManySessions => "TOO_MANY_SESSIONS",
             ErrorCode::ShuttingDown => "SHUTTING_DOWN",
             ErrorCode::InvalidArguments => "INVALID_ARGUMENTS",
+            ErrorCode::TooManyCalls => "TOO_MANY_CALLS",
+            ErrorCode::ResponseTooLarge => "RESPONSE_TOO_LARGE",
             ErrorCode::NoMcpConfig => "NO_MCP_CONFIG",
             ErrorCode::ServerNotFound => "SERVER_NOT_FOUND",
             ErrorCode::ToolNotFound => "TOOL_NOT_FOUND",

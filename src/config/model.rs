@@ -139,6 +139,10 @@ pub struct LimitsConfig {
     pub request_read_timeout_seconds: Option<Number>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub max_tool_result_bytes: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub max_calls_per_request: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub max_response_bytes: Option<u64>,
     #[serde(flatten)]
     pub extra: Map<String, Value>,
 }

@@ -45,16 +45,22 @@ pub struct Limits {
     pub request_read_timeout: Duration,
     /// One upstream message, i.e. one tool result (that call fails with `UPSTREAM_OUTPUT_TOO_LARGE`).
     pub max_tool_result_bytes: usize,
+    /// The calls of one `gw_secure_call_tools` (more: `TOO_MANY_CALLS`, none run).
+    pub max_calls_per_request: usize,
+    /// The upstream results of one request together (once reached, the calls left get `RESPONSE_TOO_LARGE`).
+    pub max_response_bytes: usize,
 }
 
 /// Bounds of the byte and count limits: (name, default, smallest, largest).
-const LIMIT_BOUNDS: [(&str, u64, u64, u64); 5] = [
+const LIMIT_BOUNDS: [(&str, u64, u64, u64); 7] = [
     ("max_request_body_bytes", 4 << 20, 1024, 256 << 20),
     ("max_admin_body_bytes", 1 << 20, 1024, 256 << 20),
     // hyper's own read buffer (about 400 KiB) caps headers before this limit could.
     ("max_header_bytes", 64 << 10, 1024, 256 << 10),
     ("max_sessions", 10_000, 1, 1_000_000),
     ("max_tool_result_bytes", 16 << 20, 1024, 1 << 30),
+    ("max_calls_per_request", 64, 1, 10_000),
+    ("max_response_bytes", 32 << 20, 1024, 1 << 30),
 ];
 
 impl Default for Limits {
@@ -67,13 +73,15 @@ impl Limits {
     fn resolve(config: Option<&LimitsConfig>, problems: &mut Problems) -> Limits {
         let empty = LimitsConfig::default();
         let c = config.unwrap_or(&empty);
-        let mut values = [0usize; 5];
+        let mut values = [0usize; 7];
         let given = [
             c.max_request_body_bytes,
             c.max_admin_body_bytes,
             c.max_header_bytes,
             c.max_sessions,
             c.max_tool_result_bytes,
+            c.max_calls_per_request,
+            c.max_response_bytes,
         ];
         for (slot, ((name, default, min, max), value)) in values.iter_mut().zip(LIMIT_BOUNDS.into_iter().zip(given)) {
             let value = match value {
@@ -88,8 +96,15 @@ impl Limits {
             };
             *slot = usize::try_from(value).unwrap_or(usize::MAX);
         }
-        let [max_request_body_bytes, max_admin_body_bytes, max_header_bytes, max_sessions, max_tool_result_bytes] =
-            values;
+        let [
+            max_request_body_bytes,
+            max_admin_body_bytes,
+            max_header_bytes,
+            max_sessions,
+            max_tool_result_bytes,
+            max_calls_per_request,
+            max_response_bytes,
+        ] = values;
         let p = "common_mcp_gateway_config.limits";
         Limits {
             max_request_body_bytes,
@@ -111,6 +126,8 @@ impl Limits {
                 problems,
             ),
             max_tool_result_bytes,
+            max_calls_per_request,
+            max_response_bytes,
         }
     }
 }

@@ -63,6 +63,8 @@ pub fn router(ctx: Arc<GatewayContext>, sessions: CancellationToken) -> Router {
         .layer(StepLayer(admission::Admit(Arc::clone(&ctx))))
         // One well-formed JSON-RPC message within the body limits, parsed once for the layers below.
         .layer(StepLayer(jsonrpc::JsonRpcGuard(Arc::clone(&ctx))))
+        // A batch takes a rate-limit cell per upstream call too; only the parsed message says how many.
+        .layer(StepLayer(admission::CallBudget(Arc::clone(&ctx))))
         // Session ids checked against the caller's key, `max_sessions` (it needs the parsed `initialize`).
         .layer(StepLayer(sessions::Sessions(Arc::clone(&ctx))))
         // The drain needs a valid session and the parsed message; it counts the work in flight from here.

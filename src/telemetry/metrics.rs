@@ -24,9 +24,19 @@ pub const GW_TOOLS: [&str; 7] = [
 
 /// The `limit` label values of `mcpgw_limit_hits_total`: request body (gateway or admin), request headers, sessions
 /// (one more than `max_sessions`), idle sessions closed, slow clients (headers or body not sent in time), tool results
-/// over the size limit, and calls that waited because every upstream process had `max_calls_per_process` calls.
-pub const LIMITS: [&str; 7] =
-    ["request_body", "request_headers", "sessions", "session_idle", "read_timeout", "tool_result", "calls_per_process"];
+/// over the size limit, calls that waited because every upstream process had `max_calls_per_process` calls, batches
+/// over `max_calls_per_request`, and requests whose results reached `max_response_bytes`.
+pub const LIMITS: [&str; 9] = [
+    "request_body",
+    "request_headers",
+    "sessions",
+    "session_idle",
+    "read_timeout",
+    "tool_result",
+    "calls_per_process",
+    "calls_per_request",
+    "response_bytes",
+];
 
 /// Called before every scrape to bring values kept elsewhere (pool and cache statistics) up to date.
 type ScrapeHook = Box<dyn Fn(&Metrics) + Send + Sync>;

@@ -94,6 +94,8 @@ fn decode_common(mut f: Fields<'_>) -> CommonConfig {
             session_idle_timeout_seconds: l.number("session_idle_timeout_seconds"),
             request_read_timeout_seconds: l.number("request_read_timeout_seconds"),
             max_tool_result_bytes: l.integer("max_tool_result_bytes", u64::MAX),
+            max_calls_per_request: l.integer("max_calls_per_request", u64::MAX),
+            max_response_bytes: l.integer("max_response_bytes", u64::MAX),
             extra: l.rest(),
         }),
         gw_allowed_hosts: f.string_list("gw_allowed_hosts"),

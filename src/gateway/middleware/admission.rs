@@ -2,6 +2,9 @@
 //! `auth_timeout`, 401 `AUTH_FAILED` otherwise) and whether the caller's key may send another request now (its rate
 //! limit, 429 `RATE_LIMITED` with `Retry-After`).
 //!
+//! A request that asks for upstream calls (the calls of a `gw_secure_call_tools` batch) takes one more cell per call
+//! ([`take_calls`], contract 13): a bucket that cannot cover them all refuses the request and nothing runs.
+//!
 //! Over HTTP [`admit_http`] runs it on every request, with the credentials of its headers, and puts the identity into
 //! the request's extensions for the layers and the handler behind it. Over stdio the handler runs [`admit`] on every
 //! tool call with the credentials of the environment, resolved against the current snapshot each time, so a rotated
@@ -15,6 +18,9 @@ use axum::extract::Request;
 use axum::response::Response;
 
 use super::step::{Next, Step, forward};
+use serde_json::Value;
+
+use super::jsonrpc::ParsedMessage;
 use crate::auth::{AuthFailure, Credentials, Identity};
 use crate::config::Snapshot;
 use crate::error::GatewayError;
@@ -54,6 +60,59 @@ pub async fn admit(
         return Err(limited.into());
     }
     Ok(identity)
+}
+
+/// The upstream calls a `tools/call` asks for: the calls of a `gw_secure_call_tools` batch within
+/// `max_calls_per_request` (a longer batch runs none and is refused by the tool with `TOO_MANY_CALLS`).
+pub fn calls_asked(tool: &str, arguments: Option<&Value>, max_calls: usize) -> u32 {
+    if tool != "gw_secure_call_tools" {
+        return 0;
+    }
+    match arguments.and_then(|a| a.get("tool_calls")).and_then(Value::as_array).map(Vec::len) {
+        Some(n) if n <= max_calls => u32::try_from(n).unwrap_or(u32::MAX),
+        _ => 0,
+    }
+}
+
+/// Takes one cell of the caller's rate limit per upstream call asked for, or refuses with `RATE_LIMITED`.
+pub fn take_calls(ctx: &GatewayContext, identity: &Identity, calls: u32) -> Result<(), GatewayError> {
+    let settings = &identity.snapshot.settings;
+    ctx.rate_limits.check_n(settings, &identity.key_digest, calls).map_err(|limited| {
+        ctx.store.metrics().rate_limited.inc();
+        tracing::info!(key_id = %identity.key_id, calls, retry_after_seconds = limited.retry_after_seconds(), "request rate limited: its calls");
+        GatewayError::from(limited)
+    })
+}
+
+/// The step over HTTP after the JSON-RPC guard: a `tools/call` takes a cell per upstream call it asks for (429
+/// `RATE_LIMITED` when the bucket cannot cover them).
+#[derive(Clone)]
+pub struct CallBudget(pub Arc<GatewayContext>);
+
+impl Step for CallBudget {
+    fn run<S: Next>(&self, req: Request, next: S) -> impl Future<Output = Response> + Send + 'static {
+        let refused = budget(&self.0, &req);
+        async move {
+            match refused {
+                Some(refused) => refused,
+                None => forward(next, req).await,
+            }
+        }
+    }
+}
+
+/// The refusal of a request whose calls its key's bucket cannot cover; `None` when it goes on.
+fn budget(ctx: &GatewayContext, req: &Request) -> Option<Response> {
+    let identity = req.extensions().get::<Arc<Identity>>()?;
+    let message = &req.extensions().get::<ParsedMessage>()?.0;
+    if message.get("method").and_then(Value::as_str) != Some("tools/call") {
+        return None;
+    }
+    let params = message.get("params")?;
+    let tool = params.get("name").and_then(Value::as_str)?;
+    let max = identity.snapshot.settings.limits.max_calls_per_request;
+    let calls = calls_asked(tool, params.get("arguments"), max);
+    take_calls(ctx, identity, calls).err().map(|refused| refused.response(message.get("id")))
 }
 
 /// The step over HTTP: [`admit`] with the credentials of the headers; the identity goes into the extensions.

@@ -2,7 +2,7 @@
 //! with governor's keyed GCRA limiter, keyed by the key's SHA-256 digest so the limiter never holds a raw key.
 //!
 //! The admission step ([`super::admission`]) takes one cell per request (over HTTP, every authenticated request; over
-//! stdio, every tool call); a request over the limit gets `RATE_LIMITED` (over HTTP 429 with `Retry-After`, whole
+//! stdio, every tool call) and one more per upstream call the request asks for (the calls of a batch); a request over the limit gets `RATE_LIMITED` (over HTTP 429 with `Retry-After`, whole
 //! seconds, at least 1). One key's traffic
 //! never limits another key. A reload that changes the limits starts a fresh limiter with the new quota; other
 //! reloads keep the buckets as they are.
@@ -76,6 +76,22 @@ impl RateLimits {
             .map_err(|not_until| Limited { wait: not_until.wait_time_from(DefaultClock::default().now()) })
     }
 
+    /// Takes `n` more cells of `key_digest`'s bucket at once (the upstream calls a request asks for), or none; more
+    /// cells than the bucket can ever hold are refused as over the limit, with the wait for a full bucket.
+    pub fn check_n(&self, settings: &Settings, key_digest: &[u8; 32], n: u32) -> Result<(), Limited> {
+        let Some(n) = NonZeroU32::new(n) else { return Ok(()) };
+        let Some(limiter) = self.limiter(settings.rate_limit_per_second, settings.rate_limit_burst) else {
+            return Ok(());
+        };
+        let full =
+            || Duration::from_secs_f64(f64::from(n.get()) / settings.rate_limit_per_second.max(f64::MIN_POSITIVE));
+        match limiter.check_key_n(key_digest, n) {
+            Ok(Ok(())) => Ok(()),
+            Ok(Err(not_until)) => Err(Limited { wait: not_until.wait_time_from(DefaultClock::default().now()) }),
+            Err(_insufficient) => Err(Limited { wait: full().min(Duration::from_secs(3600)) }),
+        }
+    }
+
     fn limiter(&self, per_second: f64, burst: u32) -> Option<Arc<Limiter>> {
         let mut current = self.current.lock().unwrap_or_else(PoisonError::into_inner);
         match &*current {
@@ -127,6 +143,18 @@ mod tests {
         for _ in 0..100 {
             assert!(limits.check(&unlimited, &a).is_ok());
         }
+    }
+
+    #[test]
+    fn a_batch_takes_a_cell_per_call_or_none() {
+        let limits = RateLimits::default();
+        let tight = settings(1.0, 5);
+        let key = [3u8; 32];
+        assert!(limits.check_n(&tight, &key, 3).is_ok());
+        assert!(limits.check_n(&tight, &key, 3).is_err(), "2 cells left, 3 asked: none taken");
+        assert!(limits.check_n(&tight, &key, 2).is_ok(), "the 2 cells were still there");
+        assert!(limits.check_n(&tight, &key, 50).is_err(), "more than the bucket holds");
+        assert!(limits.check_n(&settings(0.0, 0), &key, 1000).is_ok(), "no limit");
     }
 
     #[test]

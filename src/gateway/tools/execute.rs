@@ -35,6 +35,16 @@ pub async fn secure_call(
     input: SecureCallInput,
 ) -> Value {
     let started = Instant::now();
+    let limits = &identity.snapshot.settings.limits;
+    if input.tool_calls.len() > limits.max_calls_per_request {
+        ctx.store.metrics().limit_hit("calls_per_request");
+        let message = format!(
+            "{} calls in one request; the limit is {} (limits.max_calls_per_request): split the batch",
+            input.tool_calls.len(),
+            limits.max_calls_per_request
+        );
+        return GatewayError::new(ErrorCode::TooManyCalls, message).answer();
+    }
     let entry = match find_server(identity, &input.server_name) {
         Ok(entry) => entry,
         Err(f) => return f.answer(),
@@ -64,7 +74,18 @@ pub async fn secure_call(
     // Made on the first call that reaches the upstream (it may need an OAuth token).
     let mut spec: Option<ServerSpec> = None;
     let mut results = Vec::with_capacity(input.tool_calls.len());
+    // What the results gathered so far hold; once it reaches `max_response_bytes` the calls left are not run.
+    let mut gathered = 0usize;
     for call in input.tool_calls {
+        if gathered >= limits.max_response_bytes {
+            ctx.store.metrics().limit_hit("response_bytes");
+            let message = format!(
+                "not run: the results of this request reached {} bytes (limits.max_response_bytes)",
+                limits.max_response_bytes
+            );
+            results.push(GatewayError::new(ErrorCode::ResponseTooLarge, message).answer());
+            continue;
+        }
         let call_started = Instant::now();
         let tool_name = call.name.clone();
         let outcome = match &known {
@@ -104,6 +125,7 @@ pub async fn secure_call(
         };
         let result = outcome.unwrap_or_else(|f| f.answer());
         record_upstream_call(ctx, &entry.server_name, &tool_name, call_started.elapsed(), &result);
+        gathered = gathered.saturating_add(json_size(&result));
         results.push(result);
     }
     json!({
@@ -115,6 +137,18 @@ pub async fn secure_call(
             "guardrails_applied": guardrails_applied,
         },
     })
+}
+
+/// About the bytes `value` takes as JSON text (strings and keys by their length; no escapes counted): what a result
+/// costs the answer, without writing it out.
+fn json_size(value: &Value) -> usize {
+    match value {
+        Value::Null | Value::Bool(_) => 5,
+        Value::Number(_) => 8,
+        Value::String(s) => s.len() + 2,
+        Value::Array(items) => items.iter().map(json_size).fold(2, |sum, n| sum.saturating_add(n + 1)),
+        Value::Object(map) => map.iter().fold(2, |sum, (k, v)| sum.saturating_add(k.len() + 4 + json_size(v))),
+    }
 }
 
 /// Metrics and the log record of one call of a batch.
