@@ -1,5 +1,6 @@
 //! Throughput of the built-in guardrail scanners on tool-call text: the `custom_keyword` matcher
-//! ([`KeywordMatcher::find_all`]) and PII redaction ([`PiiVault::redact_text`], [`PiiVault::restore_text`]).
+//! ([`KeywordMatcher::find_all`]), the normalisation it runs first ([`normalise::for_search`], contract 13) and PII
+//! redaction ([`PiiVault::redact_text`], [`PiiVault::restore_text`]).
 //!
 //! Run with `cargo bench --bench guardrails` (about a minute). The inputs are generated deterministically: JSON-ish
 //! tool calls and prose with numbers, dates and URLs, 1 KiB and 64 KiB. Cases:
@@ -7,7 +8,12 @@
 //!   text with some "é" and "ü" (which takes the case-folding path);
 //! - PII redact: a text without personal data, and one with about one item per 200 bytes (e-mail addresses, phone
 //!   numbers, Luhn-valid card numbers, IPv4 addresses), with a fresh vault per call as the gateway does;
-//! - PII restore: the redacted text with PII, restored by the vault that redacted it.
+//! - PII restore: the redacted text with PII, restored by the vault that redacted it;
+//! - normalise: the normaliser alone on ASCII text, text with accents, and "disguised" text (no-break spaces,
+//!   zero-width spaces, soft hyphens, fullwidth and Greek letters: the full path with NFKC);
+//! - keyword check per call, p50 (printed, not criterion): the input check of a call whose one argument holds 1 KiB
+//!   (its JSON, its joined string values and keys, all normalised, as the gateway runs it) and the output check of
+//!   1 KiB of text, against the same automaton over the same text without normalisation, measured in the same run.
 //!
 //! Throughput is in decimal MB/s of the scanned text (criterion's `BytesDecimal`).
 //!
@@ -16,9 +22,13 @@
 use std::hint::black_box;
 use std::time::Duration;
 
+use aho_corasick::AhoCorasick;
 use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
 use mcpgw::guardrails::keyword::KeywordMatcher;
+use mcpgw::guardrails::normalise;
 use mcpgw::guardrails::pii::PiiVault;
+use serde_json::{Map, Value, json};
+use std::time::Instant;
 
 /// The same allocator as the binary, so the allocations of a scan cost what they cost in the gateway.
 #[global_allocator]
@@ -270,6 +280,109 @@ fn pii(c: &mut Criterion) {
     restore.finish();
 }
 
+/// `text` with about one character in twelve disguised: a space made a no-break space, a zero-width space or soft hyphen
+/// inserted, a letter made fullwidth, an `o` made a Greek omicron.
+fn disguised(text: &str, seed: u64) -> String {
+    let mut rng = Rng(seed);
+    let mut out = String::with_capacity(text.len() * 2);
+    for c in text.chars() {
+        match (rng.below(12), c) {
+            (0, ' ') => out.push('\u{00A0}'),
+            (0, 'o') => out.push('ο'),
+            (0, c) if c.is_ascii_lowercase() => out.extend(char::from_u32(u32::from(c) + 0xFEE0)),
+            (1, c) => {
+                out.push(c);
+                out.push(if rng.below(2) == 0 { '\u{200B}' } else { '\u{00AD}' });
+            }
+            (_, c) => out.push(c),
+        }
+    }
+    out
+}
+
+fn normaliser(c: &mut Criterion) {
+    let mut group = c.benchmark_group("normalise");
+    for (label, size) in SIZES {
+        let (ascii, _) = tool_call_text(size, 0x5eed_0003, false, None);
+        let (accents, _) = tool_call_text(size, 0x5eed_0003, true, None);
+        let disguised = disguised(&ascii, 0x5eed_0004);
+        for (name, text) in [("ascii", &ascii), ("non_ascii", &accents), ("disguised", &disguised)] {
+            group.throughput(Throughput::BytesDecimal(text.len() as u64));
+            group.bench_with_input(BenchmarkId::new(name, label), text, |b, text| {
+                b.iter(|| normalise::for_search(black_box(text)))
+            });
+        }
+    }
+    group.finish();
+}
+
+/// The p50 of `samples` timings of `f`, one call each (the calls take microseconds; the clock costs tens of ns).
+fn p50(samples: usize, mut f: impl FnMut()) -> Duration {
+    let mut times: Vec<Duration> = (0..samples)
+        .map(|_| {
+            let started = Instant::now();
+            f();
+            started.elapsed()
+        })
+        .collect();
+    times.sort_unstable();
+    times[times.len() / 2]
+}
+
+/// What the normalisation and the joined-arguments match add to one call's keyword checks, p50, against the same
+/// automaton searching the same text as it is (what the matcher did before normalising). Printed as a table.
+fn keyword_check_per_call(_: &mut Criterion) {
+    let matcher = KeywordMatcher::new(KEYWORDS);
+    let bare = AhoCorasick::builder().ascii_case_insensitive(true).build(KEYWORDS).expect("an automaton");
+    let bare_check = |text: &str| bare.find_overlapping_iter(black_box(text)).count();
+    eprintln!("keyword check per call, p50, 20 keywords, one argument of 1 KiB:");
+    eprintln!("{:<34} {:>12} {:>12} {:>12}", "case", "bare", "normalised", "added");
+    let (ascii, _) = tool_call_text(1024, 0x5eed_0005, false, None);
+    let (accents, _) = tool_call_text(1024, 0x5eed_0005, true, None);
+    let disguised = disguised(&ascii, 0x5eed_0006);
+    for (name, text) in [("ascii", &ascii), ("non_ascii", &accents), ("disguised", &disguised)] {
+        let arguments: Map<String, Value> = match json!({"query": text, "limit": 10}) {
+            Value::Object(map) => map,
+            _ => Map::new(),
+        };
+        let json = Value::Object(arguments.clone()).to_string();
+        assert!(matcher.argument_violations(&json, &arguments).is_empty(), "{name}: a keyword in the text");
+        let input = || {
+            black_box(matcher.argument_violations(black_box(&json), &arguments));
+        };
+        compare(&format!("input, {name} ({} B of JSON)", json.len()), || bare_check(&json), input);
+        let output = || {
+            black_box(matcher.violations(black_box(text)));
+        };
+        compare(&format!("output, {name} ({} B)", text.len()), || bare_check(text), output);
+    }
+}
+
+/// Prints the p50 of `bare` and of `normalised` and the difference: the medians of four interleaved rounds each, after
+/// a warm-up, so that both see the same machine.
+fn compare(case: &str, bare: impl Fn() -> usize, normalised: impl Fn()) {
+    const ROUNDS: usize = 4;
+    const SAMPLES: usize = 5_000;
+    p50(SAMPLES, &normalised);
+    let (mut bare_p50, mut new_p50) = (Vec::new(), Vec::new());
+    for _ in 0..ROUNDS {
+        bare_p50.push(p50(SAMPLES, || {
+            black_box(bare());
+        }));
+        new_p50.push(p50(SAMPLES, &normalised));
+    }
+    bare_p50.sort_unstable();
+    new_p50.sort_unstable();
+    let (bare_p50, new_p50) = (bare_p50[ROUNDS / 2], new_p50[ROUNDS / 2]);
+    let micros = |d: Duration| d.as_secs_f64() * 1e6;
+    eprintln!(
+        "{case:<34} {:>9.2} µs {:>9.2} µs {:>9.2} µs",
+        micros(bare_p50),
+        micros(new_p50),
+        micros(new_p50.saturating_sub(bare_p50))
+    );
+}
+
 fn config() -> Criterion {
     Criterion::default()
         .measurement_time(Duration::from_secs(2))
@@ -281,6 +394,6 @@ fn config() -> Criterion {
 criterion_group! {
     name = benches;
     config = config();
-    targets = keyword, pii
+    targets = keyword, normaliser, keyword_check_per_call, pii
 }
 criterion_main!(benches);

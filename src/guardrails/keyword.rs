@@ -1,64 +1,70 @@
-//! The `custom_keyword` provider (contract 5): a case-insensitive search for blocked keywords in a text.
+//! The `custom_keyword` provider (contract 5): a search for blocked keywords in a text, not fooled by spelling
+//! (contract 13).
 //!
-//! The keywords come from the guardrail config and are compiled once, when [`KeywordMatcher::new`] runs, into one
-//! Aho-Corasick automaton; a check then reads the text in a single pass whatever the number of keywords. The stage
-//! that runs the input check hands it the JSON of the arguments, the output check hands it the upstream's text, and
-//! each keyword found becomes one [`Violation`]. Only which keywords occur matters, never where, so the text may be
-//! case-folded into a new string when it is not ASCII (folding can change byte lengths; offsets are never reported).
+//! The keywords come from the guardrail config and are compiled once, when [`KeywordMatcher::new`] runs: each is
+//! normalised (`normalise.rs`: NFKC, case folding, ignorable code points dropped, whitespace runs made one space,
+//! Greek and Cyrillic look-alikes made Latin) into its spellings, and all of them go into one Aho-Corasick automaton.
+//! A check normalises the text the same way (usually borrowing it as it is) and reads it in a single pass whatever the
+//! number of keywords; each keyword found becomes one [`Violation`]. The stage hands the output check the upstream's
+//! text, and the input check the arguments' JSON, their string values joined by one space (so `{"a": "drop", "b":
+//! "table"}` holds `drop table`) and their keys. Only which keywords occur matters, never where, so the normalised
+//! text may differ from the original in length; offsets are never reported.
+
+use std::collections::HashSet;
 
 use aho_corasick::{AhoCorasick, AhoCorasickBuilder, MatchKind};
+use serde_json::{Map, Value};
 
 use super::Violation;
+use super::normalise;
 
 /// The blocked keywords of one guardrail config, ready to search many texts. Cheap to clone (the automaton is shared).
 #[derive(Debug, Clone)]
 pub struct KeywordMatcher {
-    /// The keywords as configured (trimmed, duplicates by folded form removed); pattern `i` of the automaton is
-    /// `keywords[i]`.
+    /// The keywords as configured (trimmed, duplicates by normal form removed), as violations name them.
     keywords: Vec<String>,
-    /// Folded keywords, kept for the rare fallback when the automaton cannot be built.
-    folded: Vec<String>,
+    /// The normal forms of every keyword's spellings; pattern `i` of the automaton is `patterns[i]`.
+    patterns: Vec<String>,
+    /// Pattern `i` is a spelling of `keywords[owners[i]]`.
+    owners: Vec<usize>,
     /// `None` when there is nothing to search for, or in the fallback case.
     automaton: Option<AhoCorasick>,
-    /// Every keyword is ASCII: then the ASCII-case-insensitive automaton finds them in any text as it is, because
-    /// folding a non-ASCII character never yields an ASCII one (see [`FOLDS_TO_ASCII`] for the two that do).
-    ascii_keywords: bool,
 }
 
-/// The characters whose lowercase form contains ASCII letters (KELVIN SIGN to `k`, LATIN CAPITAL LETTER I WITH DOT
-/// ABOVE to `i` and a combining dot): a text holding one takes the folding path, so they cannot hide a keyword.
-const FOLDS_TO_ASCII: [char; 2] = ['\u{212A}', '\u{0130}'];
-
 impl KeywordMatcher {
-    /// Compiles `keywords`. Each is trimmed; empty and whitespace-only entries are dropped, because an empty keyword
-    /// would match every text and block every call. Keywords that fold to the same text are kept once (first spelling).
+    /// Compiles `keywords`. Each is normalised; keywords that are empty once normalised are dropped, because an empty
+    /// keyword would match every text and block every call. Keywords with the same normal form are kept once (first
+    /// spelling).
     pub fn new<I, S>(keywords: I) -> Self
     where
         I: IntoIterator<Item = S>,
         S: AsRef<str>,
     {
-        let mut configured = Vec::new();
-        let mut folded: Vec<String> = Vec::new();
+        let (mut configured, mut patterns, mut owners) = (Vec::new(), Vec::new(), Vec::new());
+        let mut known: HashSet<String> = HashSet::new();
         for keyword in keywords {
-            let trimmed = keyword.as_ref().trim();
-            if trimmed.is_empty() {
+            let spellings = normalise::spellings(keyword.as_ref());
+            // The first spelling is the keyword's normal form as written.
+            let Some(normal) = spellings.first() else { continue };
+            // Already a spelling of an earlier keyword: the same keyword, written another way.
+            if known.contains(normal) {
                 continue;
             }
-            let fold = case_fold(trimmed);
-            if !folded.contains(&fold) {
-                configured.push(trimmed.to_owned());
-                folded.push(fold);
+            for spelling in spellings {
+                known.insert(spelling.clone());
+                patterns.push(spelling);
+                owners.push(configured.len());
             }
+            configured.push(keyword.as_ref().trim().to_owned());
         }
-        // ASCII case-insensitivity lets an ASCII text be searched as it is, without a folded copy: for ASCII text,
-        // folding is exactly ASCII lowercasing, which the automaton then does for free.
-        let automaton = if folded.is_empty() {
+        // ASCII case-insensitivity lets an ASCII text be searched as it is, without a lowercased copy: the patterns
+        // are in lowercase, and the normaliser leaves ASCII letters of ASCII text in their case.
+        let automaton = if patterns.is_empty() {
             None
         } else {
-            AhoCorasickBuilder::new().ascii_case_insensitive(true).match_kind(MatchKind::Standard).build(&folded).ok()
+            AhoCorasickBuilder::new().ascii_case_insensitive(true).match_kind(MatchKind::Standard).build(&patterns).ok()
         };
-        let ascii_keywords = folded.iter().all(|k| k.is_ascii());
-        Self { keywords: configured, folded, automaton, ascii_keywords }
+        Self { keywords: configured, patterns, owners, automaton }
     }
 
     /// True when no keyword is configured: every text passes.
@@ -68,33 +74,45 @@ impl KeywordMatcher {
 
     /// The distinct configured keywords occurring in `text`, in order of first occurrence, spelled as configured.
     pub fn find_all(&self, text: &str) -> Vec<String> {
+        self.find_all_in([text])
+    }
+
+    /// The distinct configured keywords occurring in any of `texts` (each searched on its own), in order of first
+    /// occurrence (by text, then by position), spelled as configured.
+    pub fn find_all_in<'t>(&self, texts: impl IntoIterator<Item = &'t str>) -> Vec<String> {
         if self.is_empty() {
             return Vec::new();
         }
-        let folded_text;
-        // Folding costs most of the time on non-ASCII text; with ASCII keywords it is needed only for the few
-        // characters that fold to ASCII.
-        let haystack = if text.is_ascii() || (self.ascii_keywords && !text.contains(FOLDS_TO_ASCII)) {
-            text
-        } else {
-            folded_text = case_fold(text);
-            folded_text.as_str()
-        };
-        // (position of first occurrence, keyword index)
-        let mut first_seen: Vec<(usize, usize)> = Vec::new();
+        let mut seen = vec![false; self.keywords.len()];
+        // (text, position of first occurrence, keyword index)
+        let mut first_seen: Vec<(usize, usize, usize)> = Vec::new();
+        for (text_index, text) in texts.into_iter().enumerate() {
+            let haystack = normalise::for_search(text);
+            self.scan(&haystack, &mut |position, index| {
+                if !seen[index] {
+                    seen[index] = true;
+                    first_seen.push((text_index, position, index));
+                }
+                first_seen.len() == seen.len()
+            });
+            if first_seen.len() == seen.len() {
+                break;
+            }
+        }
+        first_seen.sort_unstable();
+        first_seen.into_iter().map(|(_, _, index)| self.keywords[index].clone()).collect()
+    }
+
+    /// Reports `(position, keyword index)` of every pattern found in the normalised `haystack` to `found`, until it
+    /// answers true (every keyword seen).
+    fn scan(&self, haystack: &str, found: &mut dyn FnMut(usize, usize) -> bool) {
         match &self.automaton {
             Some(automaton) => {
-                let mut seen = vec![false; self.keywords.len()];
-                // Overlapping search, so that "drop" is still reported inside "drop table". A keyword's matches come
-                // in order of end and so, its length being fixed, of start: the first one reported is its first.
-                for found in automaton.find_overlapping_iter(haystack) {
-                    let index = found.pattern().as_usize();
-                    if !seen[index] {
-                        seen[index] = true;
-                        first_seen.push((found.start(), index));
-                        if first_seen.len() == self.keywords.len() {
-                            break;
-                        }
+                // Overlapping search, so that "drop" is still reported inside "drop table". A pattern's matches come
+                // in order of end and so, its length being fixed, of start.
+                for hit in automaton.find_overlapping_iter(haystack) {
+                    if found(hit.start(), self.owners[hit.pattern().as_usize()]) {
+                        return;
                     }
                 }
             }
@@ -102,20 +120,45 @@ impl KeywordMatcher {
             // still correct, because a keyword check must not silently pass everything.
             None => {
                 let lowered = haystack.to_ascii_lowercase();
-                for (index, keyword) in self.folded.iter().enumerate() {
-                    if let Some(position) = lowered.find(keyword.as_str()) {
-                        first_seen.push((position, index));
+                for (pattern, owner) in self.patterns.iter().zip(&self.owners) {
+                    if let Some(position) = lowered.find(pattern.as_str())
+                        && found(position, *owner)
+                    {
+                        return;
                     }
                 }
             }
         }
-        first_seen.sort_unstable();
-        first_seen.into_iter().map(|(_, index)| self.keywords[index].clone()).collect()
     }
 
     /// One `keyword_detector` violation per keyword found in `text`.
     pub fn violations(&self, text: &str) -> Vec<Violation> {
-        self.find_all(text)
+        Self::to_violations(self.find_all(text))
+    }
+
+    /// One `keyword_detector` violation per keyword found in a call's arguments: in `json` (the arguments as the
+    /// providers see them), in all string values of `arguments` (recursively, in order) joined by one space, and in
+    /// their keys joined by one space.
+    pub fn argument_violations(&self, json: &str, arguments: &Map<String, Value>) -> Vec<Violation> {
+        if self.is_empty() {
+            return Vec::new();
+        }
+        let (mut values, mut keys) = (String::new(), String::new());
+        collect_strings(arguments, &mut values, &mut keys);
+        Self::to_violations(self.find_all_in([json, values.as_str(), keys.as_str()]))
+    }
+
+    /// The violations of a policy check: [`Self::argument_violations`] on input (`arguments` given, `text` their
+    /// JSON), [`Self::violations`] of `text` on output.
+    pub fn check(&self, text: &str, arguments: Option<&Map<String, Value>>) -> Vec<Violation> {
+        match arguments {
+            Some(arguments) => self.argument_violations(text, arguments),
+            None => self.violations(text),
+        }
+    }
+
+    fn to_violations(keywords: Vec<String>) -> Vec<Violation> {
+        keywords
             .into_iter()
             .map(|keyword| Violation {
                 kind: "keyword_detector".to_owned(),
@@ -126,16 +169,99 @@ impl KeywordMatcher {
     }
 }
 
-/// Simple case folding: each character lowercased on its own (no context rules), and the final sigma folded into
-/// the ordinary one, so that "ΟΔΟΣ", "οδος" and "οδοσ" all compare equal.
-fn case_fold(text: &str) -> String {
-    text.chars().flat_map(char::to_lowercase).map(|c| if c == 'ς' { 'σ' } else { c }).collect()
+/// Appends every string value under `arguments` to `values` and every key to `keys`, each string after one space when
+/// it is not the first. Values come in document order; iterative, so that nesting cannot exhaust the stack.
+fn collect_strings(arguments: &Map<String, Value>, values: &mut String, keys: &mut String) {
+    let mut pending: Vec<&Value> = Vec::new();
+    push_object(arguments, &mut pending, keys);
+    while let Some(value) = pending.pop() {
+        match value {
+            Value::String(text) => append(values, text),
+            Value::Array(items) => pending.extend(items.iter().rev()),
+            Value::Object(map) => push_object(map, &mut pending, keys),
+            Value::Null | Value::Bool(_) | Value::Number(_) => {}
+        }
+    }
+}
+
+/// An object's keys to `keys`, its values to the stack (reversed, so that the first is taken first).
+fn push_object<'v>(map: &'v Map<String, Value>, pending: &mut Vec<&'v Value>, keys: &mut String) {
+    map.keys().for_each(|key| append(keys, key));
+    pending.extend(map.values().rev());
+}
+
+fn append(to: &mut String, text: &str) {
+    if !to.is_empty() {
+        to.push(' ');
+    }
+    to.push_str(text);
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use proptest::prelude::*;
+    use serde_json::json;
+
+    #[test]
+    fn keywords_are_found_however_they_are_spelled() {
+        let matcher = KeywordMatcher::new(["drop table"]);
+        for text in [
+            "DROP\u{00A0}TABLE",
+            "drop\ttable",
+            "drop\ntable",
+            "drop  table",
+            "dr\u{200B}op table",
+            "drop \u{200B} table",
+            "dr\u{00AD}op table",
+            "ｄｒｏｐ ｔａｂｌｅ",
+            "drοp table",
+            "DRОР ТАВLЕ",
+        ] {
+            assert_eq!(matcher.find_all(text), vec!["drop table"], "{text:?}");
+        }
+        assert!(matcher.find_all("drop the table").is_empty());
+    }
+
+    #[test]
+    fn configured_keywords_are_normalised_too() {
+        let matcher = KeywordMatcher::new(["  DROP  Table ", "ｓｅｃｒｅｔ", "pass\u{200B}word"]);
+        assert_eq!(
+            matcher.find_all("drop table; secret password"),
+            vec!["  DROP  Table ".trim(), "ｓｅｃｒｅｔ", "pass\u{200B}word"]
+        );
+        let greek = KeywordMatcher::new(["ΗΝΥ"]);
+        for text in ["ηνυ", "ΗΝΥ", "Ηνυ", "hnu", "nvu"] {
+            assert_eq!(greek.find_all(text), vec!["ΗΝΥ"], "{text:?}: either case of a Greek keyword");
+        }
+    }
+
+    #[test]
+    fn arguments_are_matched_string_by_string_and_joined() {
+        let matcher = KeywordMatcher::new(["drop table", "secret key"]);
+        let arguments = |value: Value| match value {
+            Value::Object(map) => map,
+            _ => Map::new(),
+        };
+        let check = |value: Value| {
+            let args = arguments(value);
+            matcher.argument_violations(&Value::Object(args.clone()).to_string(), &args).len()
+        };
+        assert_eq!(check(json!({"a": "drop", "b": "table"})), 1, "split over two arguments");
+        assert_eq!(check(json!({"q": {"list": ["x", "drop"], "n": 3, "t": "table"}})), 1, "nested, in order");
+        assert_eq!(check(json!({"text": "drop\ttable"})), 1, "JSON escapes the tab; the value holds it");
+        assert_eq!(check(json!({"drop\ntable": 1})), 1, "keys are strings too");
+        assert_eq!(check(json!({"a": "drop", "b": "", "c": "table"})), 1);
+        assert_eq!(check(json!({"a": "secret", "b": "key", "c": "drop"})), 1);
+        assert_eq!(check(json!({"a": "table", "b": "drop"})), 0, "joined in order");
+        assert_eq!(check(json!({"a": "drop", "n": 1})), 0);
+        assert_eq!(check(json!({})), 0);
+        let mut deep = json!("drop table");
+        for _ in 0..200 {
+            deep = json!([deep]);
+        }
+        assert_eq!(matcher.argument_violations("", &arguments(json!({"deep": deep}))).len(), 1, "deeply nested");
+    }
 
     #[test]
     fn ascii_keywords_are_found_in_non_ascii_text_without_folding_and_through_folding_to_ascii() {
@@ -252,7 +378,8 @@ mod tests {
                 .zip(flips.iter().cycle())
                 .map(|(c, flip)| if *flip { c.to_ascii_uppercase() } else { c.to_ascii_lowercase() })
                 .collect();
-            let text = format!("{prefix}{mixed}{suffix}");
+            // Spaces around: a combining mark right after the keyword would make another letter of its last one.
+            let text = format!("{prefix} {mixed} {suffix}");
             let found = matcher.find_all(&text);
             prop_assert!(
                 found.iter().any(|k| k.eq_ignore_ascii_case(keyword)),

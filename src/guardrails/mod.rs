@@ -9,6 +9,7 @@ use serde::Serialize;
 
 pub mod keyword;
 pub mod moderation;
+pub mod normalise;
 pub mod pii;
 pub mod provider;
 pub mod remote;

@@ -9,7 +9,7 @@ use super::remote::RemoteGuardrails;
 use super::{GuardrailError, Mode, Violation};
 use crate::config::Snapshot;
 use crate::config::per_snapshot::PerSnapshot;
-use serde_json::Value;
+use serde_json::{Map, Value};
 
 /// The configured provider.
 #[derive(Debug, Clone)]
@@ -51,16 +51,18 @@ impl Provider {
         }
     }
 
-    /// A policy check of `text`: the violations that block.
+    /// A policy check of `text`: the violations that block. On input, `arguments` are the call's arguments (`text` is
+    /// their JSON), which the keyword check also reads string by string.
     pub async fn check(
         &self,
         policy_name: &str,
         mode: Mode,
         text: &str,
+        arguments: Option<&Map<String, Value>>,
         block: &[String],
     ) -> Result<Vec<Violation>, GuardrailError> {
         match self {
-            Provider::Keyword(matcher) => Ok(matcher.violations(text)),
+            Provider::Keyword(matcher) => Ok(matcher.check(text, arguments)),
             Provider::Remote(remote) => Ok(remote.detect(policy_name, mode, text, block).await?.violations),
             Provider::Moderation(moderation) => moderation.check(text).await,
         }

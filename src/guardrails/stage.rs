@@ -144,14 +144,28 @@ impl<'a> CallGuard<'a> {
         }
     }
 
-    /// The policy check of `text`: provider plus the policy's own keywords. `Err` is the call's blocked result.
-    /// Traced as a `guardrail_check` span.
-    async fn policy_check(&self, policy: &GuardrailPolicy, mode: Mode, text: &str) -> Result<(), Value> {
+    /// The policy check of `text`: provider plus the policy's own keywords. On input, `arguments` are the arguments
+    /// `text` is the JSON of, for the keyword checks. `Err` is the call's blocked result. Traced as a
+    /// `guardrail_check` span.
+    async fn policy_check(
+        &self,
+        policy: &GuardrailPolicy,
+        mode: Mode,
+        text: &str,
+        arguments: Option<&Map<String, Value>>,
+    ) -> Result<(), Value> {
         let detector = self.provider.as_ref().map_or("unavailable", |p| p.name());
-        spans::guardrail_check(stage_name(mode), detector, self.policy_check_untraced(policy, mode, text)).await
+        let check = self.policy_check_untraced(policy, mode, text, arguments);
+        spans::guardrail_check(stage_name(mode), detector, check).await
     }
 
-    async fn policy_check_untraced(&self, policy: &GuardrailPolicy, mode: Mode, text: &str) -> Result<(), Value> {
+    async fn policy_check_untraced(
+        &self,
+        policy: &GuardrailPolicy,
+        mode: Mode,
+        text: &str,
+        arguments: Option<&Map<String, Value>>,
+    ) -> Result<(), Value> {
         let provider = match self.provider {
             Ok(provider) => provider,
             Err(e) => return Err(self.count(mode, "unavailable", unavailable(mode, e))),
@@ -159,12 +173,12 @@ impl<'a> CallGuard<'a> {
         let name = policy.policy_name.as_deref().unwrap_or("default");
         let block = policy.block.clone().unwrap_or_default();
         let mut violations = self
-            .bounded(provider.check(name, mode, text, &block))
+            .bounded(provider.check(name, mode, text, arguments, &block))
             .await
             .map_err(|e| self.count(mode, "unavailable", unavailable(mode, &e)))?;
         let extra = string_list(policy.additional_config.as_ref().and_then(|c| c.get("blocked_keywords")));
         if !extra.is_empty() {
-            violations.extend(KeywordMatcher::new(extra).violations(text));
+            violations.extend(KeywordMatcher::new(extra).check(text, arguments));
         }
         if violations.is_empty() {
             return Ok(());
@@ -193,7 +207,7 @@ impl<'a> CallGuard<'a> {
             args = self.redact(args).await?;
         }
         let text = Value::Object(args.clone()).to_string();
-        self.policy_check(policy, Mode::Prompt, &text).await?;
+        self.policy_check(policy, Mode::Prompt, &text, Some(&args)).await?;
         Ok(args)
     }
 
@@ -227,7 +241,7 @@ impl<'a> CallGuard<'a> {
     pub async fn check_output(&self, tool: &str, args: &Map<String, Value>, response: Value) -> Result<Value, Value> {
         if let Some(policy) = self.output {
             let text = result_text(&response);
-            self.policy_check(policy, Mode::Response, &text).await?;
+            self.policy_check(policy, Mode::Response, &text, None).await?;
             self.quality_checks(policy, tool, args, &text).await?;
         }
         Ok(self.restore(response).await)
