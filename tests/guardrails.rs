@@ -62,9 +62,10 @@ fn keywords_block_input_and_output_and_the_batch_carries_on() {
     assert_eq!(success_text(&results[1], "echo"), "harmless");
     assert_blocked(&results[2], "output");
     assert_eq!(answer["metadata"]["guardrails_applied"], json!(true));
-    let logs = gw.logs();
-    assert!(logs.contains("\"violation_type\":\"keyword_detector\""), "violations are logged: {logs}");
-    assert!(logs.contains("\"blocked\":true"), "{logs}");
+    // The log is read from the gateway's stderr by a thread of the test: wait for the records to arrive.
+    let logged = |text: &str| common::wait_until(common::SHORT_DEADLINE, || gw.logs().contains(text));
+    assert!(logged("\"violation_type\":\"keyword_detector\""), "violations are logged: {}", gw.logs());
+    assert!(logged("\"blocked\":true"), "{}", gw.logs());
     let metrics = http().get(format!("{}/metrics", gw.gw.metrics)).send().unwrap().text().unwrap();
     for stage in ["input", "output"] {
         let line = format!("mcpgw_guardrail_blocks_total{{detector=\"custom_keyword\",stage=\"{stage}\"}} 1");
