@@ -39,6 +39,7 @@ pub enum ErrorCode {
     RateLimited,
     SessionNotFound,
     TooManySessions,
+    SessionLimit,
     ShuttingDown,
     // The tools.
     InvalidArguments,
@@ -73,6 +74,7 @@ impl ErrorCode {
             ErrorCode::RateLimited => "RATE_LIMITED",
             ErrorCode::SessionNotFound => "SESSION_NOT_FOUND",
             ErrorCode::TooManySessions => "TOO_MANY_SESSIONS",
+            ErrorCode::SessionLimit => "SESSION_LIMIT",
             ErrorCode::ShuttingDown => "SHUTTING_DOWN",
             ErrorCode::InvalidArguments => "INVALID_ARGUMENTS",
             ErrorCode::TooManyCalls => "TOO_MANY_CALLS",
@@ -106,6 +108,7 @@ impl ErrorCode {
             ErrorCode::RateLimited => (StatusCode::TOO_MANY_REQUESTS, -32000, "Rate limited"),
             ErrorCode::SessionNotFound => (StatusCode::NOT_FOUND, -32001, "Session not found"),
             ErrorCode::TooManySessions => (StatusCode::SERVICE_UNAVAILABLE, -32000, "Too many sessions"),
+            ErrorCode::SessionLimit => (StatusCode::TOO_MANY_REQUESTS, -32000, "Too many sessions for this key"),
             ErrorCode::ShuttingDown => (StatusCode::SERVICE_UNAVAILABLE, -32000, "Shutting down"),
             ErrorCode::InvalidArguments => (StatusCode::BAD_REQUEST, -32602, "Invalid params"),
             ErrorCode::Timeout => (StatusCode::GATEWAY_TIMEOUT, -32000, "Timeout"),

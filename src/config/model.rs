@@ -142,6 +142,8 @@ pub struct LimitsConfig {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub max_calls_per_request: Option<u64>,
     #[serde(skip_serializing_if = "Option::is_none")]
+    pub max_sessions_per_key: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub max_response_bytes: Option<u64>,
     #[serde(flatten)]
     pub extra: Map<String, Value>,

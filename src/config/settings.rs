@@ -49,10 +49,12 @@ pub struct Limits {
     pub max_calls_per_request: usize,
     /// The upstream results of one request together (once reached, the calls left get `RESPONSE_TOO_LARGE`).
     pub max_response_bytes: usize,
+    /// MCP sessions of one key open at once (429 `SESSION_LIMIT` for one more `initialize` of that key).
+    pub max_sessions_per_key: usize,
 }
 
 /// Bounds of the byte and count limits: (name, default, smallest, largest).
-const LIMIT_BOUNDS: [(&str, u64, u64, u64); 7] = [
+const LIMIT_BOUNDS: [(&str, u64, u64, u64); 8] = [
     ("max_request_body_bytes", 4 << 20, 1024, 256 << 20),
     ("max_admin_body_bytes", 1 << 20, 1024, 256 << 20),
     // hyper's own read buffer (about 400 KiB) caps headers before this limit could.
@@ -61,6 +63,7 @@ const LIMIT_BOUNDS: [(&str, u64, u64, u64); 7] = [
     ("max_tool_result_bytes", 16 << 20, 1024, 1 << 30),
     ("max_calls_per_request", 64, 1, 10_000),
     ("max_response_bytes", 32 << 20, 1024, 1 << 30),
+    ("max_sessions_per_key", 64, 1, 1_000_000),
 ];
 
 impl Default for Limits {
@@ -73,7 +76,7 @@ impl Limits {
     fn resolve(config: Option<&LimitsConfig>, problems: &mut Problems) -> Limits {
         let empty = LimitsConfig::default();
         let c = config.unwrap_or(&empty);
-        let mut values = [0usize; 7];
+        let mut values = [0usize; 8];
         let given = [
             c.max_request_body_bytes,
             c.max_admin_body_bytes,
@@ -82,6 +85,7 @@ impl Limits {
             c.max_tool_result_bytes,
             c.max_calls_per_request,
             c.max_response_bytes,
+            c.max_sessions_per_key,
         ];
         for (slot, ((name, default, min, max), value)) in values.iter_mut().zip(LIMIT_BOUNDS.into_iter().zip(given)) {
             let value = match value {
@@ -104,6 +108,7 @@ impl Limits {
             max_tool_result_bytes,
             max_calls_per_request,
             max_response_bytes,
+            max_sessions_per_key,
         ] = values;
         let p = "common_mcp_gateway_config.limits";
         Limits {
@@ -128,6 +133,7 @@ impl Limits {
             max_tool_result_bytes,
             max_calls_per_request,
             max_response_bytes,
+            max_sessions_per_key,
         }
     }
 }

@@ -22,6 +22,8 @@ pub struct SessionRegistry {
     sessions: Mutex<HashMap<String, (/* key digest */ [u8; 32], Instant)>>,
     /// `initialize` requests under way that hold a place (see [`SessionRegistry::reserve`]).
     pending: Arc<AtomicUsize>,
+    /// The same, per key digest (for `limits.max_sessions_per_key`).
+    pending_by_key: Arc<Mutex<HashMap<[u8; 32], usize>>>,
     on_end: std::sync::OnceLock<OnEnd>,
     /// Woken when the last session is forgotten.
     emptied: tokio::sync::Notify,
@@ -36,12 +38,32 @@ pub enum SessionCheck {
 
 /// A place for one more session, held while its `initialize` runs.
 #[must_use]
-pub struct Reservation(Arc<AtomicUsize>);
+pub struct Reservation {
+    pending: Arc<AtomicUsize>,
+    by_key: Arc<Mutex<HashMap<[u8; 32], usize>>>,
+    key: [u8; 32],
+}
 
 impl Drop for Reservation {
     fn drop(&mut self) {
-        self.0.fetch_sub(1, Ordering::SeqCst);
+        self.pending.fetch_sub(1, Ordering::SeqCst);
+        let mut by_key = self.by_key.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(count) = by_key.get_mut(&self.key) {
+            *count = count.saturating_sub(1);
+            if *count == 0 {
+                by_key.remove(&self.key);
+            }
+        }
     }
+}
+
+/// Why no place was reserved.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Full {
+    /// `max_sessions` are open or being opened.
+    Gateway,
+    /// This key has `max_sessions_per_key` open or being opened.
+    Key,
 }
 
 impl SessionRegistry {
@@ -60,15 +82,27 @@ impl SessionRegistry {
         }
     }
 
-    /// A place for one more session when fewer than `max` are open or being opened; `None` when full.
-    pub fn reserve(&self, max: usize) -> Option<Reservation> {
+    /// A place for one more session of the key `key_digest` when fewer than `max` sessions are open or being opened,
+    /// and fewer than `max_per_key` of that key; else which limit is full.
+    pub fn reserve(&self, max: usize, key_digest: [u8; 32], max_per_key: usize) -> Result<Reservation, Full> {
         let map = self.map();
         let pending = self.pending.load(Ordering::SeqCst);
         if map.len().saturating_add(pending) >= max {
-            return None;
+            return Err(Full::Gateway);
         }
+        let mut by_key = self.pending_by_key.lock().unwrap_or_else(|p| p.into_inner());
+        let opening = by_key.get(&key_digest).copied().unwrap_or(0);
+        let open = map.values().filter(|(owner, _)| *owner == key_digest).count();
+        if open.saturating_add(opening) >= max_per_key {
+            return Err(Full::Key);
+        }
+        *by_key.entry(key_digest).or_default() += 1;
         self.pending.fetch_add(1, Ordering::SeqCst);
-        Some(Reservation(Arc::clone(&self.pending)))
+        Ok(Reservation {
+            pending: Arc::clone(&self.pending),
+            by_key: Arc::clone(&self.pending_by_key),
+            key: key_digest,
+        })
     }
 
     /// Records a new session for a key (before its reservation, if any, is dropped).
@@ -215,13 +249,27 @@ mod tests {
     fn reservations_count_against_the_limit_until_dropped() {
         let reg = SessionRegistry::default();
         reg.open("s1", [1; 32]);
-        let first = reg.reserve(3);
-        assert!(first.is_some());
-        let second = reg.reserve(3);
-        assert!(second.is_some());
-        assert!(reg.reserve(3).is_none(), "one open and two being opened fill 3 places");
+        let first = reg.reserve(3, [2; 32], 100);
+        assert!(first.is_ok());
+        let second = reg.reserve(3, [3; 32], 100);
+        assert!(second.is_ok());
+        assert_eq!(reg.reserve(3, [4; 32], 100).err(), Some(Full::Gateway), "one open, two being opened: 3 places");
         drop(second);
-        assert!(reg.reserve(3).is_some());
+        assert!(reg.reserve(3, [4; 32], 100).is_ok());
         drop(first);
+    }
+
+    #[test]
+    fn each_key_has_its_own_share() {
+        let reg = SessionRegistry::default();
+        reg.open("a1", [1; 32]);
+        let opening = reg.reserve(100, [1; 32], 2);
+        assert!(opening.is_ok());
+        assert_eq!(reg.reserve(100, [1; 32], 2).err(), Some(Full::Key), "one open and one being opened");
+        assert!(reg.reserve(100, [2; 32], 2).is_ok(), "another key is not affected");
+        drop(opening);
+        assert!(reg.reserve(100, [1; 32], 2).is_ok());
+        reg.close("a1");
+        assert!(reg.reserve(100, [1; 32], 2).is_ok());
     }
 }

@@ -23,13 +23,14 @@ pub const GW_TOOLS: [&str; 7] = [
 ];
 
 /// The `limit` label values of `mcpgw_limit_hits_total`: request body (gateway or admin), request headers, sessions
-/// (one more than `max_sessions`), idle sessions closed, slow clients (headers or body not sent in time), tool results
+/// (one more than `max_sessions`, or than `max_sessions_per_key` for one key), idle sessions closed, slow clients (headers or body not sent in time), tool results
 /// over the size limit, calls that waited because every upstream process had `max_calls_per_process` calls, batches
 /// over `max_calls_per_request`, and requests whose results reached `max_response_bytes`.
-pub const LIMITS: [&str; 9] = [
+pub const LIMITS: [&str; 10] = [
     "request_body",
     "request_headers",
     "sessions",
+    "sessions_per_key",
     "session_idle",
     "read_timeout",
     "tool_result",

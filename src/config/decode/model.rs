@@ -95,6 +95,7 @@ fn decode_common(mut f: Fields<'_>) -> CommonConfig {
             request_read_timeout_seconds: l.number("request_read_timeout_seconds"),
             max_tool_result_bytes: l.integer("max_tool_result_bytes", u64::MAX),
             max_calls_per_request: l.integer("max_calls_per_request", u64::MAX),
+            max_sessions_per_key: l.integer("max_sessions_per_key", u64::MAX),
             max_response_bytes: l.integer("max_response_bytes", u64::MAX),
             extra: l.rest(),
         }),

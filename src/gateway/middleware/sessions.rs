@@ -7,7 +7,8 @@
 //!   `limits.session_idle_timeout_seconds`; an unknown, foreign or expired one gets 404 `SESSION_NOT_FOUND` (while
 //!   the gateway drains, the drain decides instead: see [`super::drain::refusal`]);
 //! - an `initialize` outside a session that would open more than `limits.max_sessions` sessions gets 503
-//!   `TOO_MANY_SESSIONS` with `Retry-After`; otherwise its place is held until the answer names the new session,
+//!   `TOO_MANY_SESSIONS` with `Retry-After`, and one that would give its key more than
+//!   `limits.max_sessions_per_key` gets 429 `SESSION_LIMIT` (one key cannot take every place); otherwise its place is held until the answer names the new session,
 //!   which is then bound to the caller's key;
 //! - a session that the protocol layer closed (a successful `DELETE`) or no longer knows (404) is forgotten.
 //!
@@ -29,7 +30,7 @@ use super::step::{Next, Step, forward};
 use crate::auth::Identity;
 use crate::error::{ErrorCode, GatewayError};
 use crate::gateway::GatewayContext;
-use crate::gateway::sessions::SessionCheck;
+use crate::gateway::sessions::{Full, SessionCheck};
 
 pub const SESSION_HEADER: &str = "mcp-session-id";
 
@@ -62,15 +63,24 @@ async fn track_sessions(ctx: Arc<GatewayContext>, req: Request, next: impl Next)
     let opens_session =
         session.is_none() && message.and_then(|m| m.get("method")).and_then(Value::as_str) == Some("initialize");
     // The place under `max_sessions` is held until the answer names the new session.
-    let place = match opens_session.then(|| ctx.sessions.reserve(limits.max_sessions)) {
+    let reserve = || ctx.sessions.reserve(limits.max_sessions, identity.key_digest, limits.max_sessions_per_key);
+    let place = match opens_session.then(reserve) {
         None => None,
-        Some(Some(place)) => Some(place),
-        Some(None) => {
+        Some(Ok(place)) => Some(place),
+        Some(Err(Full::Gateway)) => {
             ctx.store.metrics().limit_hit("sessions");
             let max = limits.max_sessions;
             let message = format!("the gateway has {max} MCP sessions open, its limit; close one or try again later");
             let full = GatewayError::new(ErrorCode::TooManySessions, message).retry_after(5);
             return full.response(message_id(&req));
+        }
+        Some(Err(Full::Key)) => {
+            ctx.store.metrics().limit_hit("sessions_per_key");
+            let max = limits.max_sessions_per_key;
+            let message = format!(
+                "this API key has {max} MCP sessions open, its limit (limits.max_sessions_per_key); close one first"
+            );
+            return GatewayError::new(ErrorCode::SessionLimit, message).retry_after(5).response(message_id(&req));
         }
     };
     let closing = req.method() == Method::DELETE;

@@ -1,0 +1,49 @@
+//! Contract 13, "Streams and sessions": `limits.max_sessions_per_key` bounds the MCP sessions one key holds, so one key
+//! cannot take every place of `max_sessions` from the other projects: its next `initialize` gets HTTP 429
+//! `SESSION_LIMIT`, other keys are not affected, and a session closed frees its place.
+
+mod common;
+#[path = "common/mcp.rs"]
+mod mcp;
+
+use common::API_KEY;
+use mcp::*;
+use serde_json::json;
+
+/// `mcpgw_limit_hits_total{limit}` from `/metrics`.
+fn hits(gw: &TestGateway, limit: &str) -> f64 {
+    let r = gw.gw.metrics_get("/metrics");
+    let series = format!("mcpgw_limit_hits_total{{limit=\"{limit}\"}}");
+    r.text.lines().find_map(|l| l.strip_prefix(&series).and_then(|v| v.trim().parse().ok())).unwrap_or(0.0)
+}
+
+#[test]
+fn one_key_holds_at_most_max_sessions_per_key_and_other_keys_are_not_affected() {
+    let config = config_with(vec![mock_server("mock")], json!({"limits": {"max_sessions_per_key": 2}}));
+    let gw = TestGateway::start(&config);
+    let client = http();
+    let first = open_session(&client, &gw.mcp, API_KEY, "2025-11-25");
+    let _second = open_session(&client, &gw.mcp, API_KEY, "2025-11-25");
+    let refused = post(&client, &gw.mcp, Some(API_KEY), &[], &initialize_body(9, "2025-11-25"));
+    assert_eq!(refused.status, 429, "{}", refused.text);
+    assert_eq!(refused.message["id"], json!(9), "{}", refused.text);
+    assert_eq!(refused.message["error"]["data"]["error_code"], json!("SESSION_LIMIT"), "{}", refused.text);
+    assert!(refused.header("mcp-session-id").is_none());
+    assert!(refused.header("retry-after").is_some());
+    assert_eq!(hits(&gw, "sessions_per_key"), 1.0);
+
+    // Another key (of another project) opens sessions as usual.
+    open_session(&client, &gw.mcp, BETA_KEY, "2025-11-25");
+    open_session(&client, &gw.mcp, BETA_KEY, "2025-11-25");
+
+    // A session closed frees its key's place.
+    let closed = client
+        .delete(&gw.mcp)
+        .header("authorization", format!("Bearer {API_KEY}"))
+        .header("mcp-session-id", &first)
+        .header("mcp-protocol-version", "2025-11-25")
+        .send()
+        .unwrap();
+    assert!(closed.status().is_success(), "{}", closed.status());
+    open_session(&client, &gw.mcp, API_KEY, "2025-11-25");
+}
