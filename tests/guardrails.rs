@@ -283,3 +283,29 @@ fn with_the_remote_provider_its_pii_endpoint_redacts_and_restores() {
     let detect = api.seen().into_iter().find(|s| s.path == "/guardrails/guardrail/detect").unwrap();
     assert!(!detect.raw.contains("Jane Doe"), "the policy check sees the redacted arguments");
 }
+
+#[test]
+fn card_numbers_with_dots_or_as_json_numbers_ipv6_and_non_ascii_emails_are_redacted() {
+    let plugin = json!({"provider": "custom_keyword", "config": {"blocked_keywords": []}});
+    let input = json!({"enabled": true, "additional_config": {"pii_redaction": true}});
+    // The output check runs before restoration: a placeholder in the upstream's answer proves it saw one.
+    let placeholders = json!(["[CARD_NUMBER_1]", "[IP_ADDRESS_1]", "[EMAIL_1]"]);
+    let output = json!({"enabled": true, "additional_config": {"blocked_keywords": placeholders}});
+    let texts =
+        ["card 4111.1111.1111.1111 please", "from 2001:db8::8a2e:370:7334 today", "to jürgen.müller@beispiel.de"];
+    let gw = start(plugin.clone(), input.clone(), output);
+    for text in texts {
+        let answer = secure_call(&gw, &[("echo", json!({"text": text}))]);
+        assert_blocked(&answer["results"][0], "output");
+    }
+    // A card number sent as a JSON number reaches the upstream as its placeholder, which `add` cannot add.
+    let answer = secure_call(&gw, &[("add", json!({"a": 4111111111111111u64, "b": 1}))]);
+    assert_ne!(answer["results"][0]["status"], json!("success"), "the upstream saw the number: {answer}");
+    drop(gw);
+
+    let gw = start(plugin, input, json!({"enabled": false}));
+    for text in texts {
+        let answer = secure_call(&gw, &[("echo", json!({"text": text}))]);
+        assert_eq!(success_text(&answer["results"][0], "echo"), text, "restored for the client");
+    }
+}

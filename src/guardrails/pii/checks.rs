@@ -12,10 +12,18 @@ pub(super) fn number_valid(kind: PiiKind, candidate: &str) -> bool {
             let (area, group, serial) = (&candidate[0..3], &candidate[4..6], &candidate[7..11]);
             area != "000" && area != "666" && !area.starts_with('9') && group != "00" && serial != "0000"
         }
+        PiiKind::Ipv4 if candidate.contains(':') => ipv6_valid(candidate),
         PiiKind::Ipv4 => candidate.split('.').all(|octet| octet.parse::<u16>().is_ok_and(|n| n <= 255)),
         PiiKind::Phone => !candidate.starts_with('+') || international_phone_valid(candidate),
         PiiKind::Email | PiiKind::Iban => true,
     }
+}
+
+/// An IPv6 address with at least three groups written out (so `a::b` of a code path or a time like `12:30:45` is not
+/// one).
+fn ipv6_valid(candidate: &str) -> bool {
+    candidate.split(':').filter(|group| !group.is_empty()).count() >= 3
+        && candidate.parse::<std::net::Ipv6Addr>().is_ok()
 }
 
 /// The Luhn checksum over the digits of `candidate`, which must number 13 to 19.

@@ -1,6 +1,6 @@
 //! Which spans of a text are PII: the kinds the redaction recognises and the detector of each.
 //!
-//! [`detect`] finds e-mail addresses, IBANs, card numbers, US SSNs, IPv4 addresses and phone numbers, in that order of
+//! [`detect`] finds e-mail addresses, IBANs, card numbers, US SSNs, IP addresses (v4 and v6) and phone numbers, in that order of
 //! priority, so a card number is never also taken for a phone; each kind has a regex for the shape and a check for what
 //! a regex cannot see (Luhn, mod-97, SSN number ranges, octets, the characters around a match). The characters around
 //! a match are judged here; the checks of the numbers themselves live in `checks.rs`.
@@ -53,7 +53,7 @@ impl PiiKind {
             PiiKind::Phone => ("phone number", "phone numbers"),
             PiiKind::CardNumber => ("card number", "card numbers"),
             PiiKind::Ssn => ("US social security number", "US social security numbers"),
-            PiiKind::Ipv4 => ("IPv4 address", "IPv4 addresses"),
+            PiiKind::Ipv4 => ("IP address", "IP addresses"),
             PiiKind::Iban => ("IBAN", "IBANs"),
         };
         if count == 1 { one } else { many }
@@ -71,16 +71,20 @@ pub(super) fn compile(pattern: &str) -> Regex {
 }
 
 // ASCII classes throughout (`[0-9]`, not `\d`): a Unicode digit is not part of a phone or card number.
+// Addresses may carry non-ASCII letters and digits in both parts (`jürgen@müller.de`, internationalised mail).
 static EMAIL: LazyLock<Regex> =
-    LazyLock::new(|| compile(r"[A-Za-z0-9._%+-]+@[A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)*\.[A-Za-z]{2,}"));
+    LazyLock::new(|| compile(r"[\p{L}\p{N}._%+-]+@[\p{L}\p{N}-]+(?:\.[\p{L}\p{N}-]+)*\.\p{L}{2,}"));
 // Only the country code and check digits: the rest is read by `iban_end`, which knows the country's length and so
 // stops where the IBAN does (a regex would swallow a following group-like word, or rescan long runs of them).
 static IBAN: LazyLock<Regex> = LazyLock::new(|| compile(r"[A-Za-z]{2}[0-9]{2}"));
-// 13-19 digits in one run, or in groups of 3-6 as printed on cards (4-4-4-4, 4-6-5, 4-4-4-4-3), spaces or dashes.
+// 13-19 digits in one run, or in groups of 3-6 as printed on cards (4-4-4-4, 4-6-5, 4-4-4-4-3), spaces, dashes or
+// dots between them.
 static CARD: LazyLock<Regex> =
-    LazyLock::new(|| compile(r"[0-9]{13,19}|[0-9]{4,6}(?:[ -][0-9]{3,6}){1,4}(?:[ -][0-9]{1,3})?"));
+    LazyLock::new(|| compile(r"[0-9]{13,19}|[0-9]{4,6}(?:[ .-][0-9]{3,6}){1,4}(?:[ .-][0-9]{1,3})?"));
 static SSN: LazyLock<Regex> = LazyLock::new(|| compile(r"[0-9]{3}-[0-9]{2}-[0-9]{4}"));
-static IPV4: LazyLock<Regex> = LazyLock::new(|| compile(r"[0-9]{1,3}(?:\.[0-9]{1,3}){3}"));
+// IPv4 dotted quads, and IPv6 in its colon forms (checked by parsing it, see `checks.rs`).
+static IPV4: LazyLock<Regex> =
+    LazyLock::new(|| compile(r"[0-9]{1,3}(?:\.[0-9]{1,3}){3}|(?:[0-9A-Fa-f]{0,4}:){2,7}[0-9A-Fa-f]{0,4}"));
 // International: `+`, country code, groups (a trunk prefix such as `(0)` allowed). North American: 3-3-4 with the
 // area code in parentheses or followed by a separator, optionally after a leading `1`. Bare digit runs are not
 // phones: without a `+` or separators they are as likely an order number.
@@ -211,7 +215,7 @@ pub(super) fn clear_after(bytes: &[u8], end: usize, glue: &[u8]) -> bool {
 /// Where a number may end, longest first and not past `limit`: the whole match, then, if it is `grouped`, before each
 /// separator. Lets `4111 1111 1111 1111 2024` yield the card and leave the year, and a phone stop where an SSN begins.
 fn group_ends(bytes: &[u8], start: usize, end: usize, limit: usize, grouped: bool) -> impl Iterator<Item = usize> {
-    let is_separator = |b: &u8| *b == b' ' || *b == b'-';
+    let is_separator = |b: &u8| *b == b' ' || *b == b'-' || *b == b'.';
     let separators = (start + 1..end).rev().filter(move |&cut| {
         grouped && bytes.get(cut).is_some_and(is_separator) && bytes.get(cut - 1).is_some_and(|b| !is_separator(b))
     });
@@ -238,6 +242,19 @@ mod tests {
     use super::super::PiiVault;
     use super::super::testing::{assert_redacted_as, assert_untouched, redact};
     use super::*;
+
+    #[test]
+    fn contract_13_additions() {
+        // Non-ASCII e-mail addresses, card numbers written with dots, IPv6 addresses.
+        assert_eq!(redact("to jürgen.müller@beispiel.de or 山田@例え.jp"), "to [EMAIL_1] or [EMAIL_2]");
+        assert_eq!(redact("card 4111.1111.1111.1111 ok"), "card [CARD_NUMBER_1] ok");
+        assert_eq!(
+            redact("from 2001:db8::8a2e:370:7334 and fe80::1ff:fe23:4567:890a"),
+            "from [IP_ADDRESS_1] and [IP_ADDRESS_2]"
+        );
+        // Not addresses: code paths, times, a version, MAC-like text with too few groups.
+        assert_untouched("use std::net::Ipv6Addr; at 12:30:45 on v1.2.3.4.5 a::b");
+    }
 
     #[test]
     fn emails() {

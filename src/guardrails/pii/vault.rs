@@ -39,6 +39,8 @@ pub struct PiiVault {
     last_number: [u64; 6],
     /// Distinct values redacted, per kind; escaped literals are not personal data and are not counted.
     redacted: [usize; 6],
+    /// Placeholders that stand for a JSON number (a card number sent as one): restored as that number.
+    numbers: HashSet<String>,
 }
 
 impl PiiVault {
@@ -75,10 +77,31 @@ impl PiiVault {
         redacted
     }
 
-    /// `value` with every string inside it redacted, at any depth. Object keys are left alone: they are the tool's
-    /// parameter names, which the upstream needs.
+    /// `value` with every string inside it redacted, at any depth, and every whole number that is a card number.
+    /// Object keys are left alone: they are the tool's parameter names, which the upstream needs.
     pub fn redact_value(&mut self, value: &Value) -> Value {
-        map_strings(value, &mut |text| self.redact_text(text))
+        match value {
+            // A card number sent as a JSON number is one too: it becomes its placeholder (a string). Only 15 to 19
+            // digits starting with a card network's 2-6, so that epoch timestamps (13 digits in ms, or 16 and 19
+            // starting with 1) stay numbers.
+            Value::Number(number) if number.is_u64() => {
+                let digits = number.to_string();
+                let card_like = (15..=19).contains(&digits.len()) && digits.starts_with(['2', '3', '4', '5', '6']);
+                match card_like.then(|| self.redact_text(&digits)) {
+                    Some(redacted) if redacted != digits => {
+                        self.numbers.insert(redacted.clone());
+                        Value::String(redacted)
+                    }
+                    _ => value.clone(),
+                }
+            }
+            Value::String(text) => Value::String(self.redact_text(text)),
+            Value::Array(items) => Value::Array(items.iter().map(|item| self.redact_value(item)).collect()),
+            Value::Object(fields) => {
+                Value::Object(fields.iter().map(|(key, field)| (key.clone(), self.redact_value(field))).collect())
+            }
+            other => other.clone(),
+        }
     }
 
     /// `text` with every placeholder this vault handed out replaced by its original, wherever it appears.
@@ -101,7 +124,21 @@ impl PiiVault {
 
     /// `value` with every string inside it restored, at any depth (keys left alone, as in [`Self::redact_value`]).
     pub fn restore_value(&self, value: &Value) -> Value {
-        map_strings(value, &mut |text| self.restore_text(text))
+        if self.numbers.is_empty() {
+            return map_strings(value, &mut |text| self.restore_text(text));
+        }
+        match value {
+            Value::String(text) if self.numbers.contains(text) => {
+                let original = self.restore_text(text);
+                original.parse::<u64>().map_or(Value::String(original), Value::from)
+            }
+            Value::String(text) => Value::String(self.restore_text(text)),
+            Value::Array(items) => Value::Array(items.iter().map(|item| self.restore_value(item)).collect()),
+            Value::Object(fields) => {
+                Value::Object(fields.iter().map(|(key, field)| (key.clone(), self.restore_value(field))).collect())
+            }
+            other => other.clone(),
+        }
     }
 
     /// True when nothing was redacted: restoring is then a no-op.
@@ -183,6 +220,17 @@ fn map_strings(value: &Value, transform: &mut impl FnMut(&str) -> String) -> Val
 mod tests {
     use super::*;
     use proptest::prelude::*;
+
+    #[test]
+    fn card_numbers_given_as_json_numbers_are_redacted_and_timestamps_are_not() {
+        let mut vault = PiiVault::new();
+        let value = serde_json::json!({"card": 4111111111111111u64, "at": 1764086400123u64, "us": 1764086400123456u64});
+        let redacted = vault.redact_value(&value);
+        assert_eq!(redacted["card"], serde_json::json!("[CARD_NUMBER_1]"));
+        assert_eq!(redacted["at"], value["at"], "an epoch in milliseconds stays a number");
+        assert_eq!(redacted["us"], value["us"], "an epoch in microseconds stays a number");
+        assert_eq!(vault.restore_value(&redacted), value, "restored as the number it was");
+    }
     use serde_json::json;
 
     #[test]
