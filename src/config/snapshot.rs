@@ -155,6 +155,12 @@ impl Indexes {
         }
         let mut config_names = HashMap::with_capacity(file.mcp_configs.len());
         for (id, config) in &file.mcp_configs {
+            let name = &config.mcp_config_name;
+            if let Err(why) = check_name(name) {
+                problems.push(format!("mcp_configs.{id}.mcp_config_name: {why}"));
+            } else if name != id && file.mcp_configs.contains_key(name) {
+                problems.push(format!("mcp_configs.{id}.mcp_config_name: {name:?} is the id of another configuration"));
+            }
             if config_names.insert(config.mcp_config_name.clone(), id.clone()).is_some() {
                 problems.push(format!(
                     "mcp_configs.{id}.mcp_config_name: {:?} is used by another configuration",
@@ -197,6 +203,12 @@ impl Indexes {
         }
         let mut project_names = HashMap::with_capacity(file.projects.len());
         for (id, project) in &file.projects {
+            let name = &project.project_name;
+            if let Err(why) = check_name(name) {
+                problems.push(format!("projects.{id}.project_name: {why}"));
+            } else if name != id && file.projects.contains_key(name) {
+                problems.push(format!("projects.{id}.project_name: {name:?} is the id of another project"));
+            }
             if project_names.insert(project.project_name.clone(), id.clone()).is_some() {
                 problems
                     .push(format!("projects.{id}.project_name: {:?} is used by another project", project.project_name));
@@ -239,6 +251,19 @@ impl Indexes {
         }
         Indexes { keys, key_ids, config_names, project_names, user_emails }
     }
+}
+
+/// Configuration and project names: 1 to 128 characters, none of them a control character (no NUL, no newline): a
+/// name is shown in listings and logs and used in place of an id.
+pub fn check_name(name: &str) -> Result<(), String> {
+    let shown: String = name.chars().take(64).collect();
+    if name.is_empty() || name.chars().count() > 128 {
+        return Err(format!("{shown:?} must be 1 to 128 characters"));
+    }
+    if name.chars().any(char::is_control) {
+        return Err(format!("{shown:?} must not contain control characters (NUL, newline, tab, ...)"));
+    }
+    Ok(())
 }
 
 /// Server names: 1 to 128 characters of `[A-Za-z0-9_.-]`.
