@@ -12,13 +12,6 @@ use common::API_KEY;
 use mcp::*;
 use serde_json::{Value, json};
 
-/// `mcpgw_limit_hits_total{limit}` from `/metrics`.
-fn hits(gw: &TestGateway, limit: &str) -> f64 {
-    let r = gw.gw.metrics_get("/metrics");
-    let series = format!("mcpgw_limit_hits_total{{limit=\"{limit}\"}}");
-    r.text.lines().find_map(|l| l.strip_prefix(&series).and_then(|v| v.trim().parse().ok())).unwrap_or(0.0)
-}
-
 /// The `pid` tool's answers tell whether a call ran: a batch of `n` echo calls.
 fn echoes(n: usize) -> Value {
     let list: Vec<(&str, Value)> = (0..n).map(|_| ("echo", json!({"text": "x"}))).collect();
@@ -38,7 +31,7 @@ fn a_batch_over_max_calls_per_request_runs_none_of_its_calls() {
         assert_eq!(served["results"].as_array().map(Vec::len), Some(3), "{served}");
         client.cancel().await.unwrap();
     });
-    assert_eq!(hits(&gw, "calls_per_request"), 1.0);
+    assert_eq!(limit_hits(&gw, "calls_per_request"), 1.0);
 }
 
 #[test]
@@ -59,7 +52,7 @@ fn once_a_requests_results_reach_max_response_bytes_the_calls_left_are_not_run()
         }
         client.cancel().await.unwrap();
     });
-    assert_eq!(hits(&gw, "response_bytes"), 3.0);
+    assert_eq!(limit_hits(&gw, "response_bytes"), 3.0);
 }
 
 #[test]

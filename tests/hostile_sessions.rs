@@ -10,13 +10,6 @@ use common::API_KEY;
 use mcp::*;
 use serde_json::json;
 
-/// `mcpgw_limit_hits_total{limit}` from `/metrics`.
-fn hits(gw: &TestGateway, limit: &str) -> f64 {
-    let r = gw.gw.metrics_get("/metrics");
-    let series = format!("mcpgw_limit_hits_total{{limit=\"{limit}\"}}");
-    r.text.lines().find_map(|l| l.strip_prefix(&series).and_then(|v| v.trim().parse().ok())).unwrap_or(0.0)
-}
-
 #[test]
 fn one_key_holds_at_most_max_sessions_per_key_and_other_keys_are_not_affected() {
     let config = config_with(vec![mock_server("mock")], json!({"limits": {"max_sessions_per_key": 2}}));
@@ -30,7 +23,7 @@ fn one_key_holds_at_most_max_sessions_per_key_and_other_keys_are_not_affected() 
     assert_eq!(refused.message["error"]["data"]["error_code"], json!("SESSION_LIMIT"), "{}", refused.text);
     assert!(refused.header("mcp-session-id").is_none());
     assert!(refused.header("retry-after").is_some());
-    assert_eq!(hits(&gw, "sessions_per_key"), 1.0);
+    assert_eq!(limit_hits(&gw, "sessions_per_key"), 1.0);
 
     // Another key (of another project) opens sessions as usual.
     open_session(&client, &gw.mcp, BETA_KEY, "2025-11-25");

@@ -25,10 +25,6 @@ fn metric(gw: &TestGateway, series: &str) -> f64 {
         .unwrap_or(0.0)
 }
 
-fn hits(gw: &TestGateway, limit: &str) -> f64 {
-    metric(gw, &format!("mcpgw_limit_hits_total{{limit=\"{limit}\"}}"))
-}
-
 /// The `data` of a JSON-RPC error answer, checked to carry `error_code`.
 #[track_caller]
 fn error_data(r: &Rpc, status: u16, code: &str) -> Value {
@@ -77,8 +73,8 @@ fn body_and_header_limits_are_configurable_answered_and_counted() {
     let body: Value = r.json().expect("a JSON error body");
     assert_eq!(body["error"], json!("HEADERS_TOO_LARGE"), "{body}");
 
-    assert_eq!(hits(&gw, "request_body"), 2.0);
-    assert_eq!(hits(&gw, "request_headers"), 2.0);
+    assert_eq!(limit_hits(&gw, "request_body"), 2.0);
+    assert_eq!(limit_hits(&gw, "request_headers"), 2.0);
 
     // A reload raises the limits: the same requests now pass both checks.
     let mut raised = read_config(&gw);
@@ -120,7 +116,7 @@ fn max_sessions_refuses_one_more_initialize_even_when_they_race() {
         assert!(refused.header("retry-after").is_some(), "503 without Retry-After: {}", refused.text);
         assert!(refused.message["id"].is_number(), "the refusal answers the request's id: {}", refused.text);
     }
-    assert_eq!(hits(&gw, "sessions"), 5.0);
+    assert_eq!(limit_hits(&gw, "sessions"), 5.0);
     assert_eq!(metric(&gw, "mcpgw_sessions"), 3.0);
 
     // Closing one makes room for one more.
@@ -158,7 +154,7 @@ fn idle_sessions_expire_and_busy_ones_stay() {
         assert_eq!(r.status, 200, "a busy session was closed after {:?}: {}", started.elapsed(), r.text);
         std::thread::sleep(Duration::from_millis(200));
     }
-    assert!(wait_until(SHORT_DEADLINE, || hits(&gw, "session_idle") >= 1.0), "no idle session was closed");
+    assert!(wait_until(SHORT_DEADLINE, || limit_hits(&gw, "session_idle") >= 1.0), "no idle session was closed");
     let r = post(
         &client,
         &gw.mcp,
@@ -195,7 +191,10 @@ fn slow_clients_are_cut_off_at_the_read_timeout() {
     read_to_close(&mut stream);
     let waited = started.elapsed();
     assert!(waited < Duration::from_secs(10), "a client stalling in its headers was kept {waited:?}");
-    assert!(wait_until(SHORT_DEADLINE, || hits(&gw, "read_timeout") >= 1.0), "the header timeout was not counted");
+    assert!(
+        wait_until(SHORT_DEADLINE, || limit_hits(&gw, "read_timeout") >= 1.0),
+        "the header timeout was not counted"
+    );
 
     // A body that never ends: 408 REQUEST_TIMEOUT, then the connection is closed.
     let mut stream = tcp(&gw);
@@ -207,7 +206,7 @@ fn slow_clients_are_cut_off_at_the_read_timeout() {
     let answer = read_to_close(&mut stream);
     assert!(answer.starts_with("HTTP/1.1 408"), "expected 408 for a stalled body, got: {answer}");
     assert!(answer.contains("REQUEST_TIMEOUT"), "{answer}");
-    assert!(hits(&gw, "read_timeout") >= 2.0);
+    assert!(limit_hits(&gw, "read_timeout") >= 2.0);
 
     // A normal client on the same gateway is unaffected.
     let r = post(&http(), &gw.mcp, Some(API_KEY), &[], &initialize_body(1, "2025-11-25"));
@@ -229,7 +228,7 @@ fn a_tool_result_over_the_limit_fails_that_call_only() {
         let small = secure_call_one(&client, "mock", "large", json!({"bytes": 1000})).await;
         assert_eq!(success_text(&small, "large").len(), 1000);
     });
-    assert_eq!(hits(&gw, "tool_result"), 1.0);
+    assert_eq!(limit_hits(&gw, "tool_result"), 1.0);
 }
 
 async fn connect_mcp(gw: &TestGateway) -> McpClient {

@@ -145,8 +145,7 @@ impl GatewayHandler {
         if self.credentials.is_some() {
             // Over HTTP the call budget step has taken these cells.
             let max = identity.snapshot.settings.limits.max_calls_per_request;
-            let arguments = request.arguments.as_ref().map(|a| serde_json::Value::Object(a.clone()));
-            let calls = admission::calls_asked(&request.name, arguments.as_ref(), max);
+            let calls = admission::calls_asked(&request.name, request.arguments.as_ref(), max);
             if let Err(refused) = admission::take_calls(&self.ctx, &identity, calls) {
                 return Ok(tool_result(refused.answer()).into());
             }

@@ -510,6 +510,14 @@ pub fn assert_auth_failed(r: &Rpc) -> String {
 // Admin API and config edits
 // ---------------------------------------------------------------------------------------------------------------
 
+/// `mcpgw_limit_hits_total{limit}` from the gateway's `/metrics`; 0 when the series is absent.
+pub fn limit_hits(gw: &TestGateway, limit: &str) -> f64 {
+    let r = gw.gw.metrics_get("/metrics");
+    assert_eq!(r.status, 200);
+    let series = format!("mcpgw_limit_hits_total{{limit=\"{limit}\"}}");
+    r.text.lines().find_map(|l| l.strip_prefix(&series).and_then(|v| v.trim().parse().ok())).unwrap_or(0.0)
+}
+
 /// An admin API request with the fixture's admin key.
 pub fn admin(gw: &TestGateway, method: reqwest::Method, path: &str, body: Option<&Value>) -> crate::common::Resp {
     crate::common::send(

@@ -18,7 +18,7 @@ use axum::extract::Request;
 use axum::response::Response;
 
 use super::step::{Next, Step, forward};
-use serde_json::Value;
+use serde_json::{Map, Value};
 
 use super::jsonrpc::ParsedMessage;
 use crate::auth::{AuthFailure, Credentials, Identity};
@@ -64,7 +64,7 @@ pub async fn admit(
 
 /// The upstream calls a `tools/call` asks for: the calls of a `gw_secure_call_tools` batch within
 /// `max_calls_per_request` (a longer batch runs none and is refused by the tool with `TOO_MANY_CALLS`).
-pub fn calls_asked(tool: &str, arguments: Option<&Value>, max_calls: usize) -> u32 {
+pub fn calls_asked(tool: &str, arguments: Option<&Map<String, Value>>, max_calls: usize) -> u32 {
     if tool != "gw_secure_call_tools" {
         return 0;
     }
@@ -111,7 +111,7 @@ fn budget(ctx: &GatewayContext, req: &Request) -> Option<Response> {
     let params = message.get("params")?;
     let tool = params.get("name").and_then(Value::as_str)?;
     let max = identity.snapshot.settings.limits.max_calls_per_request;
-    let calls = calls_asked(tool, params.get("arguments"), max);
+    let calls = calls_asked(tool, params.get("arguments").and_then(Value::as_object), max);
     take_calls(ctx, identity, calls).err().map(|refused| refused.response(message.get("id")))
 }
 
