@@ -392,7 +392,14 @@ impl Rpc {
 pub fn http() -> Client {
     // reqwest is built with rustls but without a default crypto provider (see src/outbound.rs).
     mcpgw::outbound::ensure_crypto_provider();
-    Client::builder().no_proxy().timeout(Duration::from_secs(60)).build().unwrap()
+    // Idle pooled connections are dropped after 0.5 s, below the shortest read timeout the tests configure (1 s):
+    // reusing a connection the gateway is closing at that moment fails the request (a race, not a gateway bug).
+    Client::builder()
+        .no_proxy()
+        .timeout(Duration::from_secs(60))
+        .pool_idle_timeout(Duration::from_millis(500))
+        .build()
+        .unwrap()
 }
 
 pub const ACCEPT_BOTH: &str = "application/json, text/event-stream";
