@@ -23,6 +23,7 @@ use crate::admin::AppState;
 use crate::config::defaults::{InitError, init_file};
 use crate::config::{ConfigStore, LoadError, watch as config_watch};
 use crate::gateway::{self, GatewayContext};
+use crate::listener::{self, Front};
 use crate::telemetry::logging::{self, LogHandle};
 use crate::telemetry::metrics::Metrics;
 use crate::{admin, signal, telemetry};
@@ -84,6 +85,11 @@ pub async fn serve(opts: ServeOptions) -> Result<(), ServeError> {
     let log = logging::init(settings.log_level, settings.trace_export());
     follow_log_level(&store, log);
 
+    match listener::raise_descriptor_limit() {
+        Ok((before, now)) if before != now => tracing::info!(before, now, "descriptor limit raised"),
+        Ok(_) => {}
+        Err(e) => tracing::warn!(error = %e, "cannot raise the descriptor limit"),
+    }
     let ctx = GatewayContext::new(Arc::clone(&store));
     // Over HTTP every listener has a default address; over stdio only the listeners asked for are opened.
     let (gateway_addr, admin_addr, metrics_addr) = match opts.transport {
@@ -141,7 +147,12 @@ pub async fn serve(opts: ServeOptions) -> Result<(), ServeError> {
             "gateway" => (stop_gateway_rx.clone(), &mut servers),
             _ => (stop_admin_rx.clone(), &mut servers),
         };
-        set.spawn(listen(name, listener, router, Arc::clone(&store), stop));
+        let front = match name {
+            "metrics" => Front::Metrics,
+            "gateway" => Front::Gateway,
+            _ => Front::Admin,
+        };
+        set.spawn(listener::listen(front, listener, router, Arc::clone(&store), stop));
     }
     state.ready.store(true, Ordering::SeqCst);
     tracing::info!(
@@ -224,70 +235,6 @@ async fn drain(
     }
     ctx.shutdown().await;
     telemetry::traces::shutdown(Duration::from_secs(2)).await;
-}
-
-/// Serves HTTP/1.1 on `listener` until `stop` turns true, then lets each connection finish its request in flight.
-///
-/// Each connection gets `limits.request_read_timeout_seconds` (as configured when it was accepted) to send a
-/// request's headers, including an idle keep-alive connection's next request; a client that takes longer is cut off
-/// and counted in `mcpgw_limit_hits_total{limit="read_timeout"}`. Answers go out without Nagle's delay.
-async fn listen(
-    name: &'static str,
-    listener: TcpListener,
-    router: Router,
-    store: Arc<ConfigStore>,
-    mut stop: watch::Receiver<bool>,
-) {
-    let mut connections = JoinSet::new();
-    loop {
-        let accepted = tokio::select! {
-            _ = stop.wait_for(|stopped| *stopped) => break,
-            accepted = listener.accept() => accepted,
-        };
-        let (tcp, _peer) = match accepted {
-            Ok(pair) => pair,
-            Err(e) => {
-                // Out of descriptors and the like: wait a moment rather than spin.
-                tracing::warn!(listener = name, error = %e, "cannot accept a connection");
-                tokio::time::sleep(Duration::from_millis(50)).await;
-                continue;
-            }
-        };
-        let _ = tcp.set_nodelay(true);
-        let read_timeout = store.snapshot().settings.limits.request_read_timeout;
-        let router = router.clone();
-        let metrics = Arc::clone(store.metrics());
-        let mut stop = stop.clone();
-        connections.spawn(async move {
-            let service = hyper::service::service_fn(move |req: hyper::Request<hyper::body::Incoming>| {
-                tower::ServiceExt::oneshot(router.clone(), req.map(axum::body::Body::new))
-            });
-            let mut builder = hyper::server::conn::http1::Builder::new();
-            builder.timer(hyper_util::rt::TokioTimer::new()).header_read_timeout(read_timeout);
-            let connection = builder.serve_connection(hyper_util::rt::TokioIo::new(tcp), service);
-            let mut connection = std::pin::pin!(connection);
-            let stopped = async move {
-                let _ = stop.wait_for(|stopped| *stopped).await;
-            };
-            let ended = tokio::select! {
-                ended = connection.as_mut() => ended,
-                () = stopped => {
-                    connection.as_mut().graceful_shutdown();
-                    connection.await
-                }
-            };
-            if let Err(e) = ended
-                && e.is_timeout()
-            {
-                metrics.limit_hit("read_timeout");
-            }
-        });
-        // Forget connections that have ended, so the set does not grow with every one ever accepted.
-        while connections.try_join_next().is_some() {}
-    }
-    // Closed now, so that new connections are refused rather than left waiting in the backlog.
-    drop(listener);
-    while connections.join_next().await.is_some() {}
 }
 
 async fn bind(listener: &'static str, addr: SocketAddr) -> Result<TcpListener, ServeError> {

@@ -40,6 +40,7 @@ pub enum ErrorCode {
     SessionNotFound,
     TooManySessions,
     SessionLimit,
+    StreamAlreadyOpen,
     ShuttingDown,
     // The tools.
     InvalidArguments,
@@ -75,6 +76,7 @@ impl ErrorCode {
             ErrorCode::SessionNotFound => "SESSION_NOT_FOUND",
             ErrorCode::TooManySessions => "TOO_MANY_SESSIONS",
             ErrorCode::SessionLimit => "SESSION_LIMIT",
+            ErrorCode::StreamAlreadyOpen => "STREAM_ALREADY_OPEN",
             ErrorCode::ShuttingDown => "SHUTTING_DOWN",
             ErrorCode::InvalidArguments => "INVALID_ARGUMENTS",
             ErrorCode::TooManyCalls => "TOO_MANY_CALLS",
@@ -109,6 +111,7 @@ impl ErrorCode {
             ErrorCode::SessionNotFound => (StatusCode::NOT_FOUND, -32001, "Session not found"),
             ErrorCode::TooManySessions => (StatusCode::SERVICE_UNAVAILABLE, -32000, "Too many sessions"),
             ErrorCode::SessionLimit => (StatusCode::TOO_MANY_REQUESTS, -32000, "Too many sessions for this key"),
+            ErrorCode::StreamAlreadyOpen => (StatusCode::CONFLICT, -32000, "Stream already open"),
             ErrorCode::ShuttingDown => (StatusCode::SERVICE_UNAVAILABLE, -32000, "Shutting down"),
             ErrorCode::InvalidArguments => (StatusCode::BAD_REQUEST, -32602, "Invalid params"),
             ErrorCode::Timeout => (StatusCode::GATEWAY_TIMEOUT, -32000, "Timeout"),

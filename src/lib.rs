@@ -21,6 +21,7 @@ pub mod gateway;
 pub mod guardrails;
 pub mod ids;
 pub mod json_strict;
+pub mod listener;
 pub mod manage;
 pub mod outbound;
 pub mod secrets;

@@ -14,17 +14,6 @@ use common::{ADMIN_KEY, API_KEY, RELOAD_DEADLINE, SHORT_DEADLINE, replace_json, 
 use mcp::*;
 use serde_json::{Value, json};
 
-/// A counter or gauge from the gateway's `/metrics`, e.g. `mcpgw_limit_hits_total{limit="sessions"}`; 0 when absent.
-fn metric(gw: &TestGateway, series: &str) -> f64 {
-    let r = gw.gw.metrics_get("/metrics");
-    assert_eq!(r.status, 200);
-    r.text
-        .lines()
-        .filter(|l| !l.starts_with('#'))
-        .find_map(|l| l.strip_prefix(series).and_then(|rest| rest.trim().parse::<f64>().ok()))
-        .unwrap_or(0.0)
-}
-
 /// The `data` of a JSON-RPC error answer, checked to carry `error_code`.
 #[track_caller]
 fn error_data(r: &Rpc, status: u16, code: &str) -> Value {

@@ -59,7 +59,8 @@ pub fn fresh_config(admin_key: Option<String>) -> Result<(ConfigFile, FreshKeys)
                        "max_header_bytes": 65_536, "max_sessions": 10_000, "session_idle_timeout_seconds": 3600,
                        "request_read_timeout_seconds": 30, "max_tool_result_bytes": 16_777_216,
                        "max_calls_per_request": 64, "max_response_bytes": 33_554_432,
-                       "max_sessions_per_key": 64},
+                       "max_sessions_per_key": 64, "max_connections": 4096,
+                       "max_admin_connections": 64, "idle_connection_seconds": 60},
             "gw_allowed_hosts": ["localhost", "127.0.0.1", "::1"],
             "gw_allowed_origins": [],
             "gw_backup_dir": "backups"

@@ -145,6 +145,12 @@ pub struct LimitsConfig {
     pub max_sessions_per_key: Option<u64>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub max_response_bytes: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub max_connections: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub max_admin_connections: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub idle_connection_seconds: Option<Number>,
     #[serde(flatten)]
     pub extra: Map<String, Value>,
 }

@@ -51,10 +51,17 @@ pub struct Limits {
     pub max_response_bytes: usize,
     /// MCP sessions of one key open at once (429 `SESSION_LIMIT` for one more `initialize` of that key).
     pub max_sessions_per_key: usize,
+    /// Client connections open at once on the gateway listener (one more is closed at once); never more than half
+    /// the descriptor limit, see `listener::connection_cap`.
+    pub max_connections: usize,
+    /// Client connections open at once on the admin listener.
+    pub max_admin_connections: usize,
+    /// A connection with no request in flight for this long is closed.
+    pub idle_connection: Duration,
 }
 
 /// Bounds of the byte and count limits: (name, default, smallest, largest).
-const LIMIT_BOUNDS: [(&str, u64, u64, u64); 8] = [
+const LIMIT_BOUNDS: [(&str, u64, u64, u64); 10] = [
     ("max_request_body_bytes", 4 << 20, 1024, 256 << 20),
     ("max_admin_body_bytes", 1 << 20, 1024, 256 << 20),
     // hyper's own read buffer (about 400 KiB) caps headers before this limit could.
@@ -64,6 +71,8 @@ const LIMIT_BOUNDS: [(&str, u64, u64, u64); 8] = [
     ("max_calls_per_request", 64, 1, 10_000),
     ("max_response_bytes", 32 << 20, 1024, 1 << 30),
     ("max_sessions_per_key", 64, 1, 1_000_000),
+    ("max_connections", 4096, 1, 1_000_000),
+    ("max_admin_connections", 64, 1, 100_000),
 ];
 
 impl Default for Limits {
@@ -76,7 +85,7 @@ impl Limits {
     fn resolve(config: Option<&LimitsConfig>, problems: &mut Problems) -> Limits {
         let empty = LimitsConfig::default();
         let c = config.unwrap_or(&empty);
-        let mut values = [0usize; 8];
+        let mut values = [0usize; 10];
         let given = [
             c.max_request_body_bytes,
             c.max_admin_body_bytes,
@@ -86,6 +95,8 @@ impl Limits {
             c.max_calls_per_request,
             c.max_response_bytes,
             c.max_sessions_per_key,
+            c.max_connections,
+            c.max_admin_connections,
         ];
         for (slot, ((name, default, min, max), value)) in values.iter_mut().zip(LIMIT_BOUNDS.into_iter().zip(given)) {
             let value = match value {
@@ -109,6 +120,8 @@ impl Limits {
             max_calls_per_request,
             max_response_bytes,
             max_sessions_per_key,
+            max_connections,
+            max_admin_connections,
         ] = values;
         let p = "common_mcp_gateway_config.limits";
         Limits {
@@ -134,6 +147,15 @@ impl Limits {
             max_calls_per_request,
             max_response_bytes,
             max_sessions_per_key,
+            max_connections,
+            max_admin_connections,
+            idle_connection: seconds(
+                c.idle_connection_seconds.as_ref(),
+                60.0,
+                &format!("{p}.idle_connection_seconds"),
+                false,
+                problems,
+            ),
         }
     }
 }

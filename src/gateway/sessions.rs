@@ -9,17 +9,41 @@
 //! The drain waits on [`SessionRegistry::wait_empty`]: it may end early once the clients have closed their sessions.
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
+
+use tokio_util::sync::CancellationToken;
 
 /// What to do when a session ends (the upstream pool ends the session's own processes).
 type OnEnd = Box<dyn Fn(&str) + Send + Sync>;
 
-/// Session id to the digest of the key that opened it and when it was last used.
+/// One open session: the digest of the key that opened it, when it was last used, whether its `GET` stream is open,
+/// and what ends that stream when the session ends.
+struct Session {
+    key: [u8; 32],
+    seen: Instant,
+    streaming: Arc<AtomicBool>,
+    ended: CancellationToken,
+}
+
+/// The `GET /mcp/` stream of one session, the only one while held (see [`SessionRegistry::open_stream`]).
+pub struct StreamPlace {
+    streaming: Arc<AtomicBool>,
+    /// Cancelled when the session ends (closed or expired): the stream ends with it.
+    pub ended: CancellationToken,
+}
+
+impl Drop for StreamPlace {
+    fn drop(&mut self) {
+        self.streaming.store(false, Ordering::Release);
+    }
+}
+
+/// Session id to its [`Session`].
 #[derive(Default)]
 pub struct SessionRegistry {
-    sessions: Mutex<HashMap<String, (/* key digest */ [u8; 32], Instant)>>,
+    sessions: Mutex<HashMap<String, Session>>,
     /// `initialize` requests under way that hold a place (see [`SessionRegistry::reserve`]).
     pending: Arc<AtomicUsize>,
     /// The same, per key digest (for `limits.max_sessions_per_key`).
@@ -67,7 +91,7 @@ pub enum Full {
 }
 
 impl SessionRegistry {
-    fn map(&self) -> std::sync::MutexGuard<'_, HashMap<String, ([u8; 32], Instant)>> {
+    fn map(&self) -> std::sync::MutexGuard<'_, HashMap<String, Session>> {
         self.sessions.lock().unwrap_or_else(|p| p.into_inner())
     }
 
@@ -92,7 +116,7 @@ impl SessionRegistry {
         }
         let mut by_key = self.pending_by_key.lock().unwrap_or_else(|p| p.into_inner());
         let opening = by_key.get(&key_digest).copied().unwrap_or(0);
-        let open = map.values().filter(|(owner, _)| *owner == key_digest).count();
+        let open = map.values().filter(|session| session.key == key_digest).count();
         if open.saturating_add(opening) >= max_per_key {
             return Err(Full::Key);
         }
@@ -107,7 +131,22 @@ impl SessionRegistry {
 
     /// Records a new session for a key (before its reservation, if any, is dropped).
     pub fn open(&self, session_id: &str, key_digest: [u8; 32]) {
-        self.map().insert(session_id.to_string(), (key_digest, Instant::now()));
+        let session = Session {
+            key: key_digest,
+            seen: Instant::now(),
+            streaming: Arc::default(),
+            ended: CancellationToken::new(),
+        };
+        self.map().insert(session_id.to_string(), session);
+    }
+
+    /// The place of the session's one `GET` stream, or `None` while another stream of the session is open (or the
+    /// session is unknown).
+    pub fn open_stream(&self, session_id: &str) -> Option<StreamPlace> {
+        let map = self.map();
+        let session = map.get(session_id)?;
+        session.streaming.compare_exchange(false, true, Ordering::AcqRel, Ordering::Acquire).ok()?;
+        Some(StreamPlace { streaming: Arc::clone(&session.streaming), ended: session.ended.clone() })
     }
 
     /// Whether `session_id` belongs to the key and has not been idle for `idle_limit`; a foreign session is
@@ -116,10 +155,11 @@ impl SessionRegistry {
         let mut map = self.map();
         let now = Instant::now();
         match map.get_mut(session_id) {
-            Some((owner, seen))
-                if crate::secrets::ct_eq_digest(owner, key_digest) && now.duration_since(*seen) < idle_limit =>
+            Some(session)
+                if crate::secrets::ct_eq_digest(&session.key, key_digest)
+                    && now.duration_since(session.seen) < idle_limit =>
             {
-                *seen = now;
+                session.seen = now;
                 SessionCheck::Owned
             }
             _ => SessionCheck::Unknown,
@@ -132,11 +172,13 @@ impl SessionRegistry {
         let now = Instant::now();
         let expired: Vec<String> = map
             .iter()
-            .filter(|(_, (_, seen))| now.duration_since(*seen) >= idle_limit)
+            .filter(|(_, session)| now.duration_since(session.seen) >= idle_limit)
             .map(|(id, _)| id.clone())
             .collect();
         for id in &expired {
-            map.remove(id);
+            if let Some(session) = map.remove(id) {
+                session.ended.cancel();
+            }
         }
         let empty = map.is_empty();
         drop(map);
@@ -152,7 +194,11 @@ impl SessionRegistry {
     /// Forgets a session (closed by the client, or unknown to the protocol layer).
     pub fn close(&self, session_id: &str) {
         let mut map = self.map();
-        let known = map.remove(session_id).is_some();
+        let removed = map.remove(session_id);
+        let known = removed.is_some();
+        if let Some(session) = removed {
+            session.ended.cancel();
+        }
         let empty = map.is_empty();
         drop(map);
         if known {

@@ -4,7 +4,7 @@
 use std::sync::Mutex;
 
 use prometheus::{
-    Encoder, HistogramOpts, HistogramVec, IntCounter, IntCounterVec, IntGauge, Opts, Registry, TextEncoder,
+    Encoder, HistogramOpts, HistogramVec, IntCounter, IntCounterVec, IntGauge, IntGaugeVec, Opts, Registry, TextEncoder,
 };
 
 /// Latency buckets (seconds): sub-millisecond gateway work up to the longest default timeout.
@@ -25,8 +25,10 @@ pub const GW_TOOLS: [&str; 7] = [
 /// The `limit` label values of `mcpgw_limit_hits_total`: request body (gateway or admin), request headers, sessions
 /// (one more than `max_sessions`, or than `max_sessions_per_key` for one key), idle sessions closed, slow clients (headers or body not sent in time), tool results
 /// over the size limit, calls that waited because every upstream process had `max_calls_per_process` calls, batches
-/// over `max_calls_per_request`, and requests whose results reached `max_response_bytes`.
-pub const LIMITS: [&str; 10] = [
+/// over `max_calls_per_request`, requests whose results reached `max_response_bytes`, connections closed at once
+/// because their listener was full (`connections` on the gateway, `admin_connections`, `metrics_connections`), and
+/// connections closed after `idle_connection_seconds` without a request.
+pub const LIMITS: [&str; 14] = [
     "request_body",
     "request_headers",
     "sessions",
@@ -37,6 +39,10 @@ pub const LIMITS: [&str; 10] = [
     "calls_per_process",
     "calls_per_request",
     "response_bytes",
+    "connections",
+    "admin_connections",
+    "metrics_connections",
+    "connection_idle",
 ];
 
 /// Called before every scrape to bring values kept elsewhere (pool and cache statistics) up to date.
@@ -79,6 +85,8 @@ pub struct Metrics {
     pub limit_hits: IntCounterVec,
     /// `mcpgw_sessions`: MCP sessions open now.
     pub sessions: IntGauge,
+    /// `mcpgw_connections{listener="gateway"|"admin"|"metrics"}`: client connections open now.
+    pub connections: IntGaugeVec,
     /// `mcpgw_trace_export_errors_total`: span batches the trace exporter failed to deliver.
     pub trace_export_errors: IntCounter,
     /// `mcpgw_config_reloads_total{result="ok"|"error"}`.
@@ -134,6 +142,13 @@ impl Metrics {
             limit_hits.with_label_values(&[limit]);
         }
         let sessions = register(r, IntGauge::new("mcpgw_sessions", "MCP sessions open"));
+        let connections = register(
+            r,
+            IntGaugeVec::new(Opts::new("mcpgw_connections", "Client connections open, by listener"), &["listener"]),
+        );
+        for listener in ["gateway", "admin", "metrics"] {
+            connections.with_label_values(&[listener]);
+        }
         let trace_export_errors = register(
             r,
             IntCounter::new("mcpgw_trace_export_errors_total", "Span batches the trace exporter failed to deliver"),
@@ -192,6 +207,7 @@ impl Metrics {
             rate_limited,
             limit_hits,
             sessions,
+            connections,
             trace_export_errors,
             config_reloads,
             admin_requests,

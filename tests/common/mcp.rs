@@ -517,12 +517,20 @@ pub fn assert_auth_failed(r: &Rpc) -> String {
 // Admin API and config edits
 // ---------------------------------------------------------------------------------------------------------------
 
-/// `mcpgw_limit_hits_total{limit}` from the gateway's `/metrics`; 0 when the series is absent.
-pub fn limit_hits(gw: &TestGateway, limit: &str) -> f64 {
+/// A counter or gauge from the gateway's `/metrics`, e.g. `mcpgw_limit_hits_total{limit="sessions"}`; 0 when absent.
+pub fn metric(gw: &TestGateway, series: &str) -> f64 {
     let r = gw.gw.metrics_get("/metrics");
     assert_eq!(r.status, 200);
-    let series = format!("mcpgw_limit_hits_total{{limit=\"{limit}\"}}");
-    r.text.lines().find_map(|l| l.strip_prefix(&series).and_then(|v| v.trim().parse().ok())).unwrap_or(0.0)
+    r.text
+        .lines()
+        .filter(|l| !l.starts_with('#'))
+        .find_map(|l| l.strip_prefix(series).and_then(|rest| rest.trim().parse::<f64>().ok()))
+        .unwrap_or(0.0)
+}
+
+/// `mcpgw_limit_hits_total{limit}` from the gateway's `/metrics`; 0 when the series is absent.
+pub fn limit_hits(gw: &TestGateway, limit: &str) -> f64 {
+    metric(gw, &format!("mcpgw_limit_hits_total{{limit=\"{limit}\"}}"))
 }
 
 /// An admin API request with the fixture's admin key.

@@ -10,15 +10,20 @@
 //!   `TOO_MANY_SESSIONS` with `Retry-After`, and one that would give its key more than
 //!   `limits.max_sessions_per_key` gets 429 `SESSION_LIMIT` (one key cannot take every place); otherwise its place is held until the answer names the new session,
 //!   which is then bound to the caller's key;
-//! - a session that the protocol layer closed (a successful `DELETE`) or no longer knows (404) is forgotten.
+//! - a session that the protocol layer closed (a successful `DELETE`) or no longer knows (404) is forgotten;
+//! - a session has at most one `GET` stream: a second gets 409 `STREAM_ALREADY_OPEN` while the first is open, and the
+//!   stream ends when its session ends (closed, or idle for `session_idle_timeout_seconds`; the stream itself is not
+//!   a use of the session).
 //!
 //! The registry itself is [`crate::gateway::sessions::SessionRegistry`]; the sweeper that ends idle sessions runs in
 //! `gateway/http.rs`.
 
-use std::sync::Arc;
-
 use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context, Poll};
 
+use axum::body::Body;
 use axum::extract::Request;
 use axum::http::{Method, StatusCode};
 use axum::response::Response;
@@ -30,7 +35,7 @@ use super::step::{Next, Step, forward};
 use crate::auth::Identity;
 use crate::error::{ErrorCode, GatewayError};
 use crate::gateway::GatewayContext;
-use crate::gateway::sessions::{Full, SessionCheck};
+use crate::gateway::sessions::{Full, SessionCheck, StreamPlace};
 
 pub const SESSION_HEADER: &str = "mcp-session-id";
 
@@ -83,8 +88,21 @@ async fn track_sessions(ctx: Arc<GatewayContext>, req: Request, next: impl Next)
             return GatewayError::new(ErrorCode::SessionLimit, message).retry_after(5).response(message_id(&req));
         }
     };
+    let stream = match &session {
+        Some(id) if req.method() == Method::GET => match ctx.sessions.open_stream(id) {
+            Some(place) => Some(place),
+            None => {
+                let message = "this MCP session has a GET stream open already; one stream per session";
+                return GatewayError::new(ErrorCode::StreamAlreadyOpen, message).response(None);
+            }
+        },
+        _ => None,
+    };
     let closing = req.method() == Method::DELETE;
     let response = forward(next, req).await;
+    if let Some(place) = stream {
+        return response.map(|body| Body::new(SessionStream::new(body, place)));
+    }
     if let Some(_place) = place
         && let Some(id) = response.headers().get(SESSION_HEADER).and_then(|v| v.to_str().ok())
     {
@@ -97,4 +115,33 @@ async fn track_sessions(ctx: Arc<GatewayContext>, req: Request, next: impl Next)
         }
     }
     response
+}
+
+/// A session's `GET` stream: holds the session's one stream place, and ends when the session ends.
+struct SessionStream {
+    body: Body,
+    ended: Pin<Box<tokio_util::sync::WaitForCancellationFutureOwned>>,
+    _place: StreamPlace,
+}
+
+impl SessionStream {
+    fn new(body: Body, place: StreamPlace) -> SessionStream {
+        SessionStream { body, ended: Box::pin(place.ended.clone().cancelled_owned()), _place: place }
+    }
+}
+
+impl http_body::Body for SessionStream {
+    type Data = bytes::Bytes;
+    type Error = axum::Error;
+
+    fn poll_frame(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<http_body::Frame<bytes::Bytes>, axum::Error>>> {
+        let this = self.get_mut();
+        if this.ended.as_mut().poll(cx).is_ready() {
+            return Poll::Ready(None);
+        }
+        Pin::new(&mut this.body).poll_frame(cx)
+    }
 }
