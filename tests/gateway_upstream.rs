@@ -19,7 +19,8 @@ use mcp::*;
 use reqwest::Method;
 use serde_json::{Value, json};
 
-const MOCK_TOOLS: [&str; 9] = ["add", "crash", "echo", "env", "fail", "garbage", "large", "pid", "slow"];
+const MOCK_TOOLS: [&str; 11] =
+    ["add", "crash", "echo", "env", "fail", "garbage", "large", "pid", "raw", "rpc_error", "slow"];
 
 fn start_mock(common: Value) -> TestGateway {
     TestGateway::start(&config_with(vec![mock_server("mock")], common))
@@ -39,7 +40,7 @@ fn discovery_goes_to_the_live_server_then_the_cache_and_clear_cache_resets_it() 
         assert_eq!(first["status"], json!("success"), "{first}");
         assert_eq!(first["source"], json!("discovery"), "first discovery after start: {first}");
         assert_eq!(sorted_tool_names(&first), MOCK_TOOLS, "{first}");
-        assert!(first["message"].as_str().is_some_and(|m| m.contains('9')), "message gives the count: {first}");
+        assert!(first["message"].as_str().is_some_and(|m| m.contains("11")), "message gives the count: {first}");
         let meta = &first["server_metadata"];
         assert_eq!(meta["name"], json!("mcpgw-mock-upstream"), "server_metadata: {first}");
         assert!(meta["version"].as_str().is_some_and(|v| !v.is_empty()), "server_metadata.version: {first}");
@@ -96,7 +97,7 @@ fn discovery_goes_to_the_live_server_then_the_cache_and_clear_cache_resets_it() 
         assert_eq!(sorted_tool_names(&mock), MOCK_TOOLS, "{listed}");
 
         let info = call(&client, "gw_get_server_info", json!({"server_name": "mock"})).await;
-        assert_eq!(info["server_info"]["tools"].as_array().map(Vec::len), Some(9), "{info}");
+        assert_eq!(info["server_info"]["tools"].as_array().map(Vec::len), Some(MOCK_TOOLS.len()), "{info}");
         client.cancel().await.unwrap();
     });
 }
@@ -403,7 +404,7 @@ fn upstreams_get_a_minimal_environment_without_the_gateway_credentials() {
         assert_ne!(env("PATH").await, "<unset>", "PATH is part of the minimal environment");
 
         let info = call(&client, "gw_get_server_info", json!({"server_name": "mock"})).await;
-        assert_eq!(info["server_info"]["tools"].as_array().map(Vec::len), Some(9), "{info}");
+        assert_eq!(info["server_info"]["tools"].as_array().map(Vec::len), Some(MOCK_TOOLS.len()), "{info}");
         let text = info.to_string();
         assert!(!text.contains(ENV_SECRET) && !text.contains("configured-value"), "env values shown: {text}");
         client.cancel().await.unwrap();

@@ -14,8 +14,12 @@
 //! | `env` | `{name}` | answers the value of environment variable `name`, or `<unset>` |
 //! | `pid` | `{}` | answers its process id |
 //! | `fail` | `{message}` | answers a tool error (`isError: true`) with `message` |
+//! | `rpc_error` | `{message, bytes?}` | answers a JSON-RPC error (internal error) whose message is `message`, padded with `x` to `bytes` bytes (at most 256 MiB) |
+//! | `raw` | `{result}` | answers the object `result` verbatim as its `CallToolResult`: any content item, annotations, `_meta`, fields MCP does not define |
 //!
-//! Requests are served concurrently (rmcp runs each in its own task). The process ends when stdin closes.
+//! Requests are served concurrently (rmcp runs each in its own task). The process ends when stdin closes. `raw` is
+//! answered by [`Mock`], a thin [`Service`] around the rmcp handler, because rmcp's typed `CallToolResult` would drop
+//! what a hostile server may send (unknown fields); every other request goes to the handler.
 //!
 //! Flags, to play a real server's start: `--start-delay-ms N` waits N milliseconds before it reads anything (as `npx`
 //! or `uvx` do while they download), and `--starts-file PATH` appends one line (its pid) to PATH at every start, so a
@@ -25,15 +29,17 @@
 
 #![forbid(unsafe_code)]
 
+use std::borrow::Cow;
 use std::io::Write as _;
 use std::time::Duration;
 
 use rmcp::model::{
-    CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, Implementation, JsonObject, ListToolsResult,
-    PaginatedRequestParams, ServerCapabilities, ServerConfig, Tool,
+    CallToolRequestParams, CallToolResponse, CallToolResult, ClientNotification, ClientRequest, ContentBlock,
+    CustomResult, Implementation, JsonObject, ListToolsResult, PaginatedRequestParams, ProtocolVersion,
+    ServerCapabilities, ServerConfig, ServerResult, Tool,
 };
-use rmcp::service::RequestContext;
-use rmcp::{ErrorData, RoleServer, ServerHandler, ServiceExt};
+use rmcp::service::{NotificationContext, RequestContext};
+use rmcp::{ErrorData, RoleServer, ServerHandler, Service, ServiceExt};
 use serde_json::{Value, json};
 
 const NAME: &str = "mcpgw-mock-upstream";
@@ -69,6 +75,21 @@ impl MockUpstream {
                 "Answers a tool error with the message.",
                 json!({"message": {"type": "string"}}),
                 &["message"],
+            ),
+            tool(
+                "rpc_error",
+                "Answers a JSON-RPC error with the message, padded with 'x' to the given bytes.",
+                json!({
+                    "message": {"type": "string"},
+                    "bytes": {"type": "integer", "minimum": 0, "maximum": MAX_LARGE_BYTES},
+                }),
+                &["message"],
+            ),
+            tool(
+                "raw",
+                "Answers the given object verbatim as the tool's result.",
+                json!({"result": {"type": "object"}}),
+                &["result"],
             ),
         ];
         MockUpstream { tools }
@@ -168,6 +189,18 @@ async fn run(name: &str, args: &JsonObject) -> Result<CallToolResult, ErrorData>
         }
         "pid" => text(pid.to_string()),
         "fail" => CallToolResult::error(vec![ContentBlock::text(string_argument(args, "message")?)]),
+        "rpc_error" => {
+            let mut message = string_argument(args, "message")?.to_string();
+            if args.contains_key("bytes") {
+                let bytes = integer_argument(args, "bytes")?.min(MAX_LARGE_BYTES);
+                let missing = usize::try_from(bytes).unwrap_or_default().saturating_sub(message.len());
+                message.push_str(&"x".repeat(missing));
+            }
+            return Err(ErrorData::internal_error(message, None));
+        }
+        // Reached only without [`Mock`] (the unit tests): the typed result keeps what rmcp knows of `result`.
+        "raw" => serde_json::from_value(raw_result(args)?)
+            .map_err(|e| ErrorData::invalid_params(format!("`result` is not a CallToolResult: {e}"), None))?,
         other => return Err(ErrorData::invalid_params(format!("unknown tool `{other}`"), None)),
     })
 }
@@ -178,7 +211,7 @@ impl ServerHandler for MockUpstream {
         implementation.description = Some("A mock MCP upstream for mcpgw's tests and benchmarks".to_string());
         ServerConfig::new(ServerCapabilities::builder().enable_tools().build())
             .with_server_info(implementation)
-            .with_instructions("Tools: echo, add, slow, crash, large, garbage, env, pid, fail.")
+            .with_instructions("Tools: echo, add, slow, crash, large, garbage, env, pid, fail, rpc_error, raw.")
     }
 
     async fn list_tools(
@@ -196,6 +229,49 @@ impl ServerHandler for MockUpstream {
     ) -> Result<CallToolResponse, ErrorData> {
         let args = request.arguments.unwrap_or_default();
         run(&request.name, &args).await.map(CallToolResponse::Complete)
+    }
+}
+
+/// The `result` argument of `raw`.
+fn raw_result(args: &JsonObject) -> Result<Value, ErrorData> {
+    match argument(args, "result")? {
+        result @ Value::Object(_) => Ok(result.clone()),
+        _ => Err(ErrorData::invalid_params("`result` must be an object", None)),
+    }
+}
+
+/// The handler, with `raw` answered verbatim (see the module documentation).
+struct Mock(MockUpstream);
+
+impl Service<RoleServer> for Mock {
+    async fn handle_request(
+        &self,
+        request: ClientRequest,
+        context: RequestContext<RoleServer>,
+    ) -> Result<ServerResult, ErrorData> {
+        if let ClientRequest::CallToolRequest(call) = &request
+            && call.params.name == "raw"
+        {
+            let args = call.params.arguments.clone().unwrap_or_default();
+            return raw_result(&args).map(|result| ServerResult::CustomResult(CustomResult(result)));
+        }
+        Service::handle_request(&self.0, request, context).await
+    }
+
+    async fn handle_notification(
+        &self,
+        notification: ClientNotification,
+        context: NotificationContext<RoleServer>,
+    ) -> Result<(), ErrorData> {
+        Service::handle_notification(&self.0, notification, context).await
+    }
+
+    fn get_info(&self) -> ServerConfig {
+        ServerHandler::get_info(&self.0)
+    }
+
+    fn supported_protocol_versions(&self) -> Cow<'static, [ProtocolVersion]> {
+        Service::supported_protocol_versions(&self.0)
     }
 }
 
@@ -259,7 +335,7 @@ async fn main() -> std::process::ExitCode {
         tokio::time::sleep(delay).await;
     }
     eprintln!("{NAME} {} started (pid {})", env!("CARGO_PKG_VERSION"), std::process::id());
-    let server = match MockUpstream::new().serve(rmcp::transport::stdio_pipes()).await {
+    let server = match Mock(MockUpstream::new()).serve(rmcp::transport::stdio_pipes()).await {
         Ok(server) => server,
         Err(error) => {
             eprintln!("{NAME}: initialization failed: {error}");
@@ -303,6 +379,10 @@ mod tests {
         assert!(run("add", &args(json!({"a": "1", "b": 2}))).await.is_err());
         assert!(run("large", &args(json!({"bytes": MAX_LARGE_BYTES + 1}))).await.is_err());
         assert!(run("nope", &args(json!({}))).await.is_err());
+        let error = run("rpc_error", &args(json!({"message": "no", "bytes": 5}))).await.unwrap_err();
+        assert_eq!(error.message, "noxxx");
+        let raw = run("raw", &args(json!({"result": {"content": [{"type": "text", "text": "hi"}]}}))).await.unwrap();
+        assert_eq!(raw.content[0].as_text().map(|t| t.text.as_str()), Some("hi"));
         let unset = run("env", &args(json!({"name": "MCPGW_MOCK_SURELY_UNSET"}))).await.unwrap();
         assert_eq!(unset.content[0].as_text().map(|t| t.text.as_str()), Some("<unset>"));
     }

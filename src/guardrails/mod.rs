@@ -14,6 +14,7 @@ pub mod pii;
 pub mod provider;
 pub mod remote;
 pub mod stage;
+pub mod strings;
 
 /// One finding of a check, as it appears in a blocked result's `violations` (contract 4).
 #[derive(Debug, Clone, PartialEq, Serialize)]

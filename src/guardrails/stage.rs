@@ -5,8 +5,11 @@
 //!    then the input policy check of the arguments' JSON (the provider, plus the policy's own `blocked_keywords`).
 //!    The check sees the redacted text, so personal data never leaves the gateway for a check either.
 //! 2. the upstream call (the layer's inner service);
-//! 3. [`CallGuard::check_output`]: the output policy check of the upstream's text, then relevancy, adherence and
-//!    hallucination (`gw` only), then restoring the redacted data in the upstream's text and structured output.
+//! 3. [`CallGuard::check_output`]: the output policy check of every string of the upstream's answer (`strings.rs`:
+//!    content items of every kind, `structuredContent`, `_meta`, annotations, unknown fields), then relevancy,
+//!    adherence and hallucination (`gw` only), then restoring the redacted data in every one of those strings.
+//!    [`CallGuard::check_upstream_error`] does the same for an upstream error's message, first cut to 1 KiB; a
+//!    message the check blocks is withheld (contract 13).
 //!
 //! Policy checks fail closed: a provider that errs or exceeds `guardrail_timeout` blocks the call with
 //! `GUARDRAIL_UNAVAILABLE`. Relevancy, adherence and hallucination fail open. Every violation is logged with
@@ -22,6 +25,7 @@ use super::keyword::KeywordMatcher;
 use super::pii::PiiVault;
 use super::provider::{Provider, ProviderChoice, string_list};
 use super::remote::RemoteGuardrails;
+use super::strings::{self, UPSTREAM_ERROR_LIMIT};
 use super::{GuardrailError, Mode, Violation};
 use crate::config::model::GuardrailPolicy;
 use crate::error::{ErrorCode, GatewayError};
@@ -54,20 +58,8 @@ fn flag(policy: &GuardrailPolicy, name: &str) -> bool {
     policy.additional_config.as_ref().and_then(|c| c.get(name)).and_then(Value::as_bool).unwrap_or(false)
 }
 
-/// The text of an upstream `CallToolResult`: its text blocks, and its structured content as JSON.
-pub fn result_text(response: &Value) -> String {
-    let mut parts: Vec<String> = response
-        .get("content")
-        .and_then(Value::as_array)
-        .into_iter()
-        .flatten()
-        .filter_map(|block| block.get("text").and_then(Value::as_str).map(str::to_string))
-        .collect();
-    if let Some(structured) = response.get("structuredContent").filter(|v| !v.is_null()) {
-        parts.push(structured.to_string());
-    }
-    parts.join("\n")
-}
+/// What the client gets instead of an upstream error's message that the output check blocked (contract 13).
+pub const WITHHELD_UPSTREAM_ERROR: &str = "upstream error (message withheld by guardrails)";
 
 fn stage_name(mode: Mode) -> &'static str {
     match mode {
@@ -240,11 +232,30 @@ impl<'a> CallGuard<'a> {
     /// or fails a relevancy or adherence check. `tool` and `args` describe the call (as the upstream saw it).
     pub async fn check_output(&self, tool: &str, args: &Map<String, Value>, response: Value) -> Result<Value, Value> {
         if let Some(policy) = self.output {
-            let text = result_text(&response);
+            // Every string the client would receive, wherever the upstream put it, is one text to check.
+            let text = strings::joined(&response);
             self.policy_check(policy, Mode::Response, &text, None).await?;
             self.quality_checks(policy, tool, args, &text).await?;
         }
         Ok(self.restore(response).await)
+    }
+
+    /// The upstream error `error` as the client may see it: its message cut to 1 KiB (on a character boundary), checked
+    /// by the output policy, redacted data restored. A message the check blocks, or cannot check (a provider that
+    /// fails, as policy checks do, closed), is replaced by [`WITHHELD_UPSTREAM_ERROR`]; the error's code stays.
+    pub async fn check_upstream_error(&self, mut error: GatewayError) -> GatewayError {
+        strings::cut(&mut error.message, UPSTREAM_ERROR_LIMIT);
+        if let Some(policy) = self.output
+            && self.policy_check(policy, Mode::Response, &error.message, None).await.is_err()
+        {
+            error.message = WITHHELD_UPSTREAM_ERROR.to_owned();
+            return error;
+        }
+        if self.redacted {
+            error.message = self.restore_text(std::mem::take(&mut error.message)).await;
+            strings::cut(&mut error.message, UPSTREAM_ERROR_LIMIT);
+        }
+        error
     }
 
     /// Relevancy, adherence and hallucination (provider `gw`); they fail open.
@@ -320,8 +331,8 @@ impl<'a> CallGuard<'a> {
         tracing::warn!(server_name = self.server_name, check, error = %error, "guardrail check unavailable; passed");
     }
 
-    /// Puts the redacted data back into the upstream's text and structured output.
-    async fn restore(&self, response: Value) -> Value {
+    /// Puts the redacted data back into every string of the upstream's answer, in place.
+    async fn restore(&self, mut response: Value) -> Value {
         if !self.redacted {
             return response;
         }
@@ -337,7 +348,21 @@ impl<'a> CallGuard<'a> {
                 }
             };
         }
-        self.vault.restore_value(&response)
+        self.vault.restore_in_place(&mut response);
+        response
+    }
+
+    /// Puts the redacted data back into one text (an upstream error's message).
+    async fn restore_text(&self, text: String) -> String {
+        let Some(remote) = self.remote() else { return self.vault.restored(&text).unwrap_or(text) };
+        let key = self.remote_pii_key.as_deref();
+        match self.bounded(remote.pii(&text, Mode::Response, key)).await {
+            Ok(answer) => answer.text,
+            Err(e) => {
+                tracing::warn!(server_name = self.server_name, error = %e, "restoring redacted data failed");
+                text
+            }
+        }
     }
 }
 

@@ -3,9 +3,10 @@
 //! The per-call stack, outermost first (the order is written down once, here; `gateway/tools/execute.rs` builds it):
 //! 1. [`Guardrails`]: input check and PII redaction of the arguments; a blocked call ends here with its blocked result
 //!    and never reaches the upstream. After the inner service answers: output check, relevancy and adherence, then
-//!    restoring the redacted data. Guardrails sit outside the timeout so that their own `guardrail_timeout` is not
-//!    charged to the upstream's `tool_execution_timeout`, and outside the upstream so that redaction happens before
-//!    anything leaves the gateway.
+//!    restoring the redacted data; when it fails with an error that carries the upstream's text, that text is cut to
+//!    1 KiB and checked in turn (withheld if blocked). Guardrails sit outside the timeout so that their own
+//!    `guardrail_timeout` is not charged to the upstream's `tool_execution_timeout`, and outside the upstream so that
+//!    redaction happens before anything leaves the gateway.
 //! 2. The upstream call under `tool_execution_timeout` in a pooled process (`execute.rs`'s `UpstreamService`).
 //!
 //! A service of this stack takes an [`UpstreamCall`] and answers a [`CallOutcome`]; a [`GatewayError`] (upstream error,
@@ -20,7 +21,7 @@ use serde_json::{Map, Value};
 use tower::{Layer, Service};
 
 use crate::config::model::GuardrailPolicy;
-use crate::error::GatewayError;
+use crate::error::{ErrorCode, GatewayError};
 use crate::guardrails::provider::ProviderChoice;
 use crate::guardrails::stage::{CallGuard, GuardSettings};
 use crate::timeouts::TimeoutMetrics;
@@ -55,6 +56,12 @@ impl GuardrailLayer<'_> {
     /// Whether any guardrail applies (`metadata.guardrails_applied`).
     pub fn applies(&self) -> bool {
         self.input.is_some_and(GuardrailPolicy::is_enabled) || self.output.is_some_and(GuardrailPolicy::is_enabled)
+    }
+
+    /// An error of this server met outside a call (its tool discovery failed) as a call's result may show it: when it
+    /// carries the upstream's text, cut and checked as in a call ([`CallGuard::check_upstream_error`]).
+    pub async fn upstream_error(&self, error: GatewayError) -> GatewayError {
+        if from_upstream(&error) { self.guard().check_upstream_error(error).await } else { error }
     }
 
     fn guard(&self) -> CallGuard<'_> {
@@ -107,11 +114,22 @@ where
                 Err(blocked) => return Ok(CallOutcome::Blocked(blocked)),
             };
             std::future::poll_fn(|cx| inner.poll_ready(cx)).await?;
-            let response = inner.call(UpstreamCall { tool: call.tool.clone(), args: args.clone() }).await?;
+            let response = match inner.call(UpstreamCall { tool: call.tool.clone(), args: args.clone() }).await {
+                Ok(response) => response,
+                // The upstream's own words (a JSON-RPC error, a failed start) are output too (contract 13).
+                Err(error) if from_upstream(&error) => return Err(guard.check_upstream_error(error).await),
+                Err(error) => return Err(error),
+            };
             Ok(match guard.check_output(&call.tool, &args, response).await {
                 Ok(response) => CallOutcome::Completed(response),
                 Err(blocked) => CallOutcome::Blocked(blocked),
             })
         })
     }
+}
+
+/// Whether `error` may carry text the upstream wrote (a JSON-RPC error's message, a failed start's answer); the other
+/// errors of an upstream call (timeouts, a reply over the limit) are the gateway's own words.
+fn from_upstream(error: &GatewayError) -> bool {
+    matches!(error.code, ErrorCode::UpstreamError | ErrorCode::UpstreamUnavailable)
 }

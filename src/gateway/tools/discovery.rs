@@ -18,6 +18,7 @@ use crate::cache::shared::fingerprint;
 use crate::config::model::ServerEntry;
 use crate::error::{ErrorCode, GatewayError};
 use crate::gateway::{CachedTools, GatewayContext};
+use crate::guardrails::strings::{self, UPSTREAM_ERROR_LIMIT};
 use crate::telemetry::spans;
 use crate::timeouts::TimeoutKind;
 use crate::upstream::oauth::{self, OAuthSettings, TokenKey};
@@ -93,6 +94,14 @@ pub fn configured_tools(entry: &ServerEntry) -> Vec<Value> {
 
 /// Maps an upstream error to the answer's error code (counting a result over `limits.max_tool_result_bytes`).
 pub fn upstream_failure(ctx: &GatewayContext, err: &UpstreamError) -> GatewayError {
+    let mut error = upstream_failure_uncut(ctx, err);
+    // An upstream's error text reaches a client cut to 1 KiB whatever the path (contract 13); the per-call stack also
+    // checks it with the output guardrails (`CallGuard::check_upstream_error`).
+    strings::cut(&mut error.message, UPSTREAM_ERROR_LIMIT);
+    error
+}
+
+fn upstream_failure_uncut(ctx: &GatewayContext, err: &UpstreamError) -> GatewayError {
     match err {
         UpstreamError::Timeout(d) => GatewayError::new(ErrorCode::Timeout, crate::timeouts::TimedOut(*d).to_string()),
         UpstreamError::OutputTooLarge { .. } => {

@@ -70,6 +70,11 @@ pub async fn secure_call(
         blocks: &ctx.store.metrics().guardrail_blocks,
         server_name: &entry.server_name,
     };
+    // A failed discovery is shown in every call's result: the upstream's words in it pass the output check once.
+    let known = match known {
+        Err(failure) => Err(guardrails.upstream_error(failure).await),
+        found => found,
+    };
     let mut guardrails_applied = false;
     // Made on the first call that reaches the upstream (it may need an OAuth token).
     let mut spec: Option<ServerSpec> = None;

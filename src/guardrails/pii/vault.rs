@@ -19,7 +19,7 @@ use regex::Regex;
 use serde_json::Value;
 
 use super::detect::{PiiKind, Span, compile, detect};
-use crate::guardrails::Violation;
+use crate::guardrails::{Violation, strings};
 
 // What a placeholder looks like, both when restoring and when spotting literals in an input. It can hold no `[`
 // after its first character, which is what keeps literals and inserted placeholders from ever running together.
@@ -106,20 +106,43 @@ impl PiiVault {
 
     /// `text` with every placeholder this vault handed out replaced by its original, wherever it appears.
     pub fn restore_text(&self, text: &str) -> String {
+        self.restored(text).unwrap_or_else(|| text.to_owned())
+    }
+
+    /// `text` restored as [`Self::restore_text`] does, or `None` when it holds no placeholder this vault handed out
+    /// (then nothing needs to be copied).
+    pub fn restored(&self, text: &str) -> Option<String> {
         if self.originals.is_empty() {
-            return text.to_owned();
+            return None;
         }
-        let mut restored = String::with_capacity(text.len());
+        let mut restored: Option<String> = None;
         let mut copied = 0;
         for found in PLACEHOLDER.find_iter(text) {
             if let Some(original) = self.originals.get(found.as_str()) {
+                let restored = restored.get_or_insert_with(|| String::with_capacity(text.len()));
                 restored.push_str(&text[copied..found.start()]);
                 restored.push_str(original);
                 copied = found.end();
             }
         }
+        let mut restored = restored?;
         restored.push_str(&text[copied..]);
-        restored
+        Some(restored)
+    }
+
+    /// Restores `value` where it is: every string value inside it (`strings.rs`'s walk, so the same strings the output
+    /// checks read), at any depth; strings without a placeholder are not copied. Keys are left alone, as in
+    /// [`Self::redact_value`].
+    pub fn restore_in_place(&self, value: &mut Value) {
+        if self.originals.is_empty() {
+            return;
+        }
+        if !self.numbers.is_empty() {
+            // A placeholder that stands for a number changes the value's kind: the rare case takes the copying walk.
+            *value = self.restore_value(value);
+            return;
+        }
+        strings::rewrite(value, |text| self.restored(text));
     }
 
     /// `value` with every string inside it restored, at any depth (keys left alone, as in [`Self::redact_value`]).
