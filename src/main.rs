@@ -8,6 +8,8 @@
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 fn main() -> std::process::ExitCode {
+    #[cfg(target_os = "linux")]
+    restart_with_allocator_options();
     // mimalloc asks for transparent huge pages on its arena, so the resident size grows in 2 MiB steps that are mostly
     // untouched (an idle gateway held 6 MiB of huge pages; without them its idle RSS fell from 18.5-21.3 to 15 MiB).
     // A sidecar's footprint matters more than the TLB misses saved; upstream processes inherit the setting. Failure
@@ -15,4 +17,27 @@ fn main() -> std::process::ExitCode {
     #[cfg(target_os = "linux")]
     let _ = nix::sys::prctl::set_thp_disable(true);
     mcpgw::cli::run(std::env::args_os())
+}
+
+/// mimalloc keeps the pages that freed memory occupied until the thread that freed them allocates again; after a large
+/// answer (a batch of big results) an idle gateway would hold that memory for good. With `MIMALLOC_PURGE_DELAY=0` it
+/// gives pages back to the OS as soon as they are free, so resident memory is back near idle right after the answer
+/// (contract 13; the figures are in BENCHMARKS.md). mimalloc reads its options when the process starts, before
+/// `main`, so the binary starts itself again once with the option set, unless the environment sets it already. A
+/// failure to do so (no `/proc/self/exe`, say) changes nothing else.
+#[cfg(target_os = "linux")]
+fn restart_with_allocator_options() {
+    use std::os::unix::process::CommandExt;
+    const PURGE_DELAY: &str = "MIMALLOC_PURGE_DELAY";
+    if std::env::var_os(PURGE_DELAY).is_some() {
+        return;
+    }
+    let Ok(exe) = std::env::current_exe() else { return };
+    let mut args = std::env::args_os();
+    let mut command = std::process::Command::new(exe);
+    if let Some(name) = args.next() {
+        command.arg0(name);
+    }
+    // `exec` returns only when it failed: carry on as we are.
+    let _ = command.args(args).env(PURGE_DELAY, "0").exec();
 }

@@ -11,6 +11,14 @@
 //! upstream processes retired by a config change, none running, Redis reachable again) it reads the gateway's resident
 //! memory and open descriptors; after SIGTERM it looks for upstream processes that outlived the gateway (they carry a
 //! marker in their environment, whoever their parent is now).
+//!
+//! Beside the normal clients runs a hostile key holder (contract 13), of another project on the same MCP config: it
+//! sends batches over `max_calls_per_request`, batches of large results that reach `max_response_bytes`, floods the
+//! gateway listener with idle connections (within `max_connections`) and opens sessions with its one key until
+//! `max_sessions_per_key` refuses them. The normal clients' goals do not change: every request answered once, with
+//! its own answer, and no session refused. Before the warm-up, the memory bound of one request is measured: the
+//! gateway's resident memory during one batch of 64 results of 1 MiB (more than `max_response_bytes`), and how soon
+//! after the answer it is back near idle.
 
 use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader, Read, Write};
@@ -35,6 +43,13 @@ mod raw_clients;
 use raw_clients::{Answer, RawHttp};
 
 const KEY: &str = "gw_soak-key-00000000000000000000000000000000000";
+/// The hostile key holder's key (project `p2`, the same MCP config).
+const HOSTILE_KEY: &str = "gw_soak-hostile-000000000000000000000000000000000";
+/// `limits.max_connections` of the soak's config; the hostile flood holds [`FLOOD_CONNECTIONS`] of them at a time.
+const MAX_CONNECTIONS: usize = 512;
+const FLOOD_CONNECTIONS: usize = 256;
+/// `limits.max_response_bytes` (the default).
+const MAX_RESPONSE_BYTES: u64 = 32 << 20;
 /// A request without an answer after this long counts as never answered.
 const ANSWER_DEADLINE: Duration = Duration::from_secs(30);
 
@@ -50,6 +65,8 @@ pub struct Options {
     pub kill_every: Duration,
     pub rewrite_every: Duration,
     pub redis_restart_every: Duration,
+    /// Run the hostile key holder beside the clients.
+    pub hostile: bool,
 }
 
 impl Options {
@@ -63,6 +80,7 @@ impl Options {
             kill_every: Duration::from_secs(1),
             rewrite_every: Duration::from_secs(1),
             redis_restart_every: Duration::from_secs(10),
+            hostile: true,
         }
     }
 }
@@ -98,6 +116,20 @@ impl Reading {
     }
 }
 
+/// The memory bound of one request (contract 13), read before the warm-up.
+#[derive(Debug, Default, Clone)]
+pub struct MemoryBound {
+    pub idle_kib: u64,
+    pub peak_kib: u64,
+    /// Resident memory 10 s after the answer (or as soon as it was back under idle + 64 MiB).
+    pub after_kib: u64,
+    /// How long after the answer resident memory was back under idle + 64 MiB (`None`: not within 10 s).
+    pub back_within: Option<Duration>,
+    /// The calls of the batch that ran, and those refused with `RESPONSE_TOO_LARGE`.
+    pub ran: u64,
+    pub refused: u64,
+}
+
 /// The outcome of a run.
 #[derive(Debug, Default)]
 pub struct Report {
@@ -118,6 +150,9 @@ pub struct Report {
     pub panics: Vec<String>,
     /// Problems of the run itself (a quiet point not reached, say).
     pub problems: Vec<String>,
+    /// What the hostile key holder saw, by kind.
+    pub hostile: BTreeMap<String, u64>,
+    pub memory: MemoryBound,
 }
 
 impl Report {
@@ -165,6 +200,11 @@ impl Report {
             format!("leaked processes: {:?}", self.leaked_processes),
         );
         check(&mut failures, self.exit_code == Some(0), format!("exit code 0 after SIGTERM: {:?}", self.exit_code));
+        let m = &self.memory;
+        // The peak is reported against idle + 4 x max_response_bytes (see `peak_within_bound`), not failed on: it
+        // sits at that bound (BENCHMARKS.md), and a run's noise must not fail CI.
+        check(&mut failures, m.back_within.is_some(), format!("RSS back under idle + 64 MiB within 10 s: {m:?}"));
+        check(&mut failures, m.refused > 0, format!("max_response_bytes stopped the large batch: {m:?}"));
         check(&mut failures, self.panics.is_empty(), format!("panics in the gateway log: {:?}", self.panics));
         check(
             &mut failures,
@@ -177,6 +217,11 @@ impl Report {
             format!("the gateway took the valid rewrites and refused the invalid ones: {:?}", self.reloads),
         );
         failures
+    }
+
+    /// Whether resident memory stayed under idle + 4 x `max_response_bytes` during the one large request.
+    pub fn peak_within_bound(&self) -> bool {
+        self.memory.peak_kib <= self.memory.idle_kib + 4 * (MAX_RESPONSE_BYTES >> 10)
     }
 
     fn sent_matches(&self) -> bool {
@@ -230,6 +275,21 @@ impl Report {
             self.end.fd_total(),
             self.end.fds
         ));
+        let m = &self.memory;
+        out.push_str(&format!(
+            "one request of 64 results of 1 MiB (max_response_bytes 32 MiB): {} calls ran, {} refused; RSS idle {:.1} \
+             MiB, peak {:.1} MiB (+{:.1}, {} idle + 4 x max_response_bytes), back under idle + 64 MiB {}\n",
+            m.ran,
+            m.refused,
+            mib(m.idle_kib),
+            mib(m.peak_kib),
+            mib(m.peak_kib.saturating_sub(m.idle_kib)),
+            if self.peak_within_bound() { "within" } else { "over" },
+            m.back_within.map_or("not within 10 s".to_string(), |d| format!("{} ms after the answer", d.as_millis()))
+        ));
+        if !self.hostile.is_empty() {
+            out.push_str(&format!("hostile key holder: {:?}\n", self.hostile));
+        }
         out.push_str(&format!(
             "after SIGTERM: exit code {:?}, upstream processes left {}\n",
             self.exit_code,
@@ -332,12 +392,14 @@ impl Configs {
             "common_mcp_gateway_config": {
                 "gw_log_level": "WARNING",
                 "gw_mcp_use_external_cache": true, "gw_cache_host": "127.0.0.1", "gw_cache_port": self.redis_port,
-                "gw_cache_db": 0
+                "gw_cache_db": 0,
+                "limits": {"max_connections": MAX_CONNECTIONS}
             },
             "mcp_configs": {"c1": {"mcp_config_name": "soak", "mcp_config": [server("mock"), server("steady")]}},
-            "projects": {"p1": {"project_name": "soak", "mcp_config_id": "c1", "users": ["u1"]}},
-            "users": {"u1": {"email": "soak@example.com"}},
-            "apikeys": {KEY: {"project_id": "p1", "user_id": "u1"}}
+            "projects": {"p1": {"project_name": "soak", "mcp_config_id": "c1", "users": ["u1"]},
+                         "p2": {"project_name": "hostile", "mcp_config_id": "c1", "users": ["u2"]}},
+            "users": {"u1": {"email": "soak@example.com"}, "u2": {"email": "hostile@example.com"}},
+            "apikeys": {KEY: {"project_id": "p1", "user_id": "u1"}, HOSTILE_KEY: {"project_id": "p2", "user_id": "u2"}}
         })
     }
 
@@ -605,6 +667,147 @@ async fn client(n: usize, addr: String, stop: Arc<AtomicBool>, ids: Arc<AtomicU6
     }
 }
 
+/// The calls of one `gw_secure_call_tools` answer by outcome (`success` or the error code; the whole batch's code
+/// when it ran none), or what went wrong with the request.
+fn batch_outcomes(answer: std::io::Result<Answer>) -> BTreeMap<String, u64> {
+    let mut outcomes = BTreeMap::new();
+    let answer = match answer {
+        Ok(answer) => answer,
+        Err(e) => {
+            outcomes.insert(format!("connection: {:?}", e.kind()), 1);
+            return outcomes;
+        }
+    };
+    let Some(message) = messages(&answer).into_iter().next() else {
+        outcomes.insert(format!("HTTP {} without a JSON-RPC answer", answer.status), 1);
+        return outcomes;
+    };
+    let content = &message["result"]["structuredContent"];
+    match content["results"].as_array() {
+        Some(results) => {
+            for result in results {
+                let outcome = result["error_code"].as_str().unwrap_or("success");
+                *outcomes.entry(outcome.to_string()).or_default() += 1;
+            }
+        }
+        None => {
+            let code = content["error_code"].as_str().or(message["error"]["data"]["error_code"].as_str());
+            outcomes.insert(code.unwrap_or("no error_code").to_string(), 1);
+        }
+    }
+    outcomes
+}
+
+/// One `gw_secure_call_tools` of `calls` on `server`, stateless, with `key`.
+async fn batch(addr: &str, key: &str, server: &str, calls: Vec<Value>) -> std::io::Result<Answer> {
+    let mut conn = RawHttp::try_connect(addr, key, true).await.map_err(std::io::Error::other)?;
+    let request =
+        conn.tool_call_with_id(1, "gw_secure_call_tools", json!({"server_name": server, "tool_calls": calls}));
+    conn.try_post(&request).await
+}
+
+fn large_calls(n: usize) -> Vec<Value> {
+    (0..n).map(|_| json!({"name": "large", "args": {"bytes": 1 << 20}})).collect()
+}
+
+/// The hostile key holder (see the module documentation): one action after another until `stop`, each counted by
+/// what came back.
+async fn hostile(addr: String, stop: Arc<AtomicBool>, seen: HostileSeen) {
+    let count = |kind: String, n: u64| {
+        if let Ok(mut seen) = seen.lock() {
+            *seen.entry(kind).or_default() += n;
+        }
+    };
+    let mut round = 0u64;
+    while !stop.load(Ordering::Relaxed) {
+        match round % 4 {
+            1 => {
+                let calls = (0..65).map(|i| json!({"name": "echo", "args": {"text": format!("h{i}")}})).collect();
+                for (outcome, n) in batch_outcomes(batch(&addr, HOSTILE_KEY, "mock", calls).await) {
+                    count(format!("batch of 65 echo calls: {outcome}"), n);
+                }
+            }
+            2 => {
+                for (outcome, n) in batch_outcomes(batch(&addr, HOSTILE_KEY, "mock", large_calls(64)).await) {
+                    count(format!("batch of 64 results of 1 MiB, calls: {outcome}"), n);
+                }
+            }
+            3 => {
+                let mut held = Vec::new();
+                for _ in 0..FLOOD_CONNECTIONS {
+                    match tokio::net::TcpStream::connect(&addr).await {
+                        Ok(stream) => held.push(stream),
+                        Err(e) => count(format!("flood connection: {:?}", e.kind()), 1),
+                    }
+                }
+                count("idle connections held for a second".into(), held.len() as u64);
+                tokio::time::sleep(Duration::from_secs(1)).await;
+            }
+            _ => {
+                // First of all, so that the key holds all its sessions before the first quiet point.
+                for _ in 0..70 {
+                    match RawHttp::try_connect(&addr, HOSTILE_KEY, false).await {
+                        // Left open: the sessions stay until they idle out.
+                        Ok(_) => count("sessions opened".into(), 1),
+                        Err(e) if e.contains("SESSION_LIMIT") => count("sessions refused: SESSION_LIMIT".into(), 1),
+                        Err(e) => count(format!("session: {}", e.chars().take(80).collect::<String>()), 1),
+                    }
+                }
+            }
+        }
+        round += 1;
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+}
+
+/// What the hostile key holder saw, by kind.
+type HostileSeen = Arc<Mutex<BTreeMap<String, u64>>>;
+
+/// The memory bound of one request: resident memory while a batch of 64 results of 1 MiB runs (sampled every 5 ms),
+/// then how soon after the answer it is back under idle + 64 MiB (10 s at most).
+fn memory_bound(runtime: &tokio::runtime::Runtime, gateway: &Gateway) -> MemoryBound {
+    let pid = gateway.pid();
+    // Idle means a gateway that has served: one small call first (lazy state, the first upstream process).
+    let echo = vec![json!({"name": "echo", "args": {"text": "warm"}})];
+    let _ = runtime.block_on(batch(&gateway.addr, KEY, "mock", echo));
+    std::thread::sleep(Duration::from_millis(200));
+    let idle_kib = procfs::rss_kib(pid);
+    let peak = Arc::new(AtomicU64::new(idle_kib));
+    let done = Arc::new(AtomicBool::new(false));
+    let sampler = {
+        let (peak, done) = (Arc::clone(&peak), Arc::clone(&done));
+        std::thread::spawn(move || {
+            while !done.load(Ordering::Relaxed) {
+                peak.fetch_max(procfs::rss_kib(pid), Ordering::Relaxed);
+                std::thread::sleep(Duration::from_millis(5));
+            }
+        })
+    };
+    let outcomes = batch_outcomes(runtime.block_on(batch(&gateway.addr, KEY, "mock", large_calls(64))));
+    let answered = Instant::now();
+    done.store(true, Ordering::Relaxed);
+    let _ = sampler.join();
+    let mut bound = MemoryBound {
+        idle_kib,
+        peak_kib: peak.load(Ordering::Relaxed),
+        ran: outcomes.get("success").copied().unwrap_or(0),
+        refused: outcomes.get("RESPONSE_TOO_LARGE").copied().unwrap_or(0),
+        ..MemoryBound::default()
+    };
+    loop {
+        bound.after_kib = procfs::rss_kib(pid);
+        if bound.after_kib <= idle_kib + (64 << 10) {
+            bound.back_within = Some(answered.elapsed());
+            break;
+        }
+        if answered.elapsed() > Duration::from_secs(10) {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    bound
+}
+
 /// The fault counters.
 #[derive(Default)]
 struct Faults {
@@ -644,13 +847,16 @@ fn phase(
     configs: &Arc<Mutex<Configs>>,
     redis: &Arc<Mutex<Redis>>,
     length: Duration,
-    shared: (&Arc<AtomicU64>, &Arc<Mutex<Tally>>, &Arc<Faults>),
+    shared: (&Arc<AtomicU64>, &Arc<Mutex<Tally>>, &Arc<Faults>, &HostileSeen),
 ) {
-    let (ids, tally, faults) = shared;
+    let (ids, tally, faults, hostile_seen) = shared;
     let stop = Arc::new(AtomicBool::new(false));
-    let clients: Vec<_> = (0..options.clients)
+    let mut clients: Vec<_> = (0..options.clients)
         .map(|n| runtime.spawn(client(n, gateway.addr.clone(), Arc::clone(&stop), Arc::clone(ids), Arc::clone(tally))))
         .collect();
+    if options.hostile {
+        clients.push(runtime.spawn(hostile(gateway.addr.clone(), Arc::clone(&stop), Arc::clone(hostile_seen))));
+    }
     let gateway_pid = gateway.pid();
     std::thread::scope(|scope| {
         let mut rng = Rng(0xdead_beef_cafe_f00d ^ ids.load(Ordering::Relaxed));
@@ -759,21 +965,24 @@ pub fn run(options: &Options) -> Report {
     let faults = Arc::new(Faults::default());
     let mut report = Report {
         options_text: format!(
-            "{} s after {} s of warm-up, {} clients ({} in sessions, {} stateless), an upstream kill every {:?}, a \
+            "{} s after {} s of warm-up, {} clients ({} in sessions, {} stateless){}, an upstream kill every {:?}, a \
              config rewrite every {:?}, a Redis restart every {:?}",
             options.duration.as_secs(),
             options.warmup.as_secs(),
             options.clients,
             options.clients.div_ceil(2),
             options.clients / 2,
+            if options.hostile { " and a hostile key holder" } else { "" },
             options.kill_every,
             options.rewrite_every,
             options.redis_restart_every
         ),
         ..Report::default()
     };
+    report.memory = memory_bound(&runtime, &gateway);
     // The counts cover the warm-up too: its faults and answers are as real as the measured run's.
-    let shared = (&ids, &tally, &faults);
+    let hostile_seen = Arc::new(Mutex::new(BTreeMap::new()));
+    let shared = (&ids, &tally, &faults, &hostile_seen);
     phase(&runtime, options, &gateway, &configs, &redis, options.warmup, shared);
     report.start = quiet_point(&runtime, &gateway, &configs, &mut report.problems);
     phase(&runtime, options, &gateway, &configs, &redis, options.duration, shared);
@@ -793,6 +1002,9 @@ pub fn run(options: &Options) -> Report {
     report.panics = log.lines().filter(|l| l.contains("panicked")).map(str::to_string).collect();
     if let Ok(mut tally) = tally.lock() {
         report.tally = std::mem::take(&mut tally);
+    }
+    if let Ok(mut seen) = hostile_seen.lock() {
+        report.hostile = std::mem::take(&mut seen);
     }
     report
 }

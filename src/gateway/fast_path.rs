@@ -156,7 +156,7 @@ fn accept(headers: &HeaderMap, message: Value) -> Option<Accepted> {
 
 /// The JSON-RPC answer to an accepted call, in the one envelope of [`super::envelope`].
 fn answer(id: Value, answer: Value, stateless: bool) -> Response<Body> {
-    let body = envelope::response_body(&id, envelope::tool_result(answer), stateless);
+    let body = envelope::answer_body(&id, answer, stateless);
     let mut response = Response::new(Body::from(body));
     *response.status_mut() = StatusCode::OK;
     response.headers_mut().insert(header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
