@@ -40,3 +40,26 @@ fn one_key_holds_at_most_max_sessions_per_key_and_other_keys_are_not_affected() 
     assert!(closed.status().is_success(), "{}", closed.status());
     open_session(&client, &gw.mcp, API_KEY, "2025-11-25");
 }
+
+#[test]
+fn a_stateless_subscription_counts_as_a_session_of_its_key() {
+    let config = config_with(vec![mock_server("mock")], json!({"limits": {"max_sessions_per_key": 1}}));
+    let gw = TestGateway::start(&config);
+    let client = http();
+    let listen = json!({"jsonrpc": "2.0", "id": 5, "method": "subscriptions/listen",
+                        "params": {"_meta": stateless_meta(), "notifications": {}}});
+    let headers = stateless_headers("subscriptions/listen", None);
+
+    // The key's one place is taken by a session: its subscription is refused as an initialize would be.
+    let _session = open_session(&client, &gw.mcp, API_KEY, "2025-11-25");
+    let refused = post(&client, &gw.mcp, Some(API_KEY), &headers, &listen);
+    assert_eq!(refused.status, 429, "{}", refused.text);
+    assert_eq!(refused.message["error"]["data"]["error_code"], json!("SESSION_LIMIT"), "{}", refused.text);
+    assert_eq!(refused.message["id"], json!(5), "{}", refused.text);
+
+    // Another key is not affected; its subscription's place is given back with its answer (not served yet, so
+    // answered at once), so the key can still open its one session.
+    let answered = post(&client, &gw.mcp, Some(BETA_KEY), &headers, &listen);
+    assert_ne!(answered.status, 429, "{}", answered.text);
+    open_session(&client, &gw.mcp, BETA_KEY, "2025-11-25");
+}

@@ -11,6 +11,8 @@
 //!   `limits.max_sessions_per_key` gets 429 `SESSION_LIMIT` (one key cannot take every place); otherwise its place is held until the answer names the new session,
 //!   which is then bound to the caller's key;
 //! - a session that the protocol layer closed (a successful `DELETE`) or no longer knows (404) is forgotten;
+//! - a 2026-07-28 `subscriptions/listen` (no session id) counts as a session under both limits, refused as an
+//!   `initialize` would be, for as long as its answer's stream is open;
 //! - a session has at most one `GET` stream: a second gets 409 `STREAM_ALREADY_OPEN` while the first is open, and the
 //!   stream ends when its session ends (closed, or idle for `session_idle_timeout_seconds`; the stream itself is not
 //!   a use of the session).
@@ -65,8 +67,10 @@ async fn track_sessions(ctx: Arc<GatewayContext>, req: Request, next: impl Next)
         let not_found = GatewayError::new(ErrorCode::SessionNotFound, "session not found");
         return drain::refusal(&ctx, drain::outside_session(&ctx), None).unwrap_or_else(|| not_found.response(None));
     }
-    let opens_session =
-        session.is_none() && message.and_then(|m| m.get("method")).and_then(Value::as_str) == Some("initialize");
+    let method = message.and_then(|m| m.get("method")).and_then(Value::as_str);
+    // A 2026-07-28 subscription is a stateless client's session: it holds a place for as long as its stream is open.
+    let subscribes = session.is_none() && method == Some("subscriptions/listen");
+    let opens_session = session.is_none() && (method == Some("initialize") || subscribes);
     // The place under `max_sessions` is held until the answer names the new session.
     let reserve = || ctx.sessions.reserve(limits.max_sessions, identity.key_digest, limits.max_sessions_per_key);
     let place = match opens_session.then(reserve) {
@@ -102,6 +106,9 @@ async fn track_sessions(ctx: Arc<GatewayContext>, req: Request, next: impl Next)
     let response = forward(next, req).await;
     if let Some(place) = stream {
         return response.map(|body| Body::new(SessionStream::new(body, place)));
+    }
+    if subscribes && let Some(place) = place {
+        return response.map(|body| Body::new(Holding { body, _place: place }));
     }
     if let Some(_place) = place
         && let Some(id) = response.headers().get(SESSION_HEADER).and_then(|v| v.to_str().ok())
@@ -143,5 +150,27 @@ impl http_body::Body for SessionStream {
             return Poll::Ready(None);
         }
         Pin::new(&mut this.body).poll_frame(cx)
+    }
+}
+
+/// An answer's body holding a place under the session limits until it has been sent (a subscription's stream).
+struct Holding {
+    body: Body,
+    _place: crate::gateway::sessions::Reservation,
+}
+
+impl http_body::Body for Holding {
+    type Data = bytes::Bytes;
+    type Error = axum::Error;
+
+    fn poll_frame(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<http_body::Frame<bytes::Bytes>, axum::Error>>> {
+        Pin::new(&mut self.get_mut().body).poll_frame(cx)
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.body.is_end_stream()
     }
 }
