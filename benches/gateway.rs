@@ -88,8 +88,10 @@ fn start_gateway_binary(
     let path = dir.path().join("gw.json");
     let mut config = json!({
         "admin_apikey": "bench-admin-key-0123456789abcdefghijklmnop",
+        // The clients share one key: its session limit is raised so that c=64 in sessions fits.
         "common_mcp_gateway_config": {"gw_log_level": "WARNING", "upstream_pool": {
-            "max_processes_per_server": processes, "max_calls_per_process": calls_per_process}},
+            "max_processes_per_server": processes, "max_calls_per_process": calls_per_process},
+            "limits": {"max_sessions_per_key": 100_000}},
         "plugins": {"guardrails": {"provider": "custom_keyword", "config": {"blocked_keywords": ["drop table", "rm -rf"]}}},
         "mcp_configs": {"c1": {"mcp_config_name": "bench", "mcp_config": [
             {"server_name": "mock", "config": {"command": env!("CARGO_BIN_EXE_mcpgw-mock-upstream"), "args": []}},
