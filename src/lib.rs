@@ -19,6 +19,7 @@ pub mod config;
 pub mod error;
 pub mod gateway;
 pub mod guardrails;
+pub mod held_body;
 pub mod ids;
 pub mod json_strict;
 pub mod listener;

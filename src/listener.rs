@@ -23,7 +23,6 @@ use std::time::Duration;
 
 use axum::Router;
 use axum::body::Body;
-use bytes::Bytes;
 use prometheus::IntGauge;
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::{TcpListener, TcpStream};
@@ -301,32 +300,6 @@ impl AsyncWrite for Watched {
     }
 }
 
-/// An answer's body holding its request's [`InFlight`] until the body has been sent (or dropped).
-struct Tracked {
-    body: Body,
-    _in_flight: InFlight,
-}
-
-impl http_body::Body for Tracked {
-    type Data = Bytes;
-    type Error = axum::Error;
-
-    fn poll_frame(
-        self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-    ) -> Poll<Option<Result<http_body::Frame<Bytes>, axum::Error>>> {
-        Pin::new(&mut self.get_mut().body).poll_frame(cx)
-    }
-
-    fn is_end_stream(&self) -> bool {
-        self.body.is_end_stream()
-    }
-
-    fn size_hint(&self) -> http_body::SizeHint {
-        self.body.size_hint()
-    }
-}
-
 async fn serve_connection(
     tcp: TcpStream,
     router: Router,
@@ -342,7 +315,7 @@ async fn serve_connection(
         let answer = tower::ServiceExt::oneshot(router.clone(), req.map(Body::new));
         async move {
             let response = answer.await?;
-            Ok::<_, std::convert::Infallible>(response.map(|body| Body::new(Tracked { body, _in_flight: in_flight })))
+            Ok::<_, std::convert::Infallible>(response.map(|body| crate::held_body::holding(body, in_flight)))
         }
     });
     let connection =

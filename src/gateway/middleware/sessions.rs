@@ -108,7 +108,7 @@ async fn track_sessions(ctx: Arc<GatewayContext>, req: Request, next: impl Next)
         return response.map(|body| Body::new(SessionStream::new(body, place)));
     }
     if subscribes && let Some(place) = place {
-        return response.map(|body| Body::new(Holding { body, _place: place }));
+        return response.map(|body| crate::held_body::holding(body, place));
     }
     if let Some(_place) = place
         && let Some(id) = response.headers().get(SESSION_HEADER).and_then(|v| v.to_str().ok())
@@ -150,27 +150,5 @@ impl http_body::Body for SessionStream {
             return Poll::Ready(None);
         }
         Pin::new(&mut this.body).poll_frame(cx)
-    }
-}
-
-/// An answer's body holding a place under the session limits until it has been sent (a subscription's stream).
-struct Holding {
-    body: Body,
-    _place: crate::gateway::sessions::Reservation,
-}
-
-impl http_body::Body for Holding {
-    type Data = bytes::Bytes;
-    type Error = axum::Error;
-
-    fn poll_frame(
-        self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-    ) -> Poll<Option<Result<http_body::Frame<bytes::Bytes>, axum::Error>>> {
-        Pin::new(&mut self.get_mut().body).poll_frame(cx)
-    }
-
-    fn is_end_stream(&self) -> bool {
-        self.body.is_end_stream()
     }
 }
