@@ -9,7 +9,7 @@
 //!
 //! It takes only the plain, unambiguous case and leaves everything else to rmcp, which stays the authority on the
 //! protocol's corner cases:
-//! - a `tools/call` request (with an id) whose params hold only `name`, `arguments` and `_meta`, naming one of our
+//! - a `tools/call` request (with an id) whose params carry no `task`, `inputResponses` or `requestState`, naming one of our
 //!   tools with arguments that fit its schema (a refusal is rmcp's to phrase);
 //! - `Accept` naming both `application/json` and `text/event-stream`, and `Content-Type: application/json`;
 //! - in a session (`Mcp-Session-Id`, already checked against the caller's key by the auth layer): a protocol version
@@ -140,7 +140,9 @@ fn accept(headers: &HeaderMap, message: Value) -> Option<Accepted> {
     }
     let id = message.remove("id").filter(|id| id.is_string() || id.is_number())?;
     let Some(Value::Object(mut params)) = message.remove("params") else { return None };
-    if params.keys().any(|k| !matches!(k.as_str(), "name" | "arguments" | "_meta")) {
+    // Fields with a protocol meaning beyond a plain call are rmcp's; others are ignored, as rmcp ignores them (so a
+    // client cannot steer a call to the heavier route by adding one: contract 13's memory bound).
+    if params.keys().any(|k| matches!(k.as_str(), "task" | "inputResponses" | "requestState")) {
         return None;
     }
     let Some(Value::String(name)) = params.remove("name") else { return None };
@@ -156,8 +158,7 @@ fn accept(headers: &HeaderMap, message: Value) -> Option<Accepted> {
 
 /// The JSON-RPC answer to an accepted call, in the one envelope of [`super::envelope`].
 fn answer(id: Value, answer: Value, stateless: bool) -> Response<Body> {
-    let body = envelope::answer_body(&id, answer, stateless);
-    let mut response = Response::new(Body::from(body));
+    let mut response = Response::new(envelope::answer_body(&id, answer, stateless));
     *response.status_mut() = StatusCode::OK;
     response.headers_mut().insert(header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
     response
@@ -283,7 +284,10 @@ mod tests {
         assert!(accept(&h, bad_args).is_none(), "arguments that do not fit");
         let task = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
                           "params": {"name": "gw_get_cache_status", "task": {}}});
-        assert!(accept(&h, task).is_none(), "unknown params");
+        assert!(accept(&h, task).is_none(), "a task-augmented call");
+        let extra = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+                           "params": {"name": "gw_get_cache_status", "padding": "x"}});
+        assert!(accept(&h, extra).is_some(), "a field without meaning is ignored, as rmcp ignores it");
         let note = json!({"jsonrpc": "2.0", "method": "tools/call", "params": {"name": "gw_get_cache_status"}});
         assert!(accept(&h, note).is_none(), "no id");
         let list = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/list"});
