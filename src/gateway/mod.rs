@@ -12,6 +12,7 @@
 
 pub mod capabilities;
 pub mod envelope;
+pub mod exposure;
 pub mod fast_path;
 pub mod handler;
 pub mod http;

@@ -1,0 +1,113 @@
+//! Curation (contract section 8): which upstream tools a caller may see and call, one decision for every listing and
+//! every call path.
+//!
+//! A server entry's `tool_filter` names upstream tool names; a project's names exposed names
+//! (`{server_name}{sep}{tool_name}`). Each is `{"allow": [patterns], "deny": [patterns]}`: no `allow` means all,
+//! `deny` wins, and a pattern's `*` matches any run of characters (none included) while every other character
+//! matches itself. A tool is visible when both filters let it through.
+
+/// A parsed `tool_filter`.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ToolFilter {
+    /// `None`: every name is allowed (unless denied).
+    pub allow: Option<Vec<String>>,
+    pub deny: Vec<String>,
+}
+
+impl ToolFilter {
+    /// Whether `name` passes this filter.
+    pub fn allows(&self, name: &str) -> bool {
+        let allowed = self.allow.as_ref().is_none_or(|patterns| patterns.iter().any(|p| matches(p, name)));
+        allowed && !self.deny.iter().any(|p| matches(p, name))
+    }
+}
+
+/// The one decision: whether the tool `tool` of a server, exposed as `exposed`, is visible to a caller of `project`.
+pub fn visible(server: Option<&ToolFilter>, project: Option<&ToolFilter>, tool: &str, exposed: &str) -> bool {
+    server.is_none_or(|f| f.allows(tool)) && project.is_none_or(|f| f.allows(exposed))
+}
+
+/// Whether `name` matches `pattern` (`*`: any run of characters; everything else literally). Linear in the lengths
+/// for the common shapes, and never worse than their product.
+pub fn matches(pattern: &str, name: &str) -> bool {
+    let pattern = pattern.as_bytes();
+    let name = name.as_bytes();
+    let (mut p, mut n) = (0, 0);
+    // Where the last `*` was, and the name position it has matched up to.
+    let mut star: Option<(usize, usize)> = None;
+    while n < name.len() {
+        if p < pattern.len() && pattern[p] == b'*' {
+            star = Some((p, n));
+            p += 1;
+        } else if p < pattern.len() && pattern[p] == name[n] {
+            p += 1;
+            n += 1;
+        } else if let Some((star_p, star_n)) = star {
+            // Let the last `*` take one more character and try again from there.
+            p = star_p + 1;
+            n = star_n + 1;
+            star = Some((star_p, star_n + 1));
+        } else {
+            return false;
+        }
+    }
+    pattern[p..].iter().all(|b| *b == b'*')
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    #[test]
+    fn stars_match_any_run_and_the_rest_literally() {
+        assert!(matches("*", ""));
+        assert!(matches("*", "anything"));
+        assert!(matches("read_*", "read_file"));
+        assert!(matches("read_*", "read_"));
+        assert!(!matches("read_*", "write_file"));
+        assert!(matches("*_file", "read_file"));
+        assert!(matches("a*b*c", "a-b-b-c"));
+        assert!(!matches("a*b*c", "a-b-b-d"));
+        assert!(matches("exact", "exact"));
+        assert!(!matches("exact", "exactly"));
+        assert!(!matches("ex.ct", "exact"), "a dot is a dot");
+        assert!(matches("gh__*", "gh__create_issue"));
+    }
+
+    #[test]
+    fn no_allow_means_all_and_deny_wins() {
+        let open = ToolFilter::default();
+        assert!(open.allows("anything"));
+        let deny = ToolFilter { allow: None, deny: vec!["delete_*".into()] };
+        assert!(deny.allows("read"));
+        assert!(!deny.allows("delete_repo"));
+        let both = ToolFilter { allow: Some(vec!["*".into()]), deny: vec!["*_admin".into()] };
+        assert!(!both.allows("repo_admin"), "deny wins over allow");
+        let none = ToolFilter { allow: Some(vec![]), deny: vec![] };
+        assert!(!none.allows("read"), "an empty allow list allows nothing");
+    }
+
+    #[test]
+    fn a_tool_is_visible_when_the_server_and_the_project_let_it_through() {
+        let server = ToolFilter { allow: Some(vec!["read_*".into()]), deny: vec![] };
+        let project = ToolFilter { allow: None, deny: vec!["fs__read_secret*".into()] };
+        assert!(visible(Some(&server), Some(&project), "read_file", "fs__read_file"));
+        assert!(!visible(Some(&server), Some(&project), "write_file", "fs__write_file"), "the server's filter");
+        assert!(!visible(Some(&server), Some(&project), "read_secrets", "fs__read_secrets"), "the project's filter");
+        assert!(visible(None, None, "anything", "x__anything"));
+    }
+
+    /// The same question asked of a regular expression built from the pattern.
+    fn by_regex(pattern: &str, name: &str) -> bool {
+        let body: String = pattern.split('*').map(regex::escape).collect::<Vec<_>>().join(".*");
+        regex::Regex::new(&format!("^(?s:{body})$")).is_ok_and(|re| re.is_match(name))
+    }
+
+    proptest! {
+        #[test]
+        fn matching_agrees_with_a_regular_expression(pattern in "[ab*.]{0,8}", name in "[ab.]{0,10}") {
+            prop_assert_eq!(matches(&pattern, &name), by_regex(&pattern, &name));
+        }
+    }
+}
