@@ -124,14 +124,8 @@ fn a_session_is_served_through_the_drain_on_new_connections_and_its_delete_ends_
     assert!(gw.gw.running(), "the drain ended with a session open; stderr:\n{}", gw.logs());
 
     // The client closes its session: the drain ends well before the grace period does.
-    let closed = http()
-        .delete(&gw.mcp)
-        .header("authorization", format!("Bearer {API_KEY}"))
-        .header("mcp-session-id", &session)
-        .header("mcp-protocol-version", VERSION)
-        .send()
-        .expect("DELETE the session");
-    assert!(closed.status().is_success(), "DELETE of the session: {}", closed.status());
+    let closed = close_session(&http(), &gw.mcp, API_KEY, &session, VERSION);
+    assert!(closed.is_success(), "DELETE of the session: {closed}");
     let exited = exit_within(&mut gw, Duration::from_secs(10));
     let (status, at) =
         exited.unwrap_or_else(|| panic!("no exit after the last session closed; stderr:\n{}", gw.logs()));

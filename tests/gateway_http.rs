@@ -279,14 +279,8 @@ fn a_session_id_is_bound_to_the_key_that_opened_it() {
     assert_eq!(with(API_KEY, &session).status, 200);
 
     // A closed session is gone.
-    let closed = http
-        .delete(&gw.mcp)
-        .header("authorization", format!("Bearer {API_KEY}"))
-        .header("mcp-session-id", &session)
-        .header("mcp-protocol-version", "2025-06-18")
-        .send()
-        .unwrap();
-    assert!(closed.status().is_success(), "DELETE of the session: {}", closed.status());
+    let closed = close_session(&http, &gw.mcp, API_KEY, &session, "2025-06-18");
+    assert!(closed.is_success(), "DELETE of the session: {closed}");
     assert_eq!(with(API_KEY, &session).status, 404, "a deleted session id");
 }
 

@@ -216,14 +216,8 @@ fn a_session_has_one_get_stream_which_ends_with_the_session() {
     let stream = reopened.expect("a stream");
 
     // The session ends (closed by the client): its stream ends.
-    let closed = client
-        .delete(&gw.mcp)
-        .header("authorization", format!("Bearer {API_KEY}"))
-        .header("mcp-session-id", &session)
-        .header("mcp-protocol-version", "2025-11-25")
-        .send()
-        .expect("DELETE");
-    assert!(closed.status().is_success(), "{}", closed.status());
+    let closed = close_session(&client, &gw.mcp, API_KEY, &session, "2025-11-25");
+    assert!(closed.is_success(), "{closed}");
     assert!(ends_within(stream, SHORT_DEADLINE), "the stream outlived its session");
 
     // The session idles out: its stream ends (the stream itself does not keep the session alive).

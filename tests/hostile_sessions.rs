@@ -30,14 +30,8 @@ fn one_key_holds_at_most_max_sessions_per_key_and_other_keys_are_not_affected() 
     open_session(&client, &gw.mcp, BETA_KEY, "2025-11-25");
 
     // A session closed frees its key's place.
-    let closed = client
-        .delete(&gw.mcp)
-        .header("authorization", format!("Bearer {API_KEY}"))
-        .header("mcp-session-id", &first)
-        .header("mcp-protocol-version", "2025-11-25")
-        .send()
-        .unwrap();
-    assert!(closed.status().is_success(), "{}", closed.status());
+    let closed = close_session(&client, &gw.mcp, API_KEY, &first, "2025-11-25");
+    assert!(closed.is_success(), "{closed}");
     open_session(&client, &gw.mcp, API_KEY, "2025-11-25");
 }
 

@@ -390,16 +390,7 @@ impl Rpc {
 }
 
 pub fn http() -> Client {
-    // reqwest is built with rustls but without a default crypto provider (see src/outbound.rs).
-    mcpgw::outbound::ensure_crypto_provider();
-    // Idle pooled connections are dropped after 0.5 s, below the shortest read timeout the tests configure (1 s):
-    // reusing a connection the gateway is closing at that moment fails the request (a race, not a gateway bug).
-    Client::builder()
-        .no_proxy()
-        .timeout(Duration::from_secs(60))
-        .pool_idle_timeout(Duration::from_millis(500))
-        .build()
-        .unwrap()
+    crate::common::client_with_timeout(Duration::from_secs(60))
 }
 
 pub const ACCEPT_BOTH: &str = "application/json, text/event-stream";
@@ -516,6 +507,18 @@ pub fn assert_auth_failed(r: &Rpc) -> String {
 // ---------------------------------------------------------------------------------------------------------------
 // Admin API and config edits
 // ---------------------------------------------------------------------------------------------------------------
+
+/// `DELETE` of an MCP session (the client closing it); the answer's status.
+pub fn close_session(client: &Client, url: &str, key: &str, session: &str, version: &str) -> reqwest::StatusCode {
+    client
+        .delete(url)
+        .header("authorization", format!("Bearer {key}"))
+        .header("mcp-session-id", session)
+        .header("mcp-protocol-version", version)
+        .send()
+        .unwrap_or_else(|e| panic!("DELETE of the session failed: {e}"))
+        .status()
+}
 
 /// A counter or gauge from the gateway's `/metrics`, e.g. `mcpgw_limit_hits_total{limit="sessions"}`; 0 when absent.
 pub fn metric(gw: &TestGateway, series: &str) -> f64 {

@@ -220,16 +220,16 @@ impl Resp {
 }
 
 pub fn client() -> Client {
+    client_with_timeout(Duration::from_secs(30))
+}
+
+/// A blocking client without proxies whose requests give up after `timeout`.
+pub fn client_with_timeout(timeout: Duration) -> Client {
     // reqwest is built with rustls but without a default crypto provider (see src/outbound.rs).
     mcpgw::outbound::ensure_crypto_provider();
     // Idle pooled connections are dropped after 0.5 s, below the shortest read timeout the tests configure (1 s):
     // reusing a connection the gateway is closing at that moment fails the request (a race, not a gateway bug).
-    Client::builder()
-        .no_proxy()
-        .timeout(Duration::from_secs(30))
-        .pool_idle_timeout(Duration::from_millis(500))
-        .build()
-        .unwrap()
+    Client::builder().no_proxy().timeout(timeout).pool_idle_timeout(Duration::from_millis(500)).build().unwrap()
 }
 
 /// Sends one request. `auth`: the full Authorization header value, or None for no header.
