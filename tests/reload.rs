@@ -37,13 +37,7 @@ fn assert_project_appears(gw: &Gateway, name: &str) {
 
 /// Reads a counter's value from the Prometheus text, e.g. `mcpgw_config_reloads_total{result="ok"}`.
 fn metric(gw: &Gateway, series: &str) -> f64 {
-    let r = gw.metrics_get("/metrics");
-    assert_eq!(r.status, 200);
-    r.text
-        .lines()
-        .filter(|l| !l.starts_with('#'))
-        .find_map(|l| l.strip_prefix(series).and_then(|rest| rest.trim().parse::<f64>().ok()))
-        .unwrap_or(0.0)
+    gw.metric(series)
 }
 
 const RELOAD_OK: &str = "mcpgw_config_reloads_total{result=\"ok\"}";

@@ -123,25 +123,23 @@ impl Limits {
             max_connections,
             max_admin_connections,
         ] = values;
-        let p = "common_mcp_gateway_config.limits";
+        let mut timeout = |value: Option<&Number>, default: f64, name: &str| {
+            seconds(value, default, &format!("common_mcp_gateway_config.limits.{name}"), false, problems)
+        };
         Limits {
             max_request_body_bytes,
             max_admin_body_bytes,
             max_header_bytes,
             max_sessions,
-            session_idle_timeout: seconds(
+            session_idle_timeout: timeout(
                 c.session_idle_timeout_seconds.as_ref(),
                 3600.0,
-                &format!("{p}.session_idle_timeout_seconds"),
-                false,
-                problems,
+                "session_idle_timeout_seconds",
             ),
-            request_read_timeout: seconds(
+            request_read_timeout: timeout(
                 c.request_read_timeout_seconds.as_ref(),
                 30.0,
-                &format!("{p}.request_read_timeout_seconds"),
-                false,
-                problems,
+                "request_read_timeout_seconds",
             ),
             max_tool_result_bytes,
             max_calls_per_request,
@@ -149,13 +147,7 @@ impl Limits {
             max_sessions_per_key,
             max_connections,
             max_admin_connections,
-            idle_connection: seconds(
-                c.idle_connection_seconds.as_ref(),
-                60.0,
-                &format!("{p}.idle_connection_seconds"),
-                false,
-                problems,
-            ),
+            idle_connection: timeout(c.idle_connection_seconds.as_ref(), 60.0, "idle_connection_seconds"),
         }
     }
 }

@@ -522,13 +522,7 @@ pub fn close_session(client: &Client, url: &str, key: &str, session: &str, versi
 
 /// A counter or gauge from the gateway's `/metrics`, e.g. `mcpgw_limit_hits_total{limit="sessions"}`; 0 when absent.
 pub fn metric(gw: &TestGateway, series: &str) -> f64 {
-    let r = gw.gw.metrics_get("/metrics");
-    assert_eq!(r.status, 200);
-    r.text
-        .lines()
-        .filter(|l| !l.starts_with('#'))
-        .find_map(|l| l.strip_prefix(series).and_then(|rest| rest.trim().parse::<f64>().ok()))
-        .unwrap_or(0.0)
+    gw.gw.metric(series)
 }
 
 /// `mcpgw_limit_hits_total{limit}` from the gateway's `/metrics`; 0 when the series is absent.

@@ -439,6 +439,17 @@ impl Gateway {
         send(&self.client, Method::GET, &format!("{}{}", self.metrics, path), None, None)
     }
 
+    /// A counter or gauge from `/metrics`, e.g. `mcpgw_config_reloads_total{result="ok"}`; 0 when absent.
+    pub fn metric(&self, series: &str) -> f64 {
+        let r = self.metrics_get("/metrics");
+        assert_eq!(r.status, 200);
+        r.text
+            .lines()
+            .filter(|l| !l.starts_with('#'))
+            .find_map(|l| l.strip_prefix(series).and_then(|rest| rest.trim().parse::<f64>().ok()))
+            .unwrap_or(0.0)
+    }
+
     /// `data` of `GET /api/v1/system/health`.
     pub fn system_health(&self) -> Value {
         let r = self.get("/api/v1/system/health");
