@@ -2,6 +2,7 @@
 
 pub mod decode;
 pub mod defaults;
+pub mod exposure;
 pub mod fsutil;
 pub mod model;
 pub mod oauth;

@@ -70,6 +70,12 @@ pub struct CommonConfig {
     /// The one folder backups are written to and restored from (relative: to the config file's folder).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub gw_backup_dir: Option<String>,
+    /// What `tools/list` shows: `"gateway"` (default), `"transparent"` or `"both"` (contract section 8).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tool_exposure: Option<String>,
+    /// Between a server's name and its tool's in an exposed name (default `__`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tool_name_separator: Option<String>,
     #[serde(flatten)]
     pub extra: Map<String, Value>,
 }
@@ -184,6 +190,12 @@ pub struct McpConfig {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub created_at: Option<String>,
     pub mcp_config: Vec<ServerEntry>,
+    /// Overrides `common_mcp_gateway_config.tool_exposure` for this configuration.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tool_exposure: Option<String>,
+    /// Overrides `common_mcp_gateway_config.tool_name_separator` for this configuration.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tool_name_separator: Option<String>,
     #[serde(flatten)]
     pub extra: Map<String, Value>,
 }
@@ -204,6 +216,24 @@ pub struct ServerEntry {
     pub output_guardrails_policy: Option<GuardrailPolicy>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub oauth_config: Option<OAuthConfig>,
+    /// Replaces `{server_name}{sep}` in the exposed names of this server's tools and prompts (`""`: none).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tool_prefix: Option<String>,
+    /// Which of this server's tools a client may see and call, by upstream tool name.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tool_filter: Option<ToolFilter>,
+    #[serde(flatten)]
+    pub extra: Map<String, Value>,
+}
+
+/// `tool_filter` of a server entry (on upstream tool names) or a project (on exposed names): `*` matches any run of
+/// characters, no `allow` means all, `deny` wins (contract section 8).
+#[derive(Debug, Clone, Default, Serialize, PartialEq, Eq)]
+pub struct ToolFilter {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub allow: Option<Vec<String>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub deny: Option<Vec<String>>,
     #[serde(flatten)]
     pub extra: Map<String, Value>,
 }
@@ -304,6 +334,9 @@ pub struct Project {
     pub users: Vec<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub created_at: Option<String>,
+    /// Which exposed tools (`{server_name}{sep}{tool_name}`) the project's callers may see and call.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tool_filter: Option<ToolFilter>,
     #[serde(flatten)]
     pub extra: Map<String, Value>,
 }

@@ -9,6 +9,7 @@ use std::time::Duration;
 use serde_json::{Map, Number, Value};
 
 use super::decode::Problems;
+use super::exposure::Exposure;
 use super::fsutil;
 use super::model::{CommonConfig, ConfigFile, LimitsConfig, PluginChoice, Plugins};
 pub use crate::telemetry::logging::LogLevel;
@@ -191,6 +192,10 @@ pub struct Settings {
     pub telemetry: Option<PluginSetting>,
     /// `gw_backup_dir` as the file gives it (checked: a non-empty path); see [`Settings::backup_dir_for`].
     pub backup_dir: Option<PathBuf>,
+    /// `tool_exposure` and `tool_name_separator` of `common_mcp_gateway_config`; see [`Snapshot::exposure`].
+    ///
+    /// [`Snapshot::exposure`]: super::Snapshot::exposure
+    pub exposure: Exposure,
 }
 
 /// The folder backups go to when `gw_backup_dir` is not set: `backups` beside the config file.
@@ -328,6 +333,7 @@ impl Settings {
             ),
             telemetry: resolve_plugin(file.plugins.as_ref().and_then(|p| p.telemetry.as_ref()), "telemetry", problems),
             backup_dir: backup_dir(c.gw_backup_dir.as_deref(), problems),
+            exposure: Exposure::resolve(c.tool_exposure.as_deref(), c.tool_name_separator.as_deref(), p, problems),
         }
     }
 }

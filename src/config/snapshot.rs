@@ -62,6 +62,7 @@ impl Snapshot {
         let mut problems = Problems::new();
         let settings = Settings::resolve(&file, &mut problems);
         let indexes = Indexes::build(&file, &mut problems);
+        super::exposure::check(&file, &settings.exposure, &mut problems);
         if !problems.is_empty() {
             return Err(problems);
         }
@@ -75,6 +76,19 @@ impl Snapshot {
             project_names: indexes.project_names,
             user_emails: indexes.user_emails,
         })
+    }
+
+    /// How MCP configuration `config_id` exposes its servers: `common_mcp_gateway_config`'s settings with the
+    /// configuration's overrides (checked when the snapshot was built).
+    pub fn exposure(&self, config_id: Option<&str>) -> super::exposure::Exposure {
+        self.settings.exposure.of_config(config_id.and_then(|id| self.file.mcp_configs.get(id)))
+    }
+
+    /// What `tools/list` shows callers of MCP configuration `config_id` (the mode of [`Snapshot::exposure`], without
+    /// building the rest).
+    pub fn tool_exposure(&self, config_id: Option<&str>) -> super::exposure::ToolExposure {
+        let set = config_id.and_then(|id| self.file.mcp_configs.get(id)).and_then(|c| c.tool_exposure.as_deref());
+        set.and_then(super::exposure::ToolExposure::parse).unwrap_or(self.settings.exposure.mode)
     }
 
     /// Decodes and validates a whole configuration, listing type problems and rule problems together.

@@ -13,6 +13,8 @@
 use rmcp::ErrorData as McpError;
 use rmcp::model::{ConstString, ServerCapabilities};
 
+use crate::config::exposure::ToolExposure;
+
 /// A family of methods that a server answers only when it declares the capability.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Capability {
@@ -23,8 +25,10 @@ pub enum Capability {
     Logging,
 }
 
-/// The capabilities the gateway declares, on every front and revision.
-pub fn declared() -> ServerCapabilities {
+/// The capabilities the gateway declares to a caller whose configuration exposes its servers as `exposure` says, on
+/// every front and revision: tools always.
+pub fn declared(exposure: ToolExposure) -> ServerCapabilities {
+    let _ = exposure;
     ServerCapabilities::builder().enable_tools().build()
 }
 
@@ -39,9 +43,9 @@ pub fn declares(capabilities: &ServerCapabilities, capability: Capability) -> bo
     }
 }
 
-/// `Ok` when the gateway declares `capability`; otherwise the -32601 answer for method `M`.
-pub fn require<M: ConstString>(capability: Capability) -> Result<(), McpError> {
-    if declares(&declared(), capability) { Ok(()) } else { Err(McpError::method_not_found::<M>()) }
+/// `Ok` when the gateway declares `capability` under `exposure`; otherwise the -32601 answer for method `M`.
+pub fn require<M: ConstString>(exposure: ToolExposure, capability: Capability) -> Result<(), McpError> {
+    if declares(&declared(exposure), capability) { Ok(()) } else { Err(McpError::method_not_found::<M>()) }
 }
 
 #[cfg(test)]
@@ -51,14 +55,17 @@ mod tests {
 
     #[test]
     fn only_declared_capabilities_are_answered() {
-        assert!(require::<ListToolsRequestMethod>(Capability::Tools).is_ok());
-        let refused = require::<ListPromptsRequestMethod>(Capability::Prompts).err();
+        assert!(require::<ListToolsRequestMethod>(ToolExposure::Gateway, Capability::Tools).is_ok());
+        let refused = require::<ListPromptsRequestMethod>(ToolExposure::Gateway, Capability::Prompts).err();
         assert_eq!(
             refused.map(|e| (e.code, e.message.to_string())),
             Some((ErrorCode::METHOD_NOT_FOUND, "prompts/list".into()))
         );
         for capability in [Capability::Prompts, Capability::Resources, Capability::Completions, Capability::Logging] {
-            assert!(!declares(&declared(), capability), "{capability:?} is declared but not served");
+            assert!(
+                !declares(&declared(ToolExposure::Gateway), capability),
+                "{capability:?} is declared but not served"
+            );
         }
     }
 }

@@ -183,7 +183,12 @@ where
             .flatten();
         let identity = req.extensions().get::<Arc<Identity>>().cloned();
         let accepted = match (taken, identity) {
-            (Some(ParsedMessage(message)), Some(identity)) => accept(req.headers(), message).map(|a| (a, identity)),
+            // With `tool_exposure` "transparent" the `gw_*` tools are unknown: rmcp's to refuse.
+            (Some(ParsedMessage(message)), Some(identity))
+                if identity.snapshot.tool_exposure(identity.mcp_config_id.as_deref()).gateway_tools() =>
+            {
+                accept(req.headers(), message).map(|a| (a, identity))
+            }
             _ => None,
         };
         let Some((call, identity)) = accepted else {

@@ -9,10 +9,10 @@
 use std::sync::Arc;
 
 use rmcp::model::{
-    CallToolRequestParams, CallToolResponse, CompleteRequestMethod, CompleteRequestParams, CompleteResult,
-    Implementation, ListPromptsRequestMethod, ListPromptsResult, ListResourceTemplatesRequestMethod,
-    ListResourceTemplatesResult, ListResourcesRequestMethod, ListResourcesResult, ListToolsResult,
-    PaginatedRequestParams, ServerConfig,
+    CallToolRequestParams, CallToolResponse, CallToolResult, CompleteRequestMethod, CompleteRequestParams,
+    CompleteResult, DiscoverResult, Implementation, InitializeRequestParams, InitializeResult,
+    ListPromptsRequestMethod, ListPromptsResult, ListResourceTemplatesRequestMethod, ListResourceTemplatesResult,
+    ListResourcesRequestMethod, ListResourcesResult, ListToolsResult, PaginatedRequestParams, ServerConfig, Tool,
 };
 use rmcp::service::RequestContext;
 use rmcp::{ErrorData as McpError, RoleServer, ServerHandler};
@@ -20,9 +20,12 @@ use rmcp::{ErrorData as McpError, RoleServer, ServerHandler};
 use super::capabilities::{self, Capability};
 use super::envelope::tool_result;
 use super::middleware::{admission, request_metrics};
+use super::transparent::{self, CallAnswer};
 use super::{GatewayContext, tools};
 use crate::auth::{AuthFailure, Credentials, Identity};
-use crate::error::GatewayError;
+use crate::config::exposure::ToolExposure;
+use crate::error::{ErrorCode, GatewayError};
+use crate::telemetry::metrics::GW_TOOLS;
 
 /// The gateway's MCP server handler.
 #[derive(Clone)]
@@ -46,6 +49,37 @@ impl GatewayHandler {
         GatewayHandler { ctx, credentials: Some(Arc::new(credentials)), stdio_session: Some(session) }
     }
 
+    /// The caller's MCP session, if the request belongs to one.
+    fn session<'a>(&'a self, context: &'a RequestContext<RoleServer>) -> Option<&'a str> {
+        let http_session = context
+            .extensions
+            .get::<axum::http::request::Parts>()
+            .and_then(|parts| parts.headers.get("mcp-session-id"))
+            .and_then(|value| value.to_str().ok());
+        self.stdio_session.as_deref().or(http_session)
+    }
+
+    /// How the caller's configuration exposes its servers (the default's, for a caller not admitted: it is told
+    /// no more than the gateway's own tools).
+    async fn exposure(&self, context: &RequestContext<RoleServer>) -> ToolExposure {
+        match self.identity(context).await {
+            Ok(identity) => identity.snapshot.tool_exposure(identity.mcp_config_id.as_deref()),
+            Err(_) => ToolExposure::Gateway,
+        }
+    }
+
+    fn config(&self, exposure: ToolExposure) -> ServerConfig {
+        ServerConfig::new(capabilities::declared(exposure))
+            .with_server_info(Implementation::new("mcpgw", crate::VERSION))
+            .with_instructions(if exposure.gateway_tools() {
+                "mcpgw is a security gateway. List servers with gw_list_all_servers, discover their tools with \
+                 gw_discover_all_tools, and call them with gw_secure_call_tools."
+            } else {
+                "mcpgw is a security gateway: the tools of the upstream MCP servers are served here, each call \
+                 through the gateway's guardrails."
+            })
+    }
+
     /// The caller: over stdio admitted now (credentials and rate limit), over HTTP by the admission layer.
     async fn identity(&self, context: &RequestContext<RoleServer>) -> Result<Arc<Identity>, GatewayError> {
         if let Some(creds) = &self.credentials {
@@ -62,20 +96,45 @@ impl GatewayHandler {
 
 impl ServerHandler for GatewayHandler {
     fn get_info(&self) -> ServerConfig {
-        ServerConfig::new(capabilities::declared())
-            .with_server_info(Implementation::new("mcpgw", crate::VERSION))
-            .with_instructions(
-                "mcpgw is a security gateway. List servers with gw_list_all_servers, discover their tools with \
-                 gw_discover_all_tools, and call them with gw_secure_call_tools.",
-            )
+        self.config(ToolExposure::Gateway)
+    }
+
+    // `initialize` and `server/discover` declare the capabilities of the caller's configuration.
+
+    async fn initialize(
+        &self,
+        request: InitializeRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<InitializeResult, McpError> {
+        context.peer.set_peer_info(request.clone());
+        let mut result = self.negotiate_initialize(&request)?;
+        let config = self.config(self.exposure(&context).await);
+        (result.capabilities, result.instructions) = (config.capabilities, config.instructions);
+        Ok(result)
+    }
+
+    async fn discover(&self, context: RequestContext<RoleServer>) -> Result<DiscoverResult, McpError> {
+        let config = self.config(self.exposure(&context).await);
+        Ok(DiscoverResult::from_server_info(self.supported_protocol_versions().into_owned(), config))
     }
 
     async fn list_tools(
         &self,
         _request: Option<PaginatedRequestParams>,
-        _context: RequestContext<RoleServer>,
+        context: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, McpError> {
-        Ok(ListToolsResult::with_all_items(tools::definitions()))
+        let identity = match self.identity(&context).await {
+            Ok(identity) => identity,
+            // A caller not admitted sees the gateway's tools; calling one tells it why it was refused.
+            Err(_) => return Ok(ListToolsResult::with_all_items(tools::definitions())),
+        };
+        let exposure = identity.snapshot.tool_exposure(identity.mcp_config_id.as_deref());
+        let mut listed = if exposure.gateway_tools() { tools::definitions() } else { Vec::new() };
+        if exposure.upstream() {
+            let upstream = transparent::list_tools(&self.ctx, &identity, self.session(&context)).await;
+            listed.extend(upstream.into_iter().filter_map(|tool| serde_json::from_value::<Tool>(tool).ok()));
+        }
+        Ok(ListToolsResult::with_all_items(listed))
     }
 
     // rmcp answers these with an empty result by default: answered only when their capability is declared.
@@ -83,36 +142,39 @@ impl ServerHandler for GatewayHandler {
     async fn list_prompts(
         &self,
         _request: Option<PaginatedRequestParams>,
-        _context: RequestContext<RoleServer>,
+        context: RequestContext<RoleServer>,
     ) -> Result<ListPromptsResult, McpError> {
-        capabilities::require::<ListPromptsRequestMethod>(Capability::Prompts)?;
+        capabilities::require::<ListPromptsRequestMethod>(self.exposure(&context).await, Capability::Prompts)?;
         Ok(ListPromptsResult::default())
     }
 
     async fn list_resources(
         &self,
         _request: Option<PaginatedRequestParams>,
-        _context: RequestContext<RoleServer>,
+        context: RequestContext<RoleServer>,
     ) -> Result<ListResourcesResult, McpError> {
-        capabilities::require::<ListResourcesRequestMethod>(Capability::Resources)?;
+        capabilities::require::<ListResourcesRequestMethod>(self.exposure(&context).await, Capability::Resources)?;
         Ok(ListResourcesResult::default())
     }
 
     async fn list_resource_templates(
         &self,
         _request: Option<PaginatedRequestParams>,
-        _context: RequestContext<RoleServer>,
+        context: RequestContext<RoleServer>,
     ) -> Result<ListResourceTemplatesResult, McpError> {
-        capabilities::require::<ListResourceTemplatesRequestMethod>(Capability::Resources)?;
+        capabilities::require::<ListResourceTemplatesRequestMethod>(
+            self.exposure(&context).await,
+            Capability::Resources,
+        )?;
         Ok(ListResourceTemplatesResult::default())
     }
 
     async fn complete(
         &self,
         _request: CompleteRequestParams,
-        _context: RequestContext<RoleServer>,
+        context: RequestContext<RoleServer>,
     ) -> Result<CompleteResult, McpError> {
-        capabilities::require::<CompleteRequestMethod>(Capability::Completions)?;
+        capabilities::require::<CompleteRequestMethod>(self.exposure(&context).await, Capability::Completions)?;
         Ok(CompleteResult::default())
     }
 
@@ -152,15 +214,28 @@ impl GatewayHandler {
         }
         let _running = self.ctx.in_flight.enter();
         let args = request.arguments.unwrap_or_default();
-        let http_session = context
-            .extensions
-            .get::<axum::http::request::Parts>()
-            .and_then(|parts| parts.headers.get("mcp-session-id"))
-            .and_then(|value| value.to_str().ok());
-        let session = self.stdio_session.as_deref().or(http_session);
+        let session = self.session(&context);
+        let exposure = identity.snapshot.tool_exposure(identity.mcp_config_id.as_deref());
+        let gateway_tool = GW_TOOLS.contains(&&*request.name);
+        if exposure.upstream() && !(gateway_tool && exposure.gateway_tools()) {
+            return match transparent::call_tool(&self.ctx, &identity, session, &request.name, args).await {
+                Ok(CallAnswer::Upstream(result)) => Ok(upstream_result(result).into()),
+                Ok(CallAnswer::Gateway(answer)) => Ok(tool_result(answer).into()),
+                Err(unknown) => Err(McpError::invalid_params(unknown.to_string(), None)),
+            };
+        }
         match tools::call(&self.ctx, &identity, session, &request.name, args).await {
             Ok(answer) => Ok(tool_result(answer).into()),
             Err(refusal) => Err(McpError::invalid_params(refusal.to_string(), None)),
         }
     }
+}
+
+/// An upstream's `CallToolResult` as rmcp's type (the pool checked its shape; one that still does not fit is the
+/// upstream's error).
+fn upstream_result(result: serde_json::Value) -> CallToolResult {
+    serde_json::from_value(result).unwrap_or_else(|e| {
+        let message = format!("the upstream's tool result does not fit the protocol: {e}");
+        tool_result(GatewayError::new(ErrorCode::UpstreamError, message).answer())
+    })
 }

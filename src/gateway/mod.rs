@@ -20,6 +20,7 @@ pub mod middleware;
 pub mod sessions;
 pub mod stdio;
 pub mod tools;
+pub mod transparent;
 
 use std::collections::HashMap;
 use std::sync::Arc;

@@ -7,7 +7,8 @@ use serde_json::Value;
 use super::fields::{Fields, Problems, type_name};
 use crate::config::model::{
     ApiKeyRecord, CommonConfig, ConfigFile, GuardrailPolicy, LimitsConfig, McpConfig, OAuthConfig, PluginChoice,
-    Plugins, Project, RateLimits, ServerCommand, ServerEntry, TIMEOUT_NAMES, TimeoutSettings, UpstreamPool, User,
+    Plugins, Project, RateLimits, ServerCommand, ServerEntry, TIMEOUT_NAMES, TimeoutSettings, ToolFilter, UpstreamPool,
+    User,
 };
 
 /// The whole file, for [`ConfigFile::parse`]: each section decoded, the unknown top-level keys kept.
@@ -105,6 +106,8 @@ fn decode_common(mut f: Fields<'_>) -> CommonConfig {
         gw_allowed_hosts: f.string_list("gw_allowed_hosts"),
         gw_allowed_origins: f.string_list("gw_allowed_origins"),
         gw_backup_dir: f.string("gw_backup_dir"),
+        tool_exposure: f.string("tool_exposure"),
+        tool_name_separator: f.string("tool_name_separator"),
         extra: f.rest(),
     }
 }
@@ -153,8 +156,17 @@ fn decode_mcp_config(mut f: Fields<'_>) -> Option<McpConfig> {
             Vec::new()
         }
     };
+    let tool_exposure = f.string("tool_exposure");
+    let tool_name_separator = f.string("tool_name_separator");
     let extra = f.rest();
-    Some(McpConfig { mcp_config_name: name?, created_at, mcp_config: servers, extra })
+    Some(McpConfig {
+        mcp_config_name: name?,
+        created_at,
+        mcp_config: servers,
+        tool_exposure,
+        tool_name_separator,
+        extra,
+    })
 }
 
 /// Decodes one server entry found at `path` (also used for admin API bodies, with the path `server`).
@@ -183,6 +195,8 @@ pub fn decode_server_at(value: Value, path: &str, problems: &mut Problems) -> Op
     let input_guardrails_policy = f.nested("input_guardrails_policy", decode_policy);
     let output_guardrails_policy = f.nested("output_guardrails_policy", decode_policy);
     let oauth_config = f.nested("oauth_config", decode_oauth);
+    let tool_prefix = f.string("tool_prefix");
+    let tool_filter = f.nested("tool_filter", decode_tool_filter);
     let extra = f.rest();
     Some(ServerEntry {
         server_name: server_name?,
@@ -192,8 +206,14 @@ pub fn decode_server_at(value: Value, path: &str, problems: &mut Problems) -> Op
         input_guardrails_policy,
         output_guardrails_policy,
         oauth_config,
+        tool_prefix,
+        tool_filter,
         extra,
     })
+}
+
+fn decode_tool_filter(mut f: Fields<'_>) -> ToolFilter {
+    ToolFilter { allow: f.string_list("allow"), deny: f.string_list("deny"), extra: f.rest() }
 }
 
 fn decode_command(mut f: Fields<'_>) -> Option<ServerCommand> {
@@ -238,8 +258,9 @@ fn decode_project(mut f: Fields<'_>) -> Option<Project> {
     let mcp_config_id = f.string("mcp_config_id");
     let users = f.string_list("users").unwrap_or_default();
     let created_at = f.string("created_at");
+    let tool_filter = f.nested("tool_filter", decode_tool_filter);
     let extra = f.rest();
-    Some(Project { project_name: project_name?, mcp_config_id, users, created_at, extra })
+    Some(Project { project_name: project_name?, mcp_config_id, users, created_at, tool_filter, extra })
 }
 
 fn decode_user(mut f: Fields<'_>) -> Option<User> {

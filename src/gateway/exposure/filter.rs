@@ -6,25 +6,43 @@
 //! `deny` wins, and a pattern's `*` matches any run of characters (none included) while every other character
 //! matches itself. A tool is visible when both filters let it through.
 
-/// A parsed `tool_filter`.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct ToolFilter {
-    /// `None`: every name is allowed (unless denied).
-    pub allow: Option<Vec<String>>,
-    pub deny: Vec<String>,
+use crate::auth::Identity;
+use crate::config::model::ServerEntry;
+pub use crate::config::model::ToolFilter;
+
+/// The filters one caller is under: its project's, and each server entry's.
+pub struct Curation<'a> {
+    project: Option<&'a ToolFilter>,
+    separator: String,
 }
 
-impl ToolFilter {
-    /// Whether `name` passes this filter.
-    pub fn allows(&self, name: &str) -> bool {
-        let allowed = self.allow.as_ref().is_none_or(|patterns| patterns.iter().any(|p| matches(p, name)));
-        allowed && !self.deny.iter().any(|p| matches(p, name))
+impl<'a> Curation<'a> {
+    /// The curation of `identity`'s project and configuration.
+    pub fn of(identity: &'a Identity) -> Curation<'a> {
+        let snapshot = &identity.snapshot;
+        let project = snapshot.file.projects.get(&identity.project_id).and_then(|p| p.tool_filter.as_ref());
+        let separator = snapshot.exposure(identity.mcp_config_id.as_deref()).separator;
+        Curation { project, separator }
     }
+
+    /// Whether upstream tool `tool` of `entry` is visible: the project's filter sees it as
+    /// `{server_name}{sep}{tool_name}` whatever the entry's `tool_prefix`, so one project filter reads the same
+    /// under every prefix.
+    pub fn visible(&self, entry: &ServerEntry, tool: &str) -> bool {
+        let exposed = format!("{}{}{tool}", entry.server_name, self.separator);
+        visible(entry.tool_filter.as_ref(), self.project, tool, &exposed)
+    }
+}
+
+/// Whether `name` passes `filter`.
+pub fn allows(filter: &ToolFilter, name: &str) -> bool {
+    let allowed = filter.allow.as_ref().is_none_or(|patterns| patterns.iter().any(|p| matches(p, name)));
+    allowed && !filter.deny.iter().flatten().any(|p| matches(p, name))
 }
 
 /// The one decision: whether the tool `tool` of a server, exposed as `exposed`, is visible to a caller of `project`.
 pub fn visible(server: Option<&ToolFilter>, project: Option<&ToolFilter>, tool: &str, exposed: &str) -> bool {
-    server.is_none_or(|f| f.allows(tool)) && project.is_none_or(|f| f.allows(exposed))
+    server.is_none_or(|f| allows(f, tool)) && project.is_none_or(|f| allows(f, exposed))
 }
 
 /// Whether `name` matches `pattern` (`*`: any run of characters; everything else literally). Linear in the lengths
@@ -75,23 +93,27 @@ mod tests {
         assert!(matches("gh__*", "gh__create_issue"));
     }
 
+    fn filter(allow: Option<Vec<String>>, deny: Vec<String>) -> ToolFilter {
+        ToolFilter { allow, deny: Some(deny), extra: Default::default() }
+    }
+
     #[test]
     fn no_allow_means_all_and_deny_wins() {
         let open = ToolFilter::default();
-        assert!(open.allows("anything"));
-        let deny = ToolFilter { allow: None, deny: vec!["delete_*".into()] };
-        assert!(deny.allows("read"));
-        assert!(!deny.allows("delete_repo"));
-        let both = ToolFilter { allow: Some(vec!["*".into()]), deny: vec!["*_admin".into()] };
-        assert!(!both.allows("repo_admin"), "deny wins over allow");
-        let none = ToolFilter { allow: Some(vec![]), deny: vec![] };
-        assert!(!none.allows("read"), "an empty allow list allows nothing");
+        assert!(allows(&open, "anything"));
+        let deny = filter(None, vec!["delete_*".into()]);
+        assert!(allows(&deny, "read"));
+        assert!(!allows(&deny, "delete_repo"));
+        let both = filter(Some(vec!["*".into()]), vec!["*_admin".into()]);
+        assert!(!allows(&both, "repo_admin"), "deny wins over allow");
+        let none = filter(Some(vec![]), vec![]);
+        assert!(!allows(&none, "read"), "an empty allow list allows nothing");
     }
 
     #[test]
     fn a_tool_is_visible_when_the_server_and_the_project_let_it_through() {
-        let server = ToolFilter { allow: Some(vec!["read_*".into()]), deny: vec![] };
-        let project = ToolFilter { allow: None, deny: vec!["fs__read_secret*".into()] };
+        let server = filter(Some(vec!["read_*".into()]), vec![]);
+        let project = filter(None, vec!["fs__read_secret*".into()]);
         assert!(visible(Some(&server), Some(&project), "read_file", "fs__read_file"));
         assert!(!visible(Some(&server), Some(&project), "write_file", "fs__write_file"), "the server's filter");
         assert!(!visible(Some(&server), Some(&project), "read_secrets", "fs__read_secrets"), "the project's filter");

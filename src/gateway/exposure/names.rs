@@ -23,9 +23,6 @@ pub const MAX_NAME: usize = 128;
 /// Characters kept of a name that had to be changed, before `_` and the 8 digits of its hash.
 const KEPT: usize = MAX_NAME - 9;
 
-/// The default `tool_name_separator`.
-pub const DEFAULT_SEPARATOR: &str = "__";
-
 /// Whether `name` is a tool name MCP accepts: 1 to 128 characters of `[A-Za-z0-9_.-]`.
 pub fn is_valid(name: &str) -> bool {
     !name.is_empty()

@@ -25,6 +25,7 @@ use crate::auth::{AuthFailure, Credentials, Identity};
 use crate::config::Snapshot;
 use crate::error::GatewayError;
 use crate::gateway::GatewayContext;
+use crate::telemetry::metrics::GW_TOOLS;
 use crate::timeouts::TimeoutKind;
 
 /// Resolves `presented` against `snapshot` under `auth_timeout`, then takes one cell of the key's rate limit.
@@ -63,10 +64,12 @@ pub async fn admit(
 }
 
 /// The upstream calls a `tools/call` asks for: the calls of a `gw_secure_call_tools` batch within
-/// `max_calls_per_request` (a longer batch runs none and is refused by the tool with `TOO_MANY_CALLS`).
+/// `max_calls_per_request` (a longer batch runs none and is refused by the tool with `TOO_MANY_CALLS`), or the one call
+/// of an upstream tool called by its exposed name (transparent mode).
 pub fn calls_asked(tool: &str, arguments: Option<&Map<String, Value>>, max_calls: usize) -> u32 {
     if tool != "gw_secure_call_tools" {
-        return 0;
+        // Another gateway tool calls no upstream; any other name is one upstream call (transparent mode).
+        return u32::from(!GW_TOOLS.contains(&tool));
     }
     match arguments.and_then(|a| a.get("tool_calls")).and_then(Value::as_array).map(Vec::len) {
         Some(n) if n <= max_calls => u32::try_from(n).unwrap_or(u32::MAX),

@@ -17,6 +17,7 @@ use crate::cache::ExternalError;
 use crate::cache::shared::fingerprint;
 use crate::config::model::ServerEntry;
 use crate::error::{ErrorCode, GatewayError};
+use crate::gateway::exposure::filter::Curation;
 use crate::gateway::{CachedTools, GatewayContext};
 use crate::guardrails::strings::{self, UPSTREAM_ERROR_LIMIT};
 use crate::telemetry::spans;
@@ -47,6 +48,22 @@ impl DiscoveryResult {
         }
         out
     }
+}
+
+/// Discovers `entry`'s tools and keeps those the caller may see (contract 8's curation): what every listing shows.
+pub async fn discover_visible(
+    ctx: &GatewayContext,
+    identity: &Identity,
+    session: Option<&str>,
+    entry: &ServerEntry,
+) -> Result<DiscoveryResult, GatewayError> {
+    let mut found = discover(ctx, identity, session, entry).await?;
+    let curation = Curation::of(identity);
+    let hidden = |t: &Value| !curation.visible(entry, t.get("name").and_then(Value::as_str).unwrap_or(""));
+    if found.tools.iter().any(hidden) {
+        found.tools = Arc::new(found.tools.iter().filter(|t| !hidden(t)).cloned().collect());
+    }
+    Ok(found)
 }
 
 /// The servers of the caller's configuration, or the failure to answer instead.
@@ -266,9 +283,10 @@ pub async fn discover_tool(
 ) -> Value {
     match input.server_name {
         Some(name) => match find_server(identity, &name) {
-            Ok(entry) => {
-                discover(ctx, identity, session, entry).await.map(|d| d.to_value()).unwrap_or_else(|f| f.answer())
-            }
+            Ok(entry) => discover_visible(ctx, identity, session, entry)
+                .await
+                .map(|d| d.to_value())
+                .unwrap_or_else(|f| f.answer()),
             Err(f) => f.answer(),
         },
         None => {
@@ -278,8 +296,10 @@ pub async fn discover_tool(
             };
             let mut out = serde_json::Map::new();
             for entry in entries {
-                let one =
-                    discover(ctx, identity, session, entry).await.map(|d| d.to_value()).unwrap_or_else(|f| f.answer());
+                let one = discover_visible(ctx, identity, session, entry)
+                    .await
+                    .map(|d| d.to_value())
+                    .unwrap_or_else(|f| f.answer());
                 out.insert(entry.server_name.clone(), one);
             }
             json!({"status": "success", "servers": out})
@@ -302,7 +322,7 @@ pub async fn list_servers(
     for entry in entries {
         let mut server = json!({"server_name": entry.server_name, "description": entry.description});
         if input.discover_tools {
-            match discover(ctx, identity, session, entry).await {
+            match discover_visible(ctx, identity, session, entry).await {
                 Ok(found) => server["tools"] = json!(found.tools),
                 Err(f) => server["tools_error"] = f.answer(),
             }
@@ -330,7 +350,7 @@ pub async fn server_info(
         "input_guardrails_enabled": enabled(&entry.input_guardrails_policy),
         "output_guardrails_enabled": enabled(&entry.output_guardrails_policy),
     });
-    match discover(ctx, identity, session, entry).await {
+    match discover_visible(ctx, identity, session, entry).await {
         Ok(found) => {
             info["tools"] = json!(found.tools);
             info["tools_source"] = json!(found.source);

@@ -11,13 +11,15 @@ use tower::{Layer, Service};
 
 use serde_json::{Map, Value, json};
 
-use super::discovery::{discover, find_server, upstream_failure, upstream_spec};
+use super::discovery::{DiscoveryResult, discover, find_server, upstream_failure, upstream_spec};
 use super::{SecureCallInput, ToolCall};
 use crate::auth::Identity;
+use crate::config::model::ServerEntry;
 use crate::error::{ErrorCode, GatewayError};
 use crate::gateway::GatewayContext;
+use crate::gateway::exposure::filter::Curation;
 use crate::gateway::middleware::guardrails::{CallOutcome, GuardrailLayer, Guardrails, UpstreamCall};
-use crate::guardrails::provider::Provider;
+use crate::guardrails::provider::{Provider, ProviderChoice};
 use crate::guardrails::stage::GuardSettings;
 use crate::telemetry::spans;
 use crate::timeouts::TimeoutKind;
@@ -49,35 +51,8 @@ pub async fn secure_call(
         Ok(entry) => entry,
         Err(f) => return f.answer(),
     };
-    let known = discover(ctx, identity, session, entry).await;
-    let key = PoolKey {
-        mcp_config_id: identity.mcp_config_id.clone().unwrap_or_default(),
-        server_name: entry.server_name.clone(),
-    };
     let provider = ctx.guardrails.get(&identity.snapshot, Provider::from_snapshot);
-    let settings = &identity.snapshot.settings;
-    // The per-call stack (its order is described in middleware/guardrails.rs): guardrails around the upstream call.
-    let guardrails = GuardrailLayer {
-        provider: &provider,
-        input: entry.input_guardrails_policy.as_ref(),
-        output: entry.output_guardrails_policy.as_ref(),
-        settings: GuardSettings {
-            timeout: settings.timeouts.guardrail,
-            relevancy_threshold: settings.relevancy_threshold,
-            adherence_threshold: settings.adherence_threshold,
-        },
-        timeouts: &ctx.timeouts,
-        blocks: &ctx.store.metrics().guardrail_blocks,
-        server_name: &entry.server_name,
-    };
-    // A failed discovery is shown in every call's result: the upstream's words in it pass the output check once.
-    let known = match known {
-        Err(failure) => Err(guardrails.upstream_error(failure).await),
-        found => found,
-    };
-    let mut guardrails_applied = false;
-    // Made on the first call that reaches the upstream (it may need an OAuth token).
-    let mut spec: Option<ServerSpec> = None;
+    let mut calls = ServerCalls::open(ctx, identity, session, entry, &provider).await;
     let mut results = Vec::with_capacity(input.tool_calls.len());
     // What the results gathered so far hold; once it reaches `max_response_bytes` the calls left are not run.
     let mut gathered = 0usize;
@@ -91,45 +66,7 @@ pub async fn secure_call(
             results.push(GatewayError::new(ErrorCode::ResponseTooLarge, message).answer());
             continue;
         }
-        let call_started = Instant::now();
-        let tool_name = call.name.clone();
-        let outcome = match &known {
-            Err(f) => Err(f.clone()),
-            Ok(found) => {
-                let exists = found.tools.iter().any(|t| t.get("name").and_then(Value::as_str) == Some(&call.name));
-                if exists {
-                    let spec = match &spec {
-                        Some(spec) => spec,
-                        None => match upstream_spec(ctx, identity, entry).await {
-                            Ok(made) => spec.insert(made),
-                            Err(f) => {
-                                let result = f.answer();
-                                record_upstream_call(
-                                    ctx,
-                                    &entry.server_name,
-                                    &tool_name,
-                                    call_started.elapsed(),
-                                    &result,
-                                );
-                                results.push(result);
-                                continue;
-                            }
-                        },
-                    };
-                    guardrails_applied |= guardrails.applies();
-                    let upstream = UpstreamService { ctx, identity, session, key: &key, spec };
-                    let (server, tool, project) = (&entry.server_name, call.name.clone(), &identity.project_id);
-                    spans::tool_execution(server, &tool, project, guarded_call(guardrails.layer(upstream), call)).await
-                } else {
-                    Err(GatewayError::new(
-                        ErrorCode::ToolNotFound,
-                        format!("server {:?} has no tool {:?}", entry.server_name, call.name),
-                    ))
-                }
-            }
-        };
-        let result = outcome.unwrap_or_else(|f| f.answer());
-        record_upstream_call(ctx, &entry.server_name, &tool_name, call_started.elapsed(), &result);
+        let result = calls.call(call).await;
         gathered = gathered.saturating_add(json_size(&result));
         results.push(result);
     }
@@ -139,9 +76,113 @@ pub async fn secure_call(
         "metadata": {
             "server_name": entry.server_name,
             "execution_time_ms": started.elapsed().as_millis() as u64,
-            "guardrails_applied": guardrails_applied,
+            "guardrails_applied": calls.guardrails_applied,
         },
     })
+}
+
+/// The calls of one request to one server, each through the same per-call pipeline: what they share (the server's
+/// tools, its guardrails, how to start it) is looked up once. A `gw_secure_call_tools` batch runs its calls through
+/// one; a transparent `tools/call` runs its one call through one (contract 8: exactly the pipeline of one item).
+pub struct ServerCalls<'a> {
+    ctx: &'a GatewayContext,
+    identity: &'a Identity,
+    session: Option<&'a str>,
+    entry: &'a ServerEntry,
+    key: PoolKey,
+    guardrails: GuardrailLayer<'a>,
+    curation: Curation<'a>,
+    /// The server's tools, or why they could not be found (shown in every call's result).
+    known: Result<DiscoveryResult, GatewayError>,
+    /// Made on the first call that reaches the upstream (it may need an OAuth token).
+    spec: Option<ServerSpec>,
+    /// Whether a guardrail policy applied to a call that ran (`metadata.guardrails_applied`).
+    pub guardrails_applied: bool,
+}
+
+impl<'a> ServerCalls<'a> {
+    /// Finds `entry`'s tools (discovery) for the calls to come.
+    pub async fn open(
+        ctx: &'a GatewayContext,
+        identity: &'a Identity,
+        session: Option<&'a str>,
+        entry: &'a ServerEntry,
+        provider: &'a ProviderChoice,
+    ) -> ServerCalls<'a> {
+        let known = discover(ctx, identity, session, entry).await;
+        let settings = &identity.snapshot.settings;
+        // The per-call stack (its order is described in middleware/guardrails.rs): guardrails around the upstream call.
+        let guardrails = GuardrailLayer {
+            provider,
+            input: entry.input_guardrails_policy.as_ref(),
+            output: entry.output_guardrails_policy.as_ref(),
+            settings: GuardSettings {
+                timeout: settings.timeouts.guardrail,
+                relevancy_threshold: settings.relevancy_threshold,
+                adherence_threshold: settings.adherence_threshold,
+            },
+            timeouts: &ctx.timeouts,
+            blocks: &ctx.store.metrics().guardrail_blocks,
+            server_name: &entry.server_name,
+        };
+        // A failed discovery is shown in every call's result: the upstream's words in it pass the output check once.
+        let known = match known {
+            Err(failure) => Err(guardrails.upstream_error(failure).await),
+            found => found,
+        };
+        let key = PoolKey {
+            mcp_config_id: identity.mcp_config_id.clone().unwrap_or_default(),
+            server_name: entry.server_name.clone(),
+        };
+        let curation = Curation::of(identity);
+        ServerCalls {
+            ctx,
+            identity,
+            session,
+            entry,
+            key,
+            guardrails,
+            curation,
+            known,
+            spec: None,
+            guardrails_applied: false,
+        }
+    }
+
+    /// One call: its result object (`status` `success` with the upstream's `response`, `blocked`, or `error`),
+    /// counted, logged and traced.
+    pub async fn call(&mut self, call: ToolCall) -> Value {
+        let started = Instant::now();
+        let tool_name = call.name.clone();
+        let result = self.run(call).await.unwrap_or_else(|f| f.answer());
+        record_upstream_call(self.ctx, &self.entry.server_name, &tool_name, started.elapsed(), &result);
+        result
+    }
+
+    async fn run(&mut self, call: ToolCall) -> Result<Value, GatewayError> {
+        let server = &self.entry.server_name;
+        if !self.curation.visible(self.entry, &call.name) {
+            let message = format!("tool {:?} of server {server:?} is not allowed (tool_filter)", call.name);
+            return Err(GatewayError::new(ErrorCode::ToolNotAllowed, message));
+        }
+        let found = self.known.as_ref().map_err(Clone::clone)?;
+        if !found.tools.iter().any(|t| t.get("name").and_then(Value::as_str) == Some(&call.name)) {
+            return Err(GatewayError::new(
+                ErrorCode::ToolNotFound,
+                format!("server {server:?} has no tool {:?}", call.name),
+            ));
+        }
+        let spec = match self.spec.take() {
+            Some(spec) => spec,
+            None => upstream_spec(self.ctx, self.identity, self.entry).await?,
+        };
+        self.guardrails_applied |= self.guardrails.applies();
+        let spec = &*self.spec.insert(spec);
+        let upstream =
+            UpstreamService { ctx: self.ctx, identity: self.identity, session: self.session, key: &self.key, spec };
+        let (tool, project) = (call.name.clone(), &self.identity.project_id);
+        spans::tool_execution(server, &tool, project, guarded_call(self.guardrails.layer(upstream), call)).await
+    }
 }
 
 /// About the bytes `value` takes as JSON text (strings and keys by their length; no escapes counted): what a result

@@ -23,7 +23,8 @@ use crate::error::{ErrorCode, GatewayError};
 use crate::telemetry::spans;
 use crate::timeouts::TimeoutKind;
 
-pub use discovery::{DiscoveryResult, discover};
+pub use discovery::{DiscoveryResult, discover, discover_visible, servers};
+pub use execute::ServerCalls;
 
 /// Why a tool call is refused at the protocol level.
 #[derive(Debug, thiserror::Error)]
@@ -200,7 +201,7 @@ impl ToolInvocation {
         let started = std::time::Instant::now();
         // Boxed: the tool futures nest deeply (tool, guardrails, pool, spans), and the fronts' futures hold this one.
         let answer = spans::gateway_tool(name, project, config, Box::pin(self.dispatch(ctx, identity, session))).await;
-        record(ctx, identity, name, started.elapsed(), &answer);
+        record(ctx, identity, name, name, started.elapsed(), &answer);
         answer
     }
 
@@ -234,12 +235,20 @@ pub(crate) fn outcome(answer: &Value) -> &str {
     }
 }
 
-/// Metrics and the log record of one gateway tool call.
-fn record(ctx: &GatewayContext, identity: &Identity, tool: &'static str, took: std::time::Duration, answer: &Value) {
+/// Metrics and the log record of one tool call of the gateway: `label` is the `tool` label of the metrics (a `gw_*`
+/// tool, or `transparent` for a call of an exposed upstream tool), `tool` the name the caller called.
+pub(crate) fn record(
+    ctx: &GatewayContext,
+    identity: &Identity,
+    label: &'static str,
+    tool: &str,
+    took: std::time::Duration,
+    answer: &Value,
+) {
     let metrics = ctx.store.metrics();
     let outcome = outcome(answer);
-    metrics.tool_calls.with_label_values(&[tool, outcome]).inc();
-    metrics.tool_call_duration.with_label_values(&[tool]).observe(took.as_secs_f64());
+    metrics.tool_calls.with_label_values(&[label, outcome]).inc();
+    metrics.tool_call_duration.with_label_values(&[label]).observe(took.as_secs_f64());
     let success = outcome == "success";
     let error = answer.get("message").and_then(Value::as_str).filter(|_| !success);
     let server_name = answer.pointer("/metadata/server_name").and_then(Value::as_str);
