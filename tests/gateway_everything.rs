@@ -60,3 +60,87 @@ fn server_everything_is_discovered_and_its_tools_are_called_through_the_gateway(
         client.cancel().await.unwrap();
     });
 }
+
+/// The same server in transparent mode: its tools, prompts, resources and templates as the gateway's own, named with
+/// the server's prefix, and every call, prompt and read through the gateway.
+#[test]
+fn server_everything_is_served_transparently() {
+    let bin = everything_bin();
+    let server = json!({
+        "server_name": "everything",
+        "description": "MCP reference server",
+        "config": {"command": bin.to_str().unwrap(), "args": []},
+        "input_guardrails_policy": {"enabled": true, "additional_config": {"pii_redaction": true}},
+    });
+    let mut config = config_with(vec![server], json!({"tool_exposure": "transparent"}));
+    config["plugins"]["guardrails"] =
+        json!({"provider": "custom_keyword", "config": {"blocked_keywords": ["drop table"]}});
+    let gw = TestGateway::start(&config);
+    runtime().block_on(async {
+        let client = connect(&gw.mcp, API_KEY).await;
+        let capabilities = client.peer_info().map(|info| serde_json::to_value(&info.capabilities).unwrap());
+        let capabilities = capabilities.expect("server info");
+        for declared in ["tools", "prompts", "resources", "completions"] {
+            assert!(capabilities.get(declared).is_some(), "{declared} declared: {capabilities}");
+        }
+
+        // Tools: listed with the prefix, the upstream's definitions otherwise unchanged, called through the gateway.
+        let tools = client.list_all_tools().await.expect("tools/list");
+        let names: Vec<&str> = tools.iter().map(|t| &*t.name).collect();
+        assert!(names.contains(&"everything__echo") && names.contains(&"everything__get-sum"), "{names:?}");
+        assert!(names.iter().all(|n| n.starts_with("everything__")), "{names:?}");
+        let structured = tools.iter().find(|t| t.name == "everything__get-structured-content").expect("tool");
+        assert!(structured.output_schema.is_some(), "the outputSchema is kept: {structured:?}");
+        let echoed = try_call(&client, "everything__echo", json!({"message": "mail jane.doe@example.com"})).await;
+        let echoed = echoed.expect("echo");
+        assert!(upstream_text(&echoed).contains("jane.doe@example.com"), "restored for the client: {echoed}");
+        let sum = try_call(&client, "everything__get-sum", json!({"a": 19, "b": 23})).await.expect("get-sum");
+        assert!(upstream_text(&sum).contains("42"), "{sum}");
+        let blocked = try_call(&client, "everything__echo", json!({"message": "DROP TABLE users"})).await.unwrap();
+        assert_eq!(answer_of(&blocked)["status"], json!("blocked"), "{blocked}");
+        let unknown = try_call(&client, "echo", json!({"message": "x"})).await.expect_err("unprefixed");
+        assert!(unknown.contains("-32602") || unknown.contains("nknown tool"), "{unknown}");
+
+        // Prompts, named as tools are.
+        let prompts = client.list_all_prompts().await.expect("prompts/list");
+        let names: Vec<&str> = prompts.iter().map(|p| p.name.as_str()).collect();
+        assert!(
+            names.contains(&"everything__simple-prompt") && names.contains(&"everything__args-prompt"),
+            "{names:?}"
+        );
+        let params = serde_json::from_value(json!({"name": "everything__args-prompt", "arguments": {"city": "Paris"}}));
+        let got = client.get_prompt(params.unwrap()).await.expect("prompts/get");
+        let got = serde_json::to_value(&got).unwrap();
+        assert!(got.to_string().contains("Paris"), "{got}");
+        let params = serde_json::from_value(json!({"name": "simple-prompt"})).unwrap();
+        assert!(client.get_prompt(params).await.is_err(), "an unprefixed prompt name is unknown");
+
+        // Resources and templates, URIs unchanged; a read goes to the server whose template matches.
+        let resources = client.list_all_resources().await.expect("resources/list");
+        assert!(!resources.is_empty(), "server-everything lists its static documents");
+        let first = resources[0].uri.clone();
+        let read = client.read_resource(serde_json::from_value(json!({"uri": first})).unwrap()).await;
+        assert!(
+            !serde_json::to_value(read.expect("resources/read")).unwrap()["contents"].as_array().unwrap().is_empty()
+        );
+        let templates = client.list_all_resource_templates().await.expect("resources/templates/list");
+        let uris: Vec<&str> = templates.iter().map(|t| t.uri_template.as_str()).collect();
+        assert!(uris.iter().any(|u| u.starts_with("demo://resource/dynamic/text/")), "{uris:?}");
+        let read = client
+            .read_resource(serde_json::from_value(json!({"uri": "demo://resource/dynamic/text/3"})).unwrap())
+            .await
+            .expect("a templated resource");
+        let read = serde_json::to_value(read).unwrap();
+        assert_eq!(read["contents"][0]["uri"], json!("demo://resource/dynamic/text/3"), "{read}");
+        let missing = client.read_resource(serde_json::from_value(json!({"uri": "nowhere://x"})).unwrap()).await;
+        assert!(missing.is_err(), "a URI no server serves");
+
+        // Completion routes by the exposed prompt name.
+        let params = json!({"ref": {"type": "ref/prompt", "name": "everything__completable-prompt"},
+                            "argument": {"name": "department", "value": "Eng"}});
+        let completed = client.complete(serde_json::from_value(params).unwrap()).await.expect("completion/complete");
+        let completed = serde_json::to_value(completed).unwrap();
+        assert_eq!(completed["completion"]["values"], json!(["Engineering"]), "{completed}");
+        client.cancel().await.unwrap();
+    });
+}

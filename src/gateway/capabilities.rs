@@ -26,10 +26,22 @@ pub enum Capability {
 }
 
 /// The capabilities the gateway declares to a caller whose configuration exposes its servers as `exposure` says, on
-/// every front and revision: tools always.
+/// every front and revision: tools always; in transparent mode (`"transparent"`, `"both"`) also the upstreams'
+/// prompts, resources, completions and logging level.
+// Logging is deprecated by SEP-2577 for the newest revision; contract 8 forwards `logging/setLevel` for the others.
+#[allow(deprecated)]
 pub fn declared(exposure: ToolExposure) -> ServerCapabilities {
-    let _ = exposure;
-    ServerCapabilities::builder().enable_tools().build()
+    if exposure.upstream() {
+        ServerCapabilities::builder()
+            .enable_tools()
+            .enable_prompts()
+            .enable_resources()
+            .enable_completions()
+            .enable_logging()
+            .build()
+    } else {
+        ServerCapabilities::builder().enable_tools().build()
+    }
 }
 
 /// Whether `capabilities` declares `capability`.

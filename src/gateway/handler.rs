@@ -10,17 +10,23 @@ use std::sync::Arc;
 
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, CompleteRequestMethod, CompleteRequestParams,
-    CompleteResult, DiscoverResult, Implementation, InitializeRequestParams, InitializeResult,
-    ListPromptsRequestMethod, ListPromptsResult, ListResourceTemplatesRequestMethod, ListResourceTemplatesResult,
-    ListResourcesRequestMethod, ListResourcesResult, ListToolsResult, PaginatedRequestParams, ServerConfig, Tool,
+    CompleteResult, ConstString, DiscoverResult, GetPromptRequestMethod, GetPromptRequestParams, GetPromptResponse,
+    Implementation, InitializeRequestParams, InitializeResult, ListPromptsRequestMethod, ListPromptsResult,
+    ListResourceTemplatesRequestMethod, ListResourceTemplatesResult, ListResourcesRequestMethod, ListResourcesResult,
+    ListToolsResult, PaginatedRequestParams, ReadResourceRequestMethod, ReadResourceRequestParams,
+    ReadResourceResponse, ServerConfig, SetLevelRequestMethod, Tool,
 };
+// Logging is deprecated by SEP-2577 for the newest revision; contract 8 forwards `logging/setLevel` for the others.
+#[allow(deprecated)]
+use rmcp::model::SetLevelRequestParams;
 use rmcp::service::RequestContext;
 use rmcp::{ErrorData as McpError, RoleServer, ServerHandler};
+use serde_json::Value;
 
 use super::capabilities::{self, Capability};
 use super::envelope::tool_result;
 use super::middleware::{admission, request_metrics};
-use super::transparent::{self, CallAnswer};
+use super::transparent::{self, CallAnswer, resources};
 use super::{GatewayContext, tools};
 use crate::auth::{AuthFailure, Credentials, Identity};
 use crate::config::exposure::ToolExposure;
@@ -80,6 +86,17 @@ impl GatewayHandler {
             })
     }
 
+    /// The caller of a transparent-mode method `M` of `capability`: -32601 unless its configuration declares it.
+    async fn transparent<M: ConstString>(
+        &self,
+        context: &RequestContext<RoleServer>,
+        capability: Capability,
+    ) -> Result<Arc<Identity>, McpError> {
+        let identity = self.identity(context).await.map_err(|_| McpError::method_not_found::<M>())?;
+        capabilities::require::<M>(identity.snapshot.tool_exposure(identity.mcp_config_id.as_deref()), capability)?;
+        Ok(identity)
+    }
+
     /// The caller: over stdio admitted now (credentials and rate limit), over HTTP by the admission layer.
     async fn identity(&self, context: &RequestContext<RoleServer>) -> Result<Arc<Identity>, GatewayError> {
         if let Some(creds) = &self.credentials {
@@ -137,15 +154,29 @@ impl ServerHandler for GatewayHandler {
         Ok(ListToolsResult::with_all_items(listed))
     }
 
-    // rmcp answers these with an empty result by default: answered only when their capability is declared.
+    // Transparent mode's prompts, resources, completion and logging level (answered -32601 in gateway mode, where
+    // their capabilities are not declared).
 
     async fn list_prompts(
         &self,
         _request: Option<PaginatedRequestParams>,
         context: RequestContext<RoleServer>,
     ) -> Result<ListPromptsResult, McpError> {
-        capabilities::require::<ListPromptsRequestMethod>(self.exposure(&context).await, Capability::Prompts)?;
-        Ok(ListPromptsResult::default())
+        let identity = self.transparent::<ListPromptsRequestMethod>(&context, Capability::Prompts).await?;
+        let listed = transparent::list_prompts(&self.ctx, &identity, self.session(&context)).await;
+        Ok(ListPromptsResult::with_all_items(typed(listed)))
+    }
+
+    async fn get_prompt(
+        &self,
+        request: GetPromptRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<GetPromptResponse, McpError> {
+        let identity = self.transparent::<GetPromptRequestMethod>(&context, Capability::Prompts).await?;
+        let args = request.arguments.unwrap_or_default();
+        let session = self.session(&context);
+        let result = transparent::get_prompt(&self.ctx, &identity, session, &request.name, args).await?;
+        Ok(GetPromptResponse::Complete(upstream_value(result)?))
     }
 
     async fn list_resources(
@@ -153,8 +184,9 @@ impl ServerHandler for GatewayHandler {
         _request: Option<PaginatedRequestParams>,
         context: RequestContext<RoleServer>,
     ) -> Result<ListResourcesResult, McpError> {
-        capabilities::require::<ListResourcesRequestMethod>(self.exposure(&context).await, Capability::Resources)?;
-        Ok(ListResourcesResult::default())
+        let identity = self.transparent::<ListResourcesRequestMethod>(&context, Capability::Resources).await?;
+        let listed = resources::list(&self.ctx, &identity, self.session(&context)).await;
+        Ok(ListResourcesResult::with_all_items(typed(listed)))
     }
 
     async fn list_resource_templates(
@@ -162,20 +194,42 @@ impl ServerHandler for GatewayHandler {
         _request: Option<PaginatedRequestParams>,
         context: RequestContext<RoleServer>,
     ) -> Result<ListResourceTemplatesResult, McpError> {
-        capabilities::require::<ListResourceTemplatesRequestMethod>(
-            self.exposure(&context).await,
-            Capability::Resources,
-        )?;
-        Ok(ListResourceTemplatesResult::default())
+        let identity = self.transparent::<ListResourceTemplatesRequestMethod>(&context, Capability::Resources).await?;
+        let listed = resources::templates(&self.ctx, &identity, self.session(&context)).await;
+        Ok(ListResourceTemplatesResult::with_all_items(typed(listed)))
+    }
+
+    async fn read_resource(
+        &self,
+        request: ReadResourceRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<ReadResourceResponse, McpError> {
+        let identity = self.transparent::<ReadResourceRequestMethod>(&context, Capability::Resources).await?;
+        let result = resources::read(&self.ctx, &identity, self.session(&context), &request.uri).await?;
+        Ok(ReadResourceResponse::Complete(upstream_value(result)?))
     }
 
     async fn complete(
         &self,
-        _request: CompleteRequestParams,
+        request: CompleteRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<CompleteResult, McpError> {
-        capabilities::require::<CompleteRequestMethod>(self.exposure(&context).await, Capability::Completions)?;
-        Ok(CompleteResult::default())
+        let identity = self.transparent::<CompleteRequestMethod>(&context, Capability::Completions).await?;
+        let params = serde_json::to_value(&request).map_err(|e| McpError::invalid_params(e.to_string(), None))?;
+        let result = resources::complete(&self.ctx, &identity, self.session(&context), params).await?;
+        upstream_value(result)
+    }
+
+    #[allow(deprecated)]
+    async fn set_level(
+        &self,
+        request: SetLevelRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<(), McpError> {
+        let identity = self.transparent::<SetLevelRequestMethod>(&context, Capability::Logging).await?;
+        let params = serde_json::to_value(&request).map_err(|e| McpError::invalid_params(e.to_string(), None))?;
+        resources::set_level(&self.ctx, &identity, self.session(&context), params).await;
+        Ok(())
     }
 
     async fn call_tool(
@@ -229,6 +283,17 @@ impl GatewayHandler {
             Err(refusal) => Err(McpError::invalid_params(refusal.to_string(), None)),
         }
     }
+}
+
+/// Items an upstream listed, as rmcp's type; an item that does not fit the protocol is left out.
+fn typed<T: serde::de::DeserializeOwned>(items: Vec<Value>) -> Vec<T> {
+    items.into_iter().filter_map(|item| serde_json::from_value(item).ok()).collect()
+}
+
+/// An upstream's result as rmcp's type, or the error that it does not fit the protocol.
+fn upstream_value<T: serde::de::DeserializeOwned>(result: Value) -> Result<T, McpError> {
+    serde_json::from_value(result)
+        .map_err(|e| McpError::internal_error(format!("the upstream's result does not fit the protocol: {e}"), None))
 }
 
 /// An upstream's `CallToolResult` as rmcp's type (the pool checked its shape; one that still does not fit is the

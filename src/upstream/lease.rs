@@ -49,6 +49,11 @@ impl Lease {
         self.process.server_info()
     }
 
+    /// Gives the process back without an exchange: it is as healthy as it was lent.
+    pub(super) fn unused(&mut self) {
+        self.verdict = Verdict::Keep;
+    }
+
     /// Makes one request on the leased process and returns its result, bounded by `deadline` (`timeout` is only
     /// reported). Garbage on the server's stdout during the request fails it at once, as does the process dying.
     pub(super) async fn request(
@@ -117,10 +122,7 @@ async fn exchange(
 /// Maps a failed request to our error, and decides whether the process survives it.
 async fn service_error(process: &UpstreamProcess, error: RpcError) -> (Result<Value, UpstreamError>, Verdict) {
     match error {
-        RpcError::Server { code, message } => {
-            let message = format!("the server answered with JSON-RPC error {code}: {message}");
-            (Err(UpstreamError::Protocol(message)), Verdict::Keep)
-        }
+        RpcError::Server { code, message } => (Err(UpstreamError::Rejected { code, message }), Verdict::Keep),
         RpcError::Closed => {
             let ended = process.control().exit_report(EXIT_REPORT_PATIENCE).await;
             let message = format!("process {} ended during the call ({ended})", process.pid());

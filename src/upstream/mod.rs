@@ -181,9 +181,12 @@ pub enum UpstreamError {
     /// The process died during the call.
     #[error("the upstream server crashed: {0}")]
     Crashed(String),
-    /// Garbage or an invalid reply on the server's stdout, or a JSON-RPC error answered by the server.
+    /// Garbage or an invalid reply on the server's stdout.
     #[error("upstream protocol error: {0}")]
     Protocol(String),
+    /// The server answered the request with a JSON-RPC error (the process stays in service).
+    #[error("upstream protocol error: the server answered with JSON-RPC error {code}: {message}")]
+    Rejected { code: i64, message: String },
     /// The server's reply was longer than the message limit; it was dropped without being buffered.
     #[error("the upstream reply exceeded the limit of {limit} bytes")]
     OutputTooLarge { limit: usize },

@@ -224,6 +224,29 @@ impl UpstreamPool {
         check_tool_result(result)
     }
 
+    /// One request of `method` on a pooled process, for what transparent mode relays besides tools (prompts,
+    /// resources, completion, logging level): the server's result as it came. `None`, with nothing sent, when the
+    /// server's `initialize` did not declare what the request needs (`declared` says).
+    #[allow(clippy::too_many_arguments)]
+    pub async fn request(
+        &self,
+        key: &PoolKey,
+        spec: &ServerSpec,
+        session: Option<&str>,
+        method: &str,
+        params: Value,
+        timeout: Duration,
+        declared: impl Fn(&rmcp::model::ServerCapabilities) -> bool,
+    ) -> Result<Option<Value>, UpstreamError> {
+        let session = self.session_for(spec, session);
+        let (mut lease, deadline) = self.checkout(key, spec, session.id(), timeout).await?;
+        if !declared(&lease.server_info().capabilities) {
+            lease.unused();
+            return Ok(None);
+        }
+        lease.request(deadline, timeout, method, params).await.map(Some)
+    }
+
     /// After a config change: retire the pools whose spec changed or whose (config, server) no longer exists.
     /// Their idle processes end now; lent ones finish their call first.
     pub fn retain(&self, live: &HashMap<PoolKey, ServerSpec>) {

@@ -52,7 +52,7 @@ pub async fn secure_call(
         Err(f) => return f.answer(),
     };
     let provider = ctx.guardrails.get(&identity.snapshot, Provider::from_snapshot);
-    let mut calls = ServerCalls::open(ctx, identity, session, entry, &provider).await;
+    let mut calls = ServerCalls::open(ctx, identity, session, entry, &provider);
     let mut results = Vec::with_capacity(input.tool_calls.len());
     // What the results gathered so far hold; once it reaches `max_response_bytes` the calls left are not run.
     let mut gathered = 0usize;
@@ -83,7 +83,8 @@ pub async fn secure_call(
 
 /// The calls of one request to one server, each through the same per-call pipeline: what they share (the server's
 /// tools, its guardrails, how to start it) is looked up once. A `gw_secure_call_tools` batch runs its calls through
-/// one; a transparent `tools/call` runs its one call through one (contract 8: exactly the pipeline of one item).
+/// one; a transparent `tools/call` runs its one call through one (contract 8: exactly the pipeline of one item), and
+/// so do a transparent `prompts/get` and `resources/read` ([`ServerCalls::relay`]).
 pub struct ServerCalls<'a> {
     ctx: &'a GatewayContext,
     identity: &'a Identity,
@@ -92,24 +93,34 @@ pub struct ServerCalls<'a> {
     key: PoolKey,
     guardrails: GuardrailLayer<'a>,
     curation: Curation<'a>,
-    /// The server's tools, or why they could not be found (shown in every call's result).
-    known: Result<DiscoveryResult, GatewayError>,
+    /// The server's tools, or why they could not be found (shown in every call's result); found on the first call.
+    known: Option<Result<DiscoveryResult, GatewayError>>,
     /// Made on the first call that reaches the upstream (it may need an OAuth token).
     spec: Option<ServerSpec>,
     /// Whether a guardrail policy applied to a call that ran (`metadata.guardrails_applied`).
     pub guardrails_applied: bool,
 }
 
+/// What one call of the per-call stack asks the upstream for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Operation {
+    /// `tools/call` of the call's name with its arguments.
+    CallTool,
+    /// `prompts/get` of the call's name with its arguments.
+    GetPrompt,
+    /// `resources/read` of the call's name (a URI); no arguments.
+    ReadResource,
+}
+
 impl<'a> ServerCalls<'a> {
-    /// Finds `entry`'s tools (discovery) for the calls to come.
-    pub async fn open(
+    /// The calls to come to `entry`, under its guardrails.
+    pub fn open(
         ctx: &'a GatewayContext,
         identity: &'a Identity,
         session: Option<&'a str>,
         entry: &'a ServerEntry,
         provider: &'a ProviderChoice,
     ) -> ServerCalls<'a> {
-        let known = discover(ctx, identity, session, entry).await;
         let settings = &identity.snapshot.settings;
         // The per-call stack (its order is described in middleware/guardrails.rs): guardrails around the upstream call.
         let guardrails = GuardrailLayer {
@@ -125,11 +136,6 @@ impl<'a> ServerCalls<'a> {
             blocks: &ctx.store.metrics().guardrail_blocks,
             server_name: &entry.server_name,
         };
-        // A failed discovery is shown in every call's result: the upstream's words in it pass the output check once.
-        let known = match known {
-            Err(failure) => Err(guardrails.upstream_error(failure).await),
-            found => found,
-        };
         let key = PoolKey {
             mcp_config_id: identity.mcp_config_id.clone().unwrap_or_default(),
             server_name: entry.server_name.clone(),
@@ -143,44 +149,70 @@ impl<'a> ServerCalls<'a> {
             key,
             guardrails,
             curation,
-            known,
+            known: None,
             spec: None,
             guardrails_applied: false,
         }
     }
 
-    /// One call: its result object (`status` `success` with the upstream's `response`, `blocked`, or `error`),
+    /// One tool call: its result object (`status` `success` with the upstream's `response`, `blocked`, or `error`),
     /// counted, logged and traced.
     pub async fn call(&mut self, call: ToolCall) -> Value {
         let started = Instant::now();
         let tool_name = call.name.clone();
-        let result = self.run(call).await.unwrap_or_else(|f| f.answer());
+        let result = match self.check(&call.name).await {
+            Ok(()) => self.upstream(Operation::CallTool, call).await,
+            Err(refused) => Err(refused),
+        };
+        let result = result.unwrap_or_else(|f| f.answer());
         record_upstream_call(self.ctx, &self.entry.server_name, &tool_name, started.elapsed(), &result);
         result
     }
 
-    async fn run(&mut self, call: ToolCall) -> Result<Value, GatewayError> {
+    /// A request other than a tool call through the same stack (transparent `prompts/get`, `resources/read`): its
+    /// result object as [`ServerCalls::call`] gives it, the upstream's result in `response`.
+    pub async fn relay(&mut self, operation: Operation, call: ToolCall) -> Value {
+        self.upstream(operation, call).await.unwrap_or_else(|f| f.answer())
+    }
+
+    /// Whether tool `name` may be called: curation lets the caller see it, and the server has it.
+    async fn check(&mut self, name: &str) -> Result<(), GatewayError> {
         let server = &self.entry.server_name;
-        if !self.curation.visible(self.entry, &call.name) {
-            let message = format!("tool {:?} of server {server:?} is not allowed (tool_filter)", call.name);
+        if !self.curation.visible(self.entry, name) {
+            let message = format!("tool {name:?} of server {server:?} is not allowed (tool_filter)");
             return Err(GatewayError::new(ErrorCode::ToolNotAllowed, message));
         }
-        let found = self.known.as_ref().map_err(Clone::clone)?;
-        if !found.tools.iter().any(|t| t.get("name").and_then(Value::as_str) == Some(&call.name)) {
-            return Err(GatewayError::new(
-                ErrorCode::ToolNotFound,
-                format!("server {server:?} has no tool {:?}", call.name),
-            ));
+        if self.known.is_none() {
+            // A failed discovery is shown in every call's result: the upstream's words in it pass the output check
+            // once.
+            let known = match discover(self.ctx, self.identity, self.session, self.entry).await {
+                Err(failure) => Err(self.guardrails.upstream_error(failure).await),
+                found => found,
+            };
+            self.known = Some(known);
         }
+        let found = match &self.known {
+            Some(Ok(found)) => found,
+            Some(Err(failure)) => return Err(failure.clone()),
+            None => return Err(GatewayError::new(ErrorCode::UpstreamError, "the server's tools were not discovered")),
+        };
+        if !found.tools.iter().any(|t| t.get("name").and_then(Value::as_str) == Some(name)) {
+            return Err(GatewayError::new(ErrorCode::ToolNotFound, format!("server {server:?} has no tool {name:?}")));
+        }
+        Ok(())
+    }
+
+    /// The call through the guardrails to the upstream, traced.
+    async fn upstream(&mut self, operation: Operation, call: ToolCall) -> Result<Value, GatewayError> {
         let spec = match self.spec.take() {
             Some(spec) => spec,
             None => upstream_spec(self.ctx, self.identity, self.entry).await?,
         };
         self.guardrails_applied |= self.guardrails.applies();
         let spec = &*self.spec.insert(spec);
-        let upstream =
-            UpstreamService { ctx: self.ctx, identity: self.identity, session: self.session, key: &self.key, spec };
-        let (tool, project) = (call.name.clone(), &self.identity.project_id);
+        let (ctx, identity, session, key) = (self.ctx, self.identity, self.session, &self.key);
+        let upstream = UpstreamService { ctx, identity, session, key, spec, operation };
+        let (server, tool, project) = (&self.entry.server_name, call.name.clone(), &self.identity.project_id);
         spans::tool_execution(server, &tool, project, guarded_call(self.guardrails.layer(upstream), call)).await
     }
 }
@@ -246,6 +278,7 @@ struct UpstreamService<'a> {
     session: Option<&'a str>,
     key: &'a PoolKey,
     spec: &'a ServerSpec,
+    operation: Operation,
 }
 
 impl<'a> Service<UpstreamCall> for UpstreamService<'a> {
@@ -260,7 +293,12 @@ impl<'a> Service<UpstreamCall> for UpstreamService<'a> {
     fn call(&mut self, call: UpstreamCall) -> Self::Future {
         let this = *self;
         Box::pin(async move {
-            run_call(this.ctx, this.identity, this.session, this.key, this.spec, &call.tool, call.args).await
+            match this.operation {
+                Operation::CallTool => {
+                    run_call(this.ctx, this.identity, this.session, this.key, this.spec, &call.tool, call.args).await
+                }
+                operation => relay(this, operation, call).await,
+            }
         })
     }
 }
@@ -288,4 +326,32 @@ async fn run_call(
         .await
         .map_err(|_| GatewayError::new(ErrorCode::Timeout, crate::timeouts::TimedOut(limit).to_string()))?
         .map_err(|e| upstream_failure(ctx, &e))
+}
+
+/// A transparent `prompts/get` or `resources/read` on a pooled process, under `tool_execution_timeout` as a tool
+/// call is.
+async fn relay(upstream: UpstreamService<'_>, operation: Operation, call: UpstreamCall) -> Result<Value, GatewayError> {
+    let UpstreamService { ctx, identity, session, key, spec, .. } = upstream;
+    let (method, params): (&str, Value) = match operation {
+        Operation::GetPrompt => ("prompts/get", json!({"name": call.tool, "arguments": call.args})),
+        Operation::ReadResource | Operation::CallTool => ("resources/read", json!({"uri": call.tool})),
+    };
+    let declared = move |c: &rmcp::model::ServerCapabilities| match operation {
+        Operation::GetPrompt => c.prompts.is_some(),
+        _ => c.resources.is_some(),
+    };
+    let settings = &identity.snapshot.settings;
+    let limit = settings.timeouts.tool_execution;
+    let answered = ctx
+        .timeouts
+        .run_classified(
+            TimeoutKind::ToolExecution,
+            limit + settings.start_timeout + TIMEOUT_MARGIN,
+            ctx.pool.request(key, spec, session, method, params, limit, declared),
+            |r| matches!(r, Err(UpstreamError::Timeout(_))),
+        )
+        .await
+        .map_err(|_| GatewayError::new(ErrorCode::Timeout, crate::timeouts::TimedOut(limit).to_string()))?
+        .map_err(|e| upstream_failure(ctx, &e))?;
+    answered.ok_or_else(|| GatewayError::new(ErrorCode::UpstreamError, format!("the server does not serve {method}")))
 }

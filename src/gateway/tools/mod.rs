@@ -23,8 +23,8 @@ use crate::error::{ErrorCode, GatewayError};
 use crate::telemetry::spans;
 use crate::timeouts::TimeoutKind;
 
-pub use discovery::{DiscoveryResult, discover, discover_visible, servers};
-pub use execute::ServerCalls;
+pub use discovery::{DiscoveryResult, discover, discover_visible, servers, upstream_failure, upstream_spec};
+pub use execute::{Operation, ServerCalls, TIMEOUT_MARGIN};
 
 /// Why a tool call is refused at the protocol level.
 #[derive(Debug, thiserror::Error)]

@@ -1,4 +1,4 @@
-//! The upstream tools a caller sees in transparent mode, under their exposed names (contract section 8).
+//! The upstream tools and prompts a caller sees in transparent mode, under their exposed names (contract section 8).
 //!
 //! Built from the tool cache on every `tools/list` and `tools/call` (discovery's order: cache, the entry's `tools`,
 //! live), so it never lags the configuration or the cache: each server's tools as curation lets the caller see them
@@ -11,15 +11,18 @@
 
 use serde_json::Value;
 
+use super::upstream;
 use crate::auth::Identity;
 use crate::config::model::ServerEntry;
+use crate::error::GatewayError;
 use crate::gateway::GatewayContext;
+use crate::gateway::capabilities::Capability;
 use crate::gateway::exposure::names::{self, MAX_NAME};
 use crate::gateway::tools::{discover_visible, servers};
 use crate::telemetry::metrics::GW_TOOLS;
 
-/// One upstream tool as the caller sees it.
-pub struct ExposedTool<'a> {
+/// One upstream tool or prompt as the caller sees it.
+pub struct Exposed<'a> {
     /// Its exposed name.
     pub name: String,
     /// The server entry it belongs to.
@@ -28,8 +31,8 @@ pub struct ExposedTool<'a> {
     pub definition: Value,
 }
 
-impl ExposedTool<'_> {
-    /// The upstream's own name of the tool.
+impl Exposed<'_> {
+    /// The upstream's own name of the tool or prompt.
     pub fn upstream_name(&self) -> &str {
         self.definition.get("name").and_then(Value::as_str).unwrap_or("")
     }
@@ -61,47 +64,97 @@ pub async fn tools<'a>(
     identity: &'a Identity,
     session: Option<&str>,
     only: Option<&str>,
-) -> Vec<ExposedTool<'a>> {
-    let Ok(entries) = servers(identity) else { return Vec::new() };
-    let separator = identity.snapshot.exposure(identity.mcp_config_id.as_deref()).separator;
-    let mut found: Vec<(&'a ServerEntry, String, Value)> = Vec::new();
-    for entry in entries {
-        let prefix = prefix(entry, &separator);
-        if only.is_some_and(|name| !could_make(&prefix, name)) {
-            continue;
-        }
+) -> Vec<Exposed<'a>> {
+    let mut found = Vec::new();
+    for (entry, prefix) in candidates(identity, only) {
         match discover_visible(ctx, identity, session, entry).await {
-            Ok(discovered) => {
-                for tool in discovered.tools.iter() {
-                    found.push((entry, prefix.clone(), tool.clone()));
-                }
-            }
-            Err(failure) => tracing::warn!(
-                server_name = %entry.server_name,
-                error_code = %failure.code,
-                error = %failure.message,
-                "transparent mode: the server's tools are left out of the list (discovery failed)"
-            ),
+            Ok(discovered) => found.extend(discovered.tools.iter().map(|tool| (entry, prefix.clone(), tool.clone()))),
+            Err(failure) => left_out(entry, "tools", &failure),
         }
     }
-    let claims = found.iter().map(|(entry, prefix, tool)| {
-        (entry.server_name.as_str(), prefix.as_str(), tool.get("name").and_then(Value::as_str).unwrap_or(""))
+    expose_all(found, &GW_TOOLS, "tool")
+}
+
+/// The upstream prompts `identity` sees, in configuration order, named as tools are; with `only`, just what could be
+/// named `only`.
+pub async fn prompts<'a>(
+    ctx: &GatewayContext,
+    identity: &'a Identity,
+    session: Option<&str>,
+    only: Option<&str>,
+) -> Vec<Exposed<'a>> {
+    let mut found = Vec::new();
+    for (entry, prefix) in candidates(identity, only) {
+        match upstream::list_all(ctx, identity, session, entry, Capability::Prompts, "prompts/list", "prompts").await {
+            Ok(listed) => found.extend(listed.into_iter().map(|prompt| (entry, prefix.clone(), prompt))),
+            Err(failure) => left_out(entry, "prompts", &failure),
+        }
+    }
+    expose_all(found, &[], "prompt")
+}
+
+/// The tool exposed as `name`, if `identity` may see one.
+pub async fn find<'a>(
+    ctx: &GatewayContext,
+    identity: &'a Identity,
+    session: Option<&str>,
+    name: &str,
+) -> Option<Exposed<'a>> {
+    tools(ctx, identity, session, Some(name)).await.into_iter().find(|tool| tool.name == name)
+}
+
+/// The prompt exposed as `name`, if there is one.
+pub async fn find_prompt<'a>(
+    ctx: &GatewayContext,
+    identity: &'a Identity,
+    session: Option<&str>,
+    name: &str,
+) -> Option<Exposed<'a>> {
+    prompts(ctx, identity, session, Some(name)).await.into_iter().find(|prompt| prompt.name == name)
+}
+
+/// The servers of the caller's configuration with the prefix of their exposed names; with `only`, those that could
+/// have made that name.
+fn candidates<'a>(identity: &'a Identity, only: Option<&str>) -> Vec<(&'a ServerEntry, String)> {
+    let Ok(entries) = servers(identity) else { return Vec::new() };
+    let separator = identity.snapshot.exposure(identity.mcp_config_id.as_deref()).separator;
+    entries
+        .iter()
+        .map(|entry| (entry, prefix(entry, &separator)))
+        .filter(|(_, prefix)| only.is_none_or(|name| could_make(prefix, name)))
+        .collect()
+}
+
+fn left_out(entry: &ServerEntry, what: &str, failure: &GatewayError) {
+    tracing::warn!(
+        server_name = %entry.server_name,
+        error_code = %failure.code,
+        error = %failure.message,
+        "transparent mode: the server's {what} are left out of the list (it could not be asked)"
+    );
+}
+
+/// `found` (server, prefix, item) under exposed names, in the order given: names in `reserved` and names claimed
+/// twice are left out, and logged.
+fn expose_all<'a>(found: Vec<(&'a ServerEntry, String, Value)>, reserved: &[&str], kind: &str) -> Vec<Exposed<'a>> {
+    let claims = found.iter().map(|(entry, prefix, item)| {
+        (entry.server_name.as_str(), prefix.as_str(), item.get("name").and_then(Value::as_str).unwrap_or(""))
     });
-    let (exposed, collisions) = names::expose(claims, &GW_TOOLS);
+    let (exposed, collisions) = names::expose(claims, reserved);
     for collision in &collisions {
         let claimants: Vec<String> = collision
             .claimants
             .iter()
             .map(
-                |(server, tool)| {
-                    if server.is_empty() { format!("the gateway's {tool}") } else { format!("{server}/{tool}") }
+                |(server, item)| {
+                    if server.is_empty() { format!("the gateway's {item}") } else { format!("{server}/{item}") }
                 },
             )
             .collect();
         tracing::warn!(
             name = %collision.name,
             claimants = %claimants.join(", "),
-            "transparent mode: an exposed name is claimed more than once; no claimant is listed or callable under it"
+            "transparent mode: an exposed {kind} name is claimed more than once; no claimant is listed or callable under it"
         );
     }
     // `expose` keeps the order of what it was given, so the two lists are walked side by side.
@@ -111,22 +164,12 @@ pub async fn tools<'a>(
         for (entry, _, definition) in rest.by_ref() {
             let upstream = definition.get("name").and_then(Value::as_str).unwrap_or("");
             if entry.server_name == one.server && upstream == one.tool {
-                listed.push(ExposedTool { name: one.name, entry, definition });
+                listed.push(Exposed { name: one.name, entry, definition });
                 break;
             }
         }
     }
     listed
-}
-
-/// The tool exposed as `name`, if `identity` may see one.
-pub async fn find<'a>(
-    ctx: &GatewayContext,
-    identity: &'a Identity,
-    session: Option<&str>,
-    name: &str,
-) -> Option<ExposedTool<'a>> {
-    tools(ctx, identity, session, Some(name)).await.into_iter().find(|tool| tool.name == name)
 }
 
 #[cfg(test)]

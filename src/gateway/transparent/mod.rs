@@ -12,12 +12,17 @@
 //!   tool.
 
 pub mod catalog;
+pub mod resources;
+mod upstream;
 
 use serde_json::{Map, Value};
 
 use super::GatewayContext;
-use super::tools::{ServerCalls, ToolCall, record};
+use rmcp::ErrorData as McpError;
+
+use super::tools::{Operation, ServerCalls, ToolCall, record};
 use crate::auth::Identity;
+use crate::config::model::ServerEntry;
 use crate::guardrails::provider::Provider;
 use crate::telemetry::spans;
 
@@ -28,7 +33,7 @@ pub struct UnknownTool(pub String);
 
 /// The upstream tools `identity` sees, as `tools/list` lists them.
 pub async fn list_tools(ctx: &GatewayContext, identity: &Identity, session: Option<&str>) -> Vec<Value> {
-    catalog::tools(ctx, identity, session, None).await.into_iter().map(catalog::ExposedTool::listed).collect()
+    catalog::tools(ctx, identity, session, None).await.into_iter().map(catalog::Exposed::listed).collect()
 }
 
 /// What a transparent call answers.
@@ -55,7 +60,7 @@ pub async fn call_tool(
     let (project, config) = (&identity.project_id, identity.mcp_config_id.as_deref());
     let provider = ctx.guardrails.get(&identity.snapshot, Provider::from_snapshot);
     let work = async {
-        let mut calls = ServerCalls::open(ctx, identity, session, tool.entry, &provider).await;
+        let mut calls = ServerCalls::open(ctx, identity, session, tool.entry, &provider);
         let call = ToolCall { name: tool.upstream_name().to_string(), args: Some(Value::Object(args)) };
         calls.call(call).await
     };
@@ -69,4 +74,46 @@ pub async fn call_tool(
         }
         _ => Ok(CallAnswer::Gateway(item)),
     }
+}
+
+/// The upstream prompts `identity` sees, as `prompts/list` lists them (named as tools are).
+pub async fn list_prompts(ctx: &GatewayContext, identity: &Identity, session: Option<&str>) -> Vec<Value> {
+    catalog::prompts(ctx, identity, session, None).await.into_iter().map(catalog::Exposed::listed).collect()
+}
+
+/// `prompts/get` of the prompt exposed as `name`: the upstream's `GetPromptResult` through the server's guardrails
+/// (its arguments checked and redacted as a tool call's are; the messages' text checked and restored).
+pub async fn get_prompt(
+    ctx: &GatewayContext,
+    identity: &Identity,
+    session: Option<&str>,
+    name: &str,
+    args: Map<String, Value>,
+) -> Result<Value, McpError> {
+    let Some(prompt) = catalog::find_prompt(ctx, identity, session, name).await else {
+        return Err(McpError::invalid_params(format!("unknown prompt {name:?}"), None));
+    };
+    relay(ctx, identity, session, prompt.entry, Operation::GetPrompt, prompt.upstream_name(), args).await
+}
+
+/// A request other than a tool call to `entry`'s server through its guardrails ([`ServerCalls::relay`]): the
+/// upstream's result, or the gateway's answer object (blocked, failed) as the JSON-RPC error's `data`.
+async fn relay(
+    ctx: &GatewayContext,
+    identity: &Identity,
+    session: Option<&str>,
+    entry: &ServerEntry,
+    operation: Operation,
+    name: &str,
+    args: Map<String, Value>,
+) -> Result<Value, McpError> {
+    let provider = ctx.guardrails.get(&identity.snapshot, Provider::from_snapshot);
+    let mut calls = ServerCalls::open(ctx, identity, session, entry, &provider);
+    let call = ToolCall { name: name.to_string(), args: Some(Value::Object(args)) };
+    let mut item = calls.relay(operation, call).await;
+    if item.get("status").and_then(Value::as_str) == Some("success") {
+        return Ok(item.get_mut("response").map(Value::take).unwrap_or(Value::Null));
+    }
+    let message = item.get("message").and_then(Value::as_str).unwrap_or("the request failed").to_string();
+    Err(McpError::internal_error(message, Some(item)))
 }

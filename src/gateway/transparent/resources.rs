@@ -1,0 +1,200 @@
+//! Transparent resources (contract section 8): every upstream's resources and resource templates merged with their
+//! URIs unchanged, and a URI routed to the server that listed it, or else whose template matches it (several: the
+//! first in configuration order, with a warning). Completion routes by the prompt or resource it names; the logging
+//! level goes to every upstream of the configuration.
+
+use rmcp::ErrorData as McpError;
+use serde_json::{Map, Value, json};
+
+use super::catalog;
+use super::upstream::{self, list_all};
+use crate::auth::Identity;
+use crate::config::model::ServerEntry;
+use crate::gateway::GatewayContext;
+use crate::gateway::capabilities::Capability;
+use crate::gateway::tools::servers;
+
+/// Every upstream's resources (`resources/list`), in configuration order.
+pub async fn list(ctx: &GatewayContext, identity: &Identity, session: Option<&str>) -> Vec<Value> {
+    merged(ctx, identity, session, "resources/list", "resources").await.into_iter().map(|(_, item)| item).collect()
+}
+
+/// Every upstream's resource templates (`resources/templates/list`), in configuration order.
+pub async fn templates(ctx: &GatewayContext, identity: &Identity, session: Option<&str>) -> Vec<Value> {
+    merged(ctx, identity, session, "resources/templates/list", "resourceTemplates")
+        .await
+        .into_iter()
+        .map(|(_, item)| item)
+        .collect()
+}
+
+async fn merged<'a>(
+    ctx: &GatewayContext,
+    identity: &'a Identity,
+    session: Option<&str>,
+    method: &str,
+    field: &str,
+) -> Vec<(&'a ServerEntry, Value)> {
+    let Ok(entries) = servers(identity) else { return Vec::new() };
+    let mut all = Vec::new();
+    for entry in entries {
+        match list_all(ctx, identity, session, entry, Capability::Resources, method, field).await {
+            Ok(items) => all.extend(items.into_iter().map(|item| (entry, item))),
+            Err(failure) => tracing::warn!(
+                server_name = %entry.server_name,
+                error_code = %failure.code,
+                error = %failure.message,
+                "transparent mode: the server's resources are left out of {method} (it could not be asked)"
+            ),
+        }
+    }
+    all
+}
+
+/// The server a resource URI belongs to: the first that lists it, else the first whose template matches it.
+pub async fn owner<'a>(
+    ctx: &GatewayContext,
+    identity: &'a Identity,
+    session: Option<&str>,
+    uri: &str,
+) -> Option<&'a ServerEntry> {
+    let listed = merged(ctx, identity, session, "resources/list", "resources").await;
+    if let Some((entry, _)) = listed.iter().find(|(_, r)| r.get("uri").and_then(Value::as_str) == Some(uri)) {
+        return Some(entry);
+    }
+    let templates = merged(ctx, identity, session, "resources/templates/list", "resourceTemplates").await;
+    let mut matching = templates.iter().filter(|(_, t)| {
+        t.get("uriTemplate").and_then(Value::as_str).is_some_and(|template| template_matches(template, uri))
+    });
+    let (first, _) = matching.next()?;
+    let others: Vec<&str> = matching.map(|(e, _)| e.server_name.as_str()).filter(|s| *s != first.server_name).collect();
+    if !others.is_empty() {
+        tracing::warn!(uri, chosen = %first.server_name, also = %others.join(", "),
+            "transparent mode: resource templates of several servers match the URI; the first in configuration order serves it");
+    }
+    Some(first)
+}
+
+/// `resources/read` of `uri` on the server it belongs to, through that server's guardrails.
+pub async fn read(
+    ctx: &GatewayContext,
+    identity: &Identity,
+    session: Option<&str>,
+    uri: &str,
+) -> Result<Value, McpError> {
+    let Some(entry) = owner(ctx, identity, session, uri).await else {
+        return Err(McpError::resource_not_found(format!("no upstream server serves the resource {uri:?}"), None));
+    };
+    super::relay(ctx, identity, session, entry, super::Operation::ReadResource, uri, Map::new()).await
+}
+
+/// `completion/complete`: sent to the server of the prompt (by its exposed name, renamed to the upstream's) or of the
+/// resource it names.
+pub async fn complete(
+    ctx: &GatewayContext,
+    identity: &Identity,
+    session: Option<&str>,
+    mut params: Value,
+) -> Result<Value, McpError> {
+    let reference = params.get("ref").cloned().unwrap_or(Value::Null);
+    let entry = match reference.get("type").and_then(Value::as_str) {
+        Some("ref/prompt") => {
+            let name = reference.get("name").and_then(Value::as_str).unwrap_or("");
+            let prompt = catalog::find_prompt(ctx, identity, session, name).await;
+            let Some(prompt) = prompt else {
+                return Err(McpError::invalid_params(format!("unknown prompt {name:?}"), None));
+            };
+            params["ref"]["name"] = json!(prompt.upstream_name());
+            prompt.entry
+        }
+        Some("ref/resource") => {
+            let uri = reference.get("uri").and_then(Value::as_str).unwrap_or("");
+            match owner(ctx, identity, session, uri).await {
+                Some(entry) => entry,
+                None => return Err(McpError::resource_not_found(format!("no upstream server serves {uri:?}"), None)),
+            }
+        }
+        _ => return Err(McpError::invalid_params("ref must be a ref/prompt or a ref/resource", None)),
+    };
+    match upstream::request(ctx, identity, session, entry, Capability::Completions, "completion/complete", params).await
+    {
+        Ok(Some(result)) => Ok(result),
+        // A server without completions has none to offer.
+        Ok(None) => Ok(json!({"completion": {"values": []}})),
+        Err(failure) => Err(McpError::internal_error(failure.message.clone(), Some(failure.answer()))),
+    }
+}
+
+/// `logging/setLevel`: sent to every upstream of the configuration that declares logging; one that cannot be reached
+/// is logged and skipped.
+pub async fn set_level(ctx: &GatewayContext, identity: &Identity, session: Option<&str>, params: Value) {
+    let Ok(entries) = servers(identity) else { return };
+    for entry in entries {
+        let sent =
+            upstream::request(ctx, identity, session, entry, Capability::Logging, "logging/setLevel", params.clone())
+                .await;
+        if let Err(failure) = sent {
+            tracing::warn!(server_name = %entry.server_name, error = %failure.message,
+                "transparent mode: logging/setLevel did not reach the server");
+        }
+    }
+}
+
+/// Whether `uri` fits the RFC 6570 `template`: `{name}` (and `{?…}`, `{&…}`, `{.…}`, `{;…}`) stands for a run
+/// without `/`, `{+name}` and `{#name}` for any run; the rest matches itself.
+pub fn template_matches(template: &str, uri: &str) -> bool {
+    // The template as parts: literal text, or a variable (whether it may span '/').
+    let mut parts: Vec<(Option<bool>, &str)> = Vec::new();
+    let mut rest = template;
+    while let Some(open) = rest.find('{') {
+        let Some(close) = rest[open..].find('}') else { break };
+        if open > 0 {
+            parts.push((None, &rest[..open]));
+        }
+        let expression = &rest[open + 1..open + close];
+        parts.push((Some(expression.starts_with('+') || expression.starts_with('#')), ""));
+        rest = &rest[open + close + 1..];
+    }
+    if !rest.is_empty() {
+        parts.push((None, rest));
+    }
+    fits(&parts, uri)
+}
+
+fn fits(parts: &[(Option<bool>, &str)], uri: &str) -> bool {
+    match parts.split_first() {
+        None => uri.is_empty(),
+        Some(((None, literal), rest)) => uri.strip_prefix(literal).is_some_and(|after| fits(rest, after)),
+        Some(((Some(any), _), rest)) => {
+            // The variable takes 0..n characters (without '/' unless `any`), shortest first.
+            let mut end = 0;
+            loop {
+                if fits(rest, &uri[end..]) {
+                    return true;
+                }
+                let Some(c) = uri[end..].chars().next() else { return false };
+                if c == '/' && !any {
+                    return false;
+                }
+                end += c.len_utf8();
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::template_matches;
+
+    #[test]
+    fn templates_match_as_rfc_6570_expands_them() {
+        assert!(template_matches("test://template/{id}/data", "test://template/42/data"));
+        assert!(!template_matches("test://template/{id}/data", "test://template/4/2/data"));
+        assert!(template_matches("file:///{+path}", "file:///a/b/c.txt"));
+        assert!(template_matches("demo://resource/dynamic/text/{resourceId}", "demo://resource/dynamic/text/7"));
+        assert!(!template_matches("demo://resource/dynamic/text/{resourceId}", "demo://resource/static/7"));
+        assert!(template_matches("exact://uri", "exact://uri"));
+        assert!(!template_matches("exact://uri", "exact://uri2"));
+        assert!(template_matches("search://{?q}", "search://?q=x"));
+    }
+}
