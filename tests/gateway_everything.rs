@@ -8,7 +8,7 @@ mod mcp;
 
 use common::API_KEY;
 use mcp::*;
-use serde_json::json;
+use serde_json::{Value, json};
 
 #[test]
 fn server_everything_is_discovered_and_its_tools_are_called_through_the_gateway() {
@@ -141,6 +141,89 @@ fn server_everything_is_served_transparently() {
         let completed = client.complete(serde_json::from_value(params).unwrap()).await.expect("completion/complete");
         let completed = serde_json::to_value(completed).unwrap();
         assert_eq!(completed["completion"]["values"], json!(["Engineering"]), "{completed}");
+        client.cancel().await.unwrap();
+    });
+}
+
+/// A client that answers the server's sampling and elicitation requests and records the progress it is sent.
+// Sampling and roots are deprecated by SEP-2577 for the newest revision; clients of the others still use them.
+#[derive(Clone, Default)]
+struct AnsweringClient {
+    progress: std::sync::Arc<std::sync::Mutex<Vec<(Value, f64)>>>,
+    sampled: std::sync::Arc<std::sync::Mutex<Vec<Value>>>,
+}
+
+#[allow(deprecated)]
+impl rmcp::ClientHandler for AnsweringClient {
+    async fn create_message(
+        &self,
+        params: rmcp::model::CreateMessageRequestParams,
+        _context: rmcp::service::RequestContext<rmcp::RoleClient>,
+    ) -> Result<rmcp::model::CreateMessageResult, rmcp::ErrorData> {
+        self.sampled.lock().unwrap().push(serde_json::to_value(&params).unwrap());
+        let answer = json!({"model": "test-model", "role": "assistant", "content": {"type": "text", "text": "sampled by the test"}});
+        Ok(serde_json::from_value(answer).unwrap())
+    }
+
+    async fn create_elicitation(
+        &self,
+        _request: rmcp::model::ElicitRequestParams,
+        _context: rmcp::service::RequestContext<rmcp::RoleClient>,
+    ) -> Result<rmcp::model::ElicitResult, rmcp::ErrorData> {
+        Ok(serde_json::from_value(json!({"action": "accept", "content": {"name": "Ada Lovelace"}})).unwrap())
+    }
+
+    async fn on_progress(
+        &self,
+        params: rmcp::model::ProgressNotificationParam,
+        _context: rmcp::service::NotificationContext<rmcp::RoleClient>,
+    ) {
+        self.progress.lock().unwrap().push((serde_json::to_value(&params.progress_token).unwrap(), params.progress));
+    }
+
+    fn get_info(&self) -> rmcp::model::ClientConfig {
+        let capabilities = serde_json::from_value(json!({"sampling": {}, "elicitation": {}})).unwrap();
+        rmcp::model::ClientConfig::new(capabilities, rmcp::model::Implementation::new("relay-test", "1.0.0"))
+    }
+}
+
+/// During a transparent call, what server-everything sends for it reaches the caller: progress with the caller's own
+/// token, and its sampling and elicitation requests, answered by the client.
+#[test]
+fn server_everything_progress_sampling_and_elicitation_reach_the_caller() {
+    use rmcp::ServiceExt;
+    let bin = everything_bin();
+    let server = json!({
+        "server_name": "everything",
+        "config": {"command": bin.to_str().unwrap(), "args": []},
+    });
+    let gw = TestGateway::start(&config_with(vec![server], json!({"tool_exposure": "transparent"})));
+    runtime().block_on(async {
+        let handler = AnsweringClient::default();
+        let client = handler.clone().serve(http_transport(&gw.mcp, API_KEY, &[])).await.expect("connect");
+        let call = |name: &str, args: Value| {
+            let mut params = rmcp::model::CallToolRequestParams::new(name.to_string());
+            if let Value::Object(map) = args {
+                params = params.with_arguments(map);
+            }
+            client.call_tool(params)
+        };
+        let done = call("everything__trigger-long-running-operation", json!({"duration": 0.3, "steps": 3}));
+        let done = serde_json::to_value(done.await.expect("long-running operation")).unwrap();
+        assert!(upstream_text(&done).contains("Steps: 3"), "{done}");
+        let progress = handler.progress.lock().unwrap().clone();
+        assert_eq!(progress.iter().map(|(_, p)| *p).collect::<Vec<_>>(), [1.0, 2.0, 3.0], "{progress:?}");
+        // rmcp's client gives every request its own token; the relayed progress carries it.
+        assert!(progress.iter().all(|(token, _)| *token == progress[0].0), "{progress:?}");
+
+        let sampled = call("everything__trigger-sampling-request", json!({"prompt": "say hi", "maxTokens": 10}));
+        let sampled = serde_json::to_value(sampled.await.expect("sampling")).unwrap();
+        assert!(sampled.to_string().contains("sampled by the test"), "{sampled}");
+        assert!(handler.sampled.lock().unwrap()[0].to_string().contains("say hi"));
+
+        let elicited = call("everything__trigger-elicitation-request", json!({})).await.expect("elicitation");
+        let elicited = serde_json::to_value(elicited).unwrap();
+        assert!(elicited.to_string().contains("Ada Lovelace"), "{elicited}");
         client.cancel().await.unwrap();
     });
 }

@@ -26,12 +26,15 @@ use serde_json::Value;
 use super::capabilities::{self, Capability};
 use super::envelope::tool_result;
 use super::middleware::{admission, request_metrics};
+use super::transparent::relay::Caller;
 use super::transparent::{self, CallAnswer, resources};
 use super::{GatewayContext, tools};
 use crate::auth::{AuthFailure, Credentials, Identity};
 use crate::config::exposure::ToolExposure;
 use crate::error::{ErrorCode, GatewayError};
 use crate::telemetry::metrics::GW_TOOLS;
+use crate::upstream::relay::{FromServer, Relay};
+use tokio::sync::mpsc;
 
 /// The gateway's MCP server handler.
 #[derive(Clone)]
@@ -175,7 +178,9 @@ impl ServerHandler for GatewayHandler {
         let identity = self.transparent::<GetPromptRequestMethod>(&context, Capability::Prompts).await?;
         let args = request.arguments.unwrap_or_default();
         let session = self.session(&context);
-        let result = transparent::get_prompt(&self.ctx, &identity, session, &request.name, args).await?;
+        let (relay, caller, messages) = relayed(&context);
+        let work = transparent::get_prompt(&self.ctx, &identity, session, &request.name, args, Some(relay));
+        let result = caller.serve(work, messages).await?;
         Ok(GetPromptResponse::Complete(upstream_value(result)?))
     }
 
@@ -205,7 +210,9 @@ impl ServerHandler for GatewayHandler {
         context: RequestContext<RoleServer>,
     ) -> Result<ReadResourceResponse, McpError> {
         let identity = self.transparent::<ReadResourceRequestMethod>(&context, Capability::Resources).await?;
-        let result = resources::read(&self.ctx, &identity, self.session(&context), &request.uri).await?;
+        let (relay, caller, messages) = relayed(&context);
+        let work = resources::read(&self.ctx, &identity, self.session(&context), &request.uri, Some(relay));
+        let result = caller.serve(work, messages).await?;
         Ok(ReadResourceResponse::Complete(upstream_value(result)?))
     }
 
@@ -272,7 +279,9 @@ impl GatewayHandler {
         let exposure = identity.snapshot.tool_exposure(identity.mcp_config_id.as_deref());
         let gateway_tool = GW_TOOLS.contains(&&*request.name);
         if exposure.upstream() && !(gateway_tool && exposure.gateway_tools()) {
-            return match transparent::call_tool(&self.ctx, &identity, session, &request.name, args).await {
+            let (relay, caller, messages) = relayed(&context);
+            let work = transparent::call_tool(&self.ctx, &identity, session, &request.name, args, Some(relay));
+            return match caller.serve(work, messages).await {
                 Ok(CallAnswer::Upstream(result)) => Ok(upstream_result(result).into()),
                 Ok(CallAnswer::Gateway(answer)) => Ok(tool_result(answer).into()),
                 Err(unknown) => Err(McpError::invalid_params(unknown.to_string(), None)),
@@ -283,6 +292,16 @@ impl GatewayHandler {
             Err(refusal) => Err(McpError::invalid_params(refusal.to_string(), None)),
         }
     }
+}
+
+/// The relay of a transparent request: the upstream's messages during it go to the caller (its progress token, the
+/// capabilities its session declared), and the client's cancellation of the request ends it.
+fn relayed(context: &RequestContext<RoleServer>) -> (Relay, Caller<'_>, mpsc::Receiver<FromServer>) {
+    let progress_token = context.meta.get_progress_token();
+    let meta = progress_token.as_ref().map(|token| serde_json::json!({"progressToken": token}));
+    let (relay, messages) = Relay::new(context.ct.clone(), meta);
+    let capabilities = context.peer.peer_info().map(|info| info.capabilities.clone());
+    (relay, Caller { peer: &context.peer, progress_token, capabilities }, messages)
 }
 
 /// Items an upstream listed, as rmcp's type; an item that does not fit the protocol is left out.

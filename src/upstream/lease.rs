@@ -14,6 +14,7 @@ use serde_json::Value;
 use tokio::time::Instant;
 
 use super::UpstreamError;
+use super::relay::Relay;
 use super::process::UpstreamProcess;
 use super::rpc::RpcError;
 use super::server_pool::ServerPool;
@@ -56,15 +57,30 @@ impl Lease {
 
     /// Makes one request on the leased process and returns its result, bounded by `deadline` (`timeout` is only
     /// reported). Garbage on the server's stdout during the request fails it at once, as does the process dying.
+    ///
+    /// With a `relay` the server's messages during the request go to it, and cancelling its token ends the request
+    /// at once (the server is told; the process goes back to the pool).
     pub(super) async fn request(
         &mut self,
         deadline: Instant,
         timeout: Duration,
         method: &str,
         params: impl Serialize,
+        relay: Option<&Relay>,
     ) -> Result<Value, UpstreamError> {
         let process = &self.process;
-        let (result, verdict) = exchange(process, deadline, timeout, process.client().request(method, params)).await;
+        let _relaying = relay.map(|relay| process.client().relay_to(relay.messages.clone()));
+        let cancelled = async {
+            match relay {
+                Some(relay) => relay.cancel.cancelled().await,
+                None => std::future::pending().await,
+            }
+        };
+        let request = process.client().request(method, params);
+        let (result, verdict) = tokio::select! {
+            exchanged = exchange(process, deadline, timeout, request) => exchanged,
+            () = cancelled => (Err(UpstreamError::Cancelled), Verdict::Keep),
+        };
         self.verdict = verdict;
         match result {
             Err(UpstreamError::Crashed(_)) if self.server.shutting_down() => Err(UpstreamError::ShuttingDown),

@@ -28,6 +28,7 @@ mod lease;
 pub mod oauth;
 mod pool;
 mod process;
+pub mod relay;
 mod rpc;
 mod server_pool;
 mod stderr;
@@ -190,6 +191,9 @@ pub enum UpstreamError {
     /// The server's reply was longer than the message limit; it was dropped without being buffered.
     #[error("the upstream reply exceeded the limit of {limit} bytes")]
     OutputTooLarge { limit: usize },
+    /// The caller cancelled the call (its relay's token); the server was told.
+    #[error("the call was cancelled by its client")]
+    Cancelled,
     /// The pool is shutting down and starts no more calls.
     #[error("the gateway is shutting down")]
     ShuttingDown,

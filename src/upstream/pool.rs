@@ -24,6 +24,7 @@ use serde::Serialize;
 use serde_json::{Map, Value};
 use tokio::time::Instant;
 
+use super::relay::Relay;
 use super::lease::Lease;
 use super::server_pool::{ServerPool, Shared, Take};
 use super::supervisor::{STOP_GRACE, StopMode};
@@ -172,7 +173,7 @@ impl UpstreamPool {
                 Some(cursor) => serde_json::json!({ "cursor": cursor }),
                 None => Value::Object(Map::new()),
             };
-            let mut page = lease.request(deadline, timeout, "tools/list", params).await?;
+            let mut page = lease.request(deadline, timeout, "tools/list", params, None).await?;
             let listed = page.get_mut("tools").map(Value::take).unwrap_or(Value::Null);
             let listed: Vec<rmcp::model::Tool> = serde_json::from_value(listed).map_err(|error| {
                 UpstreamError::Protocol(format!("the server's tools/list result is not valid: {error}"))
@@ -204,6 +205,10 @@ impl UpstreamPool {
 
     /// Calls one tool on a pooled process and returns the server's `CallToolResult` as it came, as JSON. `session` is
     /// the caller's MCP session (it picks the process of a `per_session` server).
+    ///
+    /// With a `relay`, the server's messages during the call reach it (see [`relay`](super::relay)) where no other
+    /// caller can share the process: it serves one call at a time, or belongs to the caller's session.
+    #[allow(clippy::too_many_arguments)]
     pub async fn call_tool(
         &self,
         key: &PoolKey,
@@ -212,16 +217,28 @@ impl UpstreamPool {
         name: &str,
         args: Map<String, Value>,
         timeout: Duration,
+        relay: Option<&Relay>,
     ) -> Result<Value, UpstreamError> {
         #[derive(Serialize)]
         struct Params<'a> {
             name: &'a str,
             arguments: &'a Map<String, Value>,
+            #[serde(rename = "_meta", skip_serializing_if = "Option::is_none")]
+            meta: Option<&'a Value>,
         }
+        let relay = self.relay_for(spec, relay);
+        let meta = relay.and_then(|relay| relay.meta.as_ref());
         let session = self.session_for(spec, session);
         let (mut lease, deadline) = self.checkout(key, spec, session.id(), timeout).await?;
-        let result = lease.request(deadline, timeout, "tools/call", Params { name, arguments: &args }).await?;
+        let params = Params { name, arguments: &args, meta };
+        let result = lease.request(deadline, timeout, "tools/call", params, relay).await?;
         check_tool_result(result)
+    }
+
+    /// `relay` where the server's messages can only belong to its caller (see [`UpstreamPool::call_tool`]).
+    fn relay_for<'r>(&self, spec: &ServerSpec, relay: Option<&'r Relay>) -> Option<&'r Relay> {
+        let one_call_at_a_time = self.shared.calls_per_process.load(Ordering::Relaxed) <= 1;
+        relay.filter(|_| one_call_at_a_time || spec.per_session)
     }
 
     /// One request of `method` on a pooled process, for what transparent mode relays besides tools (prompts,
@@ -237,14 +254,16 @@ impl UpstreamPool {
         params: Value,
         timeout: Duration,
         declared: impl Fn(&rmcp::model::ServerCapabilities) -> bool,
+        relay: Option<&Relay>,
     ) -> Result<Option<Value>, UpstreamError> {
+        let relay = self.relay_for(spec, relay);
         let session = self.session_for(spec, session);
         let (mut lease, deadline) = self.checkout(key, spec, session.id(), timeout).await?;
         if !declared(&lease.server_info().capabilities) {
             lease.unused();
             return Ok(None);
         }
-        lease.request(deadline, timeout, method, params).await.map(Some)
+        lease.request(deadline, timeout, method, params, relay).await.map(Some)
     }
 
     /// After a config change: retire the pools whose spec changed or whose (config, server) no longer exists.

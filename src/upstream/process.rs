@@ -180,11 +180,13 @@ fn stderr_masks(spec: &ServerSpec, environment: &[(OsString, OsString)]) -> stde
     stderr::Masks::new(spec.masked_values().map(str::to_string).chain(inherited))
 }
 
-/// The MCP handshake: `initialize` (the gateway offers no client capabilities), then `notifications/initialized`.
+/// The MCP handshake: `initialize`, then `notifications/initialized`. The gateway declares what it can relay to the
+/// client of a call (`sampling`, `elicitation`, `roots`: see [`super::relay`]); a request of the server's that no
+/// caller can answer gets a JSON-RPC error.
 async fn initialize(client: &RpcClient) -> Result<ServerPeerInfo, String> {
     let params = json!({
         "protocolVersion": PROTOCOL_VERSION,
-        "capabilities": {},
+        "capabilities": {"sampling": {}, "elicitation": {}, "roots": {}},
         "clientInfo": {"name": "mcpgw", "version": crate::VERSION},
     });
     let result = client.request("initialize", params).await.map_err(|error| match error {

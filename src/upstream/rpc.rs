@@ -5,10 +5,13 @@
 //! a tool call on as JSON, so this client keeps results as `serde_json::Value` instead of decoding them into typed
 //! protocol structures and encoding them again. A request is written by the calling task itself (one `write_all` of a
 //! pre-encoded line under a lock); one reader task per process reads lines (bounded, see `transport.rs`), hands each
-//! answer to the request waiting for its id, answers the server's own requests (`ping` with an empty result, anything
-//! else with "method not found": the gateway offers no client capabilities; each reply written by a task of its own,
-//! so the reader never waits for the server's stdin) and ignores notifications. When the server's
-//! stdout ends, every waiting request fails with [`RpcError::Closed`] and so does every later one.
+//! answer to the request waiting for its id, and answers the server's own requests: `ping` with an empty result, the
+//! others through the relay of the call in progress ([`super::relay`]) when one is installed, else with "method not
+//! found"; each reply is written by a task of its own, so the reader never waits for the server's stdin. The server's
+//! notifications go to that relay too (`list_changed` ones to the pool's listener); without one they are dropped.
+//! A request abandoned before its answer (the caller gave up or was cancelled) is followed by
+//! `notifications/cancelled`. When the server's stdout ends, every waiting request fails with [`RpcError::Closed`] and
+//! so does every later one.
 //!
 //! Dropping the client stops the reader and closes the server's stdin (the MCP way to ask a stdio server to exit).
 
@@ -19,10 +22,11 @@ use std::sync::{Arc, Mutex};
 use serde::Serialize;
 use serde_json::{Map, Value};
 use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt};
-use tokio::sync::{Mutex as AsyncMutex, oneshot};
+use tokio::sync::{Mutex as AsyncMutex, mpsc, oneshot};
 use tokio::task::JoinHandle;
 
 use super::lock;
+use super::relay::{FromServer, ListChanged, RelayError, changed_list};
 use super::transport::{Line, LineReader};
 
 /// JSON-RPC "method not found".
@@ -50,6 +54,10 @@ struct Shared<W> {
     closed: AtomicBool,
     /// Replies to server requests not written yet.
     pending_replies: AtomicUsize,
+    /// The relay of the call in progress, when the pool installed one.
+    relay: Mutex<Option<mpsc::Sender<FromServer>>>,
+    /// Told when the server says one of its lists changed.
+    list_changed: Mutex<Option<ListChanged>>,
 }
 
 impl<W: AsyncWrite + Unpin + Send> Shared<W> {
@@ -98,6 +106,8 @@ struct Request<'a, P> {
 struct Notification<'a> {
     jsonrpc: &'static str,
     method: &'a str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    params: Option<Value>,
 }
 
 /// Our answer to a request of the server's.
@@ -129,6 +139,8 @@ impl<W: AsyncWrite + Unpin + Send + 'static> RpcClient<W> {
             next_id: AtomicU64::new(1),
             closed: AtomicBool::new(false),
             pending_replies: AtomicUsize::new(0),
+            relay: Mutex::new(None),
+            list_changed: Mutex::new(None),
         });
         let reader = tokio::spawn(read_loop(lines, shared.clone()));
         RpcClient { shared, reader }
@@ -155,7 +167,29 @@ impl<W: AsyncWrite + Unpin + Send + 'static> RpcClient<W> {
 
     /// Sends a notification.
     pub async fn notify(&self, method: &str) -> Result<(), RpcError> {
-        self.shared.send_line(&Notification { jsonrpc: "2.0", method }).await
+        self.shared.send_line(&Notification { jsonrpc: "2.0", method, params: None }).await
+    }
+
+    /// Hands the server's messages to `relay` until the returned guard is dropped.
+    pub fn relay_to(&self, relay: mpsc::Sender<FromServer>) -> RelayGuard<'_, W> {
+        *lock(&self.shared.relay) = Some(relay);
+        RelayGuard { shared: &self.shared }
+    }
+
+    /// Tells `listener` whenever the server says one of its lists changed.
+    pub fn on_list_changed(&self, listener: ListChanged) {
+        *lock(&self.shared.list_changed) = Some(listener);
+    }
+}
+
+/// Removes the relay of a call when the call ends.
+pub(crate) struct RelayGuard<'a, W> {
+    shared: &'a Shared<W>,
+}
+
+impl<W> Drop for RelayGuard<'_, W> {
+    fn drop(&mut self) {
+        lock(&self.shared.relay).take();
     }
 }
 
@@ -171,15 +205,23 @@ impl<W: AsyncWrite + Unpin + Send + 'static> Drop for RpcClient<W> {
 }
 
 /// Takes a request off the waiting list when it ends, whether answered or not.
-struct Forget<'a, W> {
-    shared: &'a Shared<W>,
+struct Forget<'a, W: AsyncWrite + Unpin + Send + 'static> {
+    shared: &'a Arc<Shared<W>>,
     id: u64,
 }
 
-impl<W> Drop for Forget<'_, W> {
+impl<W: AsyncWrite + Unpin + Send + 'static> Drop for Forget<'_, W> {
     fn drop(&mut self) {
-        if let Some(pending) = lock(&self.shared.pending).as_mut() {
-            pending.remove(&self.id);
+        let abandoned = lock(&self.shared.pending).as_mut().and_then(|pending| pending.remove(&self.id)).is_some();
+        // Still waiting: the caller gave up (a timeout, a cancelled call). The server is told, as MCP asks, so it can
+        // stop the work; its late answer, if any, is dropped.
+        if abandoned && let Ok(runtime) = tokio::runtime::Handle::try_current() {
+            let shared = Arc::clone(self.shared);
+            let params = Some(serde_json::json!({"requestId": self.id, "reason": "the gateway's caller cancelled"}));
+            runtime.spawn(async move {
+                let note = Notification { jsonrpc: "2.0", method: "notifications/cancelled", params };
+                let _ = shared.send_line(&note).await;
+            });
         }
     }
 }
@@ -222,11 +264,11 @@ fn handle<W: AsyncWrite + Unpin + Send + 'static>(shared: &Arc<Shared<W>>, messa
     let method = object.get("method").and_then(Value::as_str).map(str::to_owned);
     match (method, object.remove("id")) {
         (Some(method), Some(id)) => {
-            reply(shared, method, id);
+            reply(shared, method, id, object.remove("params").unwrap_or(Value::Null));
             Ok(())
         }
         (Some(method), None) => {
-            tracing::trace!(%method, "upstream notification ignored");
+            notified(shared, method, object.remove("params").unwrap_or(Value::Null));
             Ok(())
         }
         (None, Some(id)) => match (object.remove("result"), object.remove("error")) {
@@ -251,25 +293,63 @@ fn handle<W: AsyncWrite + Unpin + Send + 'static>(shared: &Arc<Shared<W>>, messa
     }
 }
 
-/// Answers a request of the server's: `ping` with an empty result, anything else with "method not found".
+/// A notification of the server's: a changed list to the listener, anything else to the call's relay (dropped when
+/// there is none, or when the relay is full).
+fn notified<W>(shared: &Shared<W>, method: String, params: Value) {
+    if let Some(list) = changed_list(&method) {
+        let listener = lock(&shared.list_changed).clone();
+        if let Some(listener) = listener {
+            listener(list);
+        }
+        return;
+    }
+    let relay = lock(&shared.relay).clone();
+    match relay {
+        Some(relay) => {
+            if relay.try_send(FromServer::Notification { method, params }).is_err() {
+                tracing::debug!("upstream notification dropped: the call's relay is full or gone");
+            }
+        }
+        None => tracing::trace!(%method, "upstream notification ignored"),
+    }
+}
+
+/// Answers a request of the server's: `ping` with an empty result, anything else through the call's relay (the
+/// caller's answer), or with "method not found" when there is none.
 ///
 /// The reply is written by a task of its own, so the reader never waits for the server's stdin: a server that stops
 /// reading while it writes (a full pipe on both sides) cannot stop the answers to other requests from being read. At
 /// most [`MAX_PENDING_REPLIES`] replies wait at once; a server that asks for more without reading is not answered.
-fn reply<W: AsyncWrite + Unpin + Send + 'static>(shared: &Arc<Shared<W>>, method: String, id: Value) {
+fn reply<W: AsyncWrite + Unpin + Send + 'static>(shared: &Arc<Shared<W>>, method: String, id: Value, params: Value) {
     if shared.pending_replies.fetch_add(1, Ordering::AcqRel) >= MAX_PENDING_REPLIES {
         shared.pending_replies.fetch_sub(1, Ordering::AcqRel);
         tracing::debug!(%method, "upstream request not answered: too many replies waiting to be written");
         return;
     }
+    let relay = if method == "ping" { None } else { lock(&shared.relay).clone() };
     let shared = Arc::clone(shared);
     tokio::spawn(async move {
-        let reply = if method == "ping" {
-            Reply { jsonrpc: "2.0", id: &id, result: Some(Value::Object(Map::new())), error: None }
+        let answer = if method == "ping" {
+            Ok(Value::Object(Map::new()))
+        } else if let Some(relay) = relay {
+            let (answer, answered) = oneshot::channel();
+            let asked = relay.send(FromServer::Request { method: method.clone(), params, answer }).await;
+            match asked {
+                Ok(()) => answered.await.unwrap_or_else(|_| {
+                    Err(RelayError { code: -32603, message: "the call ended before its client answered".into() })
+                }),
+                Err(_) => Err(RelayError::not_supported(&method)),
+            }
         } else {
             tracing::debug!(%method, "upstream request the gateway does not serve");
-            let error = serde_json::json!({"code": METHOD_NOT_FOUND, "message": format!("method not found: {method}")});
-            Reply { jsonrpc: "2.0", id: &id, result: None, error: Some(error) }
+            Err(RelayError { code: METHOD_NOT_FOUND, message: format!("method not found: {method}") })
+        };
+        let reply = match answer {
+            Ok(result) => Reply { jsonrpc: "2.0", id: &id, result: Some(result), error: None },
+            Err(RelayError { code, message }) => {
+                let error = serde_json::json!({"code": code, "message": message});
+                Reply { jsonrpc: "2.0", id: &id, result: None, error: Some(error) }
+            }
         };
         // A failed write means the connection is going; the reader sees the end of the stream next.
         let _ = shared.send_line(&reply).await;

@@ -23,6 +23,7 @@ use crate::guardrails::provider::{Provider, ProviderChoice};
 use crate::guardrails::stage::GuardSettings;
 use crate::telemetry::spans;
 use crate::timeouts::TimeoutKind;
+use crate::upstream::relay::Relay;
 use crate::upstream::{PoolKey, ServerSpec, UpstreamError};
 
 /// The pool enforces a timeout itself (and kills the process); the outer timer is a backstop just behind it.
@@ -99,6 +100,8 @@ pub struct ServerCalls<'a> {
     spec: Option<ServerSpec>,
     /// Whether a guardrail policy applied to a call that ran (`metadata.guardrails_applied`).
     pub guardrails_applied: bool,
+    /// Where the server's messages during a call go (transparent mode), and the token that cancels it.
+    relay: Option<Relay>,
 }
 
 /// What one call of the per-call stack asks the upstream for.
@@ -152,7 +155,14 @@ impl<'a> ServerCalls<'a> {
             known: None,
             spec: None,
             guardrails_applied: false,
+            relay: None,
         }
+    }
+
+    /// The calls relay the server's messages to `relay`, and end when its token is cancelled.
+    pub fn with_relay(mut self, relay: Option<Relay>) -> ServerCalls<'a> {
+        self.relay = relay;
+        self
     }
 
     /// One tool call: its result object (`status` `success` with the upstream's `response`, `blocked`, or `error`),
@@ -211,7 +221,8 @@ impl<'a> ServerCalls<'a> {
         self.guardrails_applied |= self.guardrails.applies();
         let spec = &*self.spec.insert(spec);
         let (ctx, identity, session, key) = (self.ctx, self.identity, self.session, &self.key);
-        let upstream = UpstreamService { ctx, identity, session, key, spec, operation };
+        let relay = self.relay.as_ref();
+        let upstream = UpstreamService { ctx, identity, session, key, spec, operation, relay };
         let (server, tool, project) = (&self.entry.server_name, call.name.clone(), &self.identity.project_id);
         spans::tool_execution(server, &tool, project, guarded_call(self.guardrails.layer(upstream), call)).await
     }
@@ -279,6 +290,7 @@ struct UpstreamService<'a> {
     key: &'a PoolKey,
     spec: &'a ServerSpec,
     operation: Operation,
+    relay: Option<&'a Relay>,
 }
 
 impl<'a> Service<UpstreamCall> for UpstreamService<'a> {
@@ -295,7 +307,7 @@ impl<'a> Service<UpstreamCall> for UpstreamService<'a> {
         Box::pin(async move {
             match this.operation {
                 Operation::CallTool => {
-                    run_call(this.ctx, this.identity, this.session, this.key, this.spec, &call.tool, call.args).await
+                    run_call(this, &call.tool, call.args).await
                 }
                 operation => relay(this, operation, call).await,
             }
@@ -304,15 +316,8 @@ impl<'a> Service<UpstreamCall> for UpstreamService<'a> {
 }
 
 /// The upstream call itself: its `CallToolResult` as JSON.
-async fn run_call(
-    ctx: &GatewayContext,
-    identity: &Identity,
-    session: Option<&str>,
-    key: &PoolKey,
-    spec: &ServerSpec,
-    tool: &str,
-    args: Map<String, Value>,
-) -> Result<Value, GatewayError> {
+async fn run_call(upstream: UpstreamService<'_>, tool: &str, args: Map<String, Value>) -> Result<Value, GatewayError> {
+    let UpstreamService { ctx, identity, session, key, spec, relay, .. } = upstream;
     let settings = &identity.snapshot.settings;
     let limit = settings.timeouts.tool_execution;
     // The pool enforces `limit` on the server's work; waiting for a process start is bounded by the start timeout.
@@ -320,7 +325,7 @@ async fn run_call(
         .run_classified(
             TimeoutKind::ToolExecution,
             limit + settings.start_timeout + TIMEOUT_MARGIN,
-            ctx.pool.call_tool(key, spec, session, tool, args, limit),
+            ctx.pool.call_tool(key, spec, session, tool, args, limit, relay),
             |r| matches!(r, Err(UpstreamError::Timeout(_))),
         )
         .await
@@ -331,7 +336,7 @@ async fn run_call(
 /// A transparent `prompts/get` or `resources/read` on a pooled process, under `tool_execution_timeout` as a tool
 /// call is.
 async fn relay(upstream: UpstreamService<'_>, operation: Operation, call: UpstreamCall) -> Result<Value, GatewayError> {
-    let UpstreamService { ctx, identity, session, key, spec, .. } = upstream;
+    let UpstreamService { ctx, identity, session, key, spec, relay, .. } = upstream;
     let (method, params): (&str, Value) = match operation {
         Operation::GetPrompt => ("prompts/get", json!({"name": call.tool, "arguments": call.args})),
         Operation::ReadResource | Operation::CallTool => ("resources/read", json!({"uri": call.tool})),
@@ -347,7 +352,7 @@ async fn relay(upstream: UpstreamService<'_>, operation: Operation, call: Upstre
         .run_classified(
             TimeoutKind::ToolExecution,
             limit + settings.start_timeout + TIMEOUT_MARGIN,
-            ctx.pool.request(key, spec, session, method, params, limit, declared),
+            ctx.pool.request(key, spec, session, method, params, limit, declared, relay),
             |r| matches!(r, Err(UpstreamError::Timeout(_))),
         )
         .await

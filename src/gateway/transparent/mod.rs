@@ -12,6 +12,7 @@
 //!   tool.
 
 pub mod catalog;
+pub mod relay;
 pub mod resources;
 mod upstream;
 
@@ -24,6 +25,7 @@ use super::tools::{Operation, ServerCalls, ToolCall, record};
 use crate::auth::Identity;
 use crate::config::model::ServerEntry;
 use crate::guardrails::provider::Provider;
+use crate::upstream::relay::Relay;
 use crate::telemetry::spans;
 
 /// A transparent call refused as the protocol refuses an unknown tool (JSON-RPC -32602).
@@ -52,6 +54,7 @@ pub async fn call_tool(
     session: Option<&str>,
     name: &str,
     args: Map<String, Value>,
+    relay: Option<Relay>,
 ) -> Result<CallAnswer, UnknownTool> {
     let Some(tool) = catalog::find(ctx, identity, session, name).await else {
         return Err(UnknownTool(name.to_string()));
@@ -60,7 +63,7 @@ pub async fn call_tool(
     let (project, config) = (&identity.project_id, identity.mcp_config_id.as_deref());
     let provider = ctx.guardrails.get(&identity.snapshot, Provider::from_snapshot);
     let work = async {
-        let mut calls = ServerCalls::open(ctx, identity, session, tool.entry, &provider);
+        let mut calls = ServerCalls::open(ctx, identity, session, tool.entry, &provider).with_relay(relay);
         let call = ToolCall { name: tool.upstream_name().to_string(), args: Some(Value::Object(args)) };
         calls.call(call).await
     };
@@ -89,26 +92,27 @@ pub async fn get_prompt(
     session: Option<&str>,
     name: &str,
     args: Map<String, Value>,
+    relay: Option<Relay>,
 ) -> Result<Value, McpError> {
     let Some(prompt) = catalog::find_prompt(ctx, identity, session, name).await else {
         return Err(McpError::invalid_params(format!("unknown prompt {name:?}"), None));
     };
-    relay(ctx, identity, session, prompt.entry, Operation::GetPrompt, prompt.upstream_name(), args).await
+    let upstream_name = prompt.upstream_name();
+    relay_request(ctx, identity, session, prompt.entry, (Operation::GetPrompt, upstream_name, args), relay).await
 }
 
 /// A request other than a tool call to `entry`'s server through its guardrails ([`ServerCalls::relay`]): the
 /// upstream's result, or the gateway's answer object (blocked, failed) as the JSON-RPC error's `data`.
-async fn relay(
+async fn relay_request(
     ctx: &GatewayContext,
     identity: &Identity,
     session: Option<&str>,
     entry: &ServerEntry,
-    operation: Operation,
-    name: &str,
-    args: Map<String, Value>,
+    (operation, name, args): (Operation, &str, Map<String, Value>),
+    relay: Option<Relay>,
 ) -> Result<Value, McpError> {
     let provider = ctx.guardrails.get(&identity.snapshot, Provider::from_snapshot);
-    let mut calls = ServerCalls::open(ctx, identity, session, entry, &provider);
+    let mut calls = ServerCalls::open(ctx, identity, session, entry, &provider).with_relay(relay);
     let call = ToolCall { name: name.to_string(), args: Some(Value::Object(args)) };
     let mut item = calls.relay(operation, call).await;
     if item.get("status").and_then(Value::as_str) == Some("success") {

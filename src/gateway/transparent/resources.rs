@@ -13,6 +13,7 @@ use crate::config::model::ServerEntry;
 use crate::gateway::GatewayContext;
 use crate::gateway::capabilities::Capability;
 use crate::gateway::tools::servers;
+use crate::upstream::relay::Relay;
 
 /// Every upstream's resources (`resources/list`), in configuration order.
 pub async fn list(ctx: &GatewayContext, identity: &Identity, session: Option<&str>) -> Vec<Value> {
@@ -81,11 +82,13 @@ pub async fn read(
     identity: &Identity,
     session: Option<&str>,
     uri: &str,
+    relay: Option<Relay>,
 ) -> Result<Value, McpError> {
     let Some(entry) = owner(ctx, identity, session, uri).await else {
         return Err(McpError::resource_not_found(format!("no upstream server serves the resource {uri:?}"), None));
     };
-    super::relay(ctx, identity, session, entry, super::Operation::ReadResource, uri, Map::new()).await
+    let request = (super::Operation::ReadResource, uri, Map::new());
+    super::relay_request(ctx, identity, session, entry, request, relay).await
 }
 
 /// `completion/complete`: sent to the server of the prompt (by its exposed name, renamed to the upstream's) or of the

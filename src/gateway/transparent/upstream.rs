@@ -36,7 +36,7 @@ pub async fn request(
         .run_classified(
             TimeoutKind::Discovery,
             limit + settings.start_timeout + TIMEOUT_MARGIN,
-            ctx.pool.request(&key, &spec, session, method, params, limit, declared),
+            ctx.pool.request(&key, &spec, session, method, params, limit, declared, None),
             |r| matches!(r, Err(UpstreamError::Timeout(_))),
         )
         .await

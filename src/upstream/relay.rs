@@ -1,0 +1,76 @@
+//! What an upstream sends for a call besides its answer (contract section 8), and the call's way to stop early.
+//!
+//! While a call runs on a process, the process's client ([`super::rpc`]) hands the server's notifications
+//! (`notifications/progress`, `notifications/message`) and requests (`elicitation/create`, `sampling/createMessage`,
+//! `roots/list`) to the call's [`Relay`], whose owner passes them to the MCP client that made the call and sends the
+//! client's answers back. A relay is installed only where a message cannot belong to another caller: the process
+//! serves one call at a time (`max_calls_per_process` 1) or is bound to the caller's session (`per_session`).
+//! Without one, notifications are dropped and requests refused, as before.
+//!
+//! `notifications/{tools,prompts,resources}/list_changed` belong to no call: they reach the pool's listener
+//! ([`ListChanged`]), which drops the cached lists and tells the open sessions.
+//!
+//! Cancelling the relay's token ends the call at once: the server is sent `notifications/cancelled` for its request
+//! and the process goes back to the pool.
+
+use std::sync::Arc;
+
+use serde_json::Value;
+use tokio::sync::{mpsc, oneshot};
+use tokio_util::sync::CancellationToken;
+
+/// Messages a relay holds before the newest notifications are dropped (requests wait for room).
+pub const RELAY_CAPACITY: usize = 64;
+
+/// A JSON-RPC error answered to a server's request.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RelayError {
+    pub code: i64,
+    pub message: String,
+}
+
+impl RelayError {
+    /// JSON-RPC "method not found": the caller cannot serve the request (it did not declare the capability).
+    pub fn not_supported(method: &str) -> RelayError {
+        RelayError { code: -32601, message: format!("the client of this call does not support {method}") }
+    }
+}
+
+/// One message of the server's during a call.
+#[derive(Debug)]
+pub enum FromServer {
+    /// A notification: its method and params as sent.
+    Notification { method: String, params: Value },
+    /// A request: its method and params as sent, and where the caller's answer goes.
+    Request { method: String, params: Value, answer: oneshot::Sender<Result<Value, RelayError>> },
+}
+
+/// The relay of one call: where the server's messages go, and the token that ends the call early.
+#[derive(Clone, Debug)]
+pub struct Relay {
+    pub messages: mpsc::Sender<FromServer>,
+    pub cancel: CancellationToken,
+    /// `_meta` for the upstream request (the caller's `progressToken`), sent only when the relay is installed.
+    pub meta: Option<Value>,
+}
+
+impl Relay {
+    /// A relay and the receiving end of its messages.
+    pub fn new(cancel: CancellationToken, meta: Option<Value>) -> (Relay, mpsc::Receiver<FromServer>) {
+        let (messages, receiver) = mpsc::channel(RELAY_CAPACITY);
+        (Relay { messages, cancel, meta }, receiver)
+    }
+}
+
+/// What is told when a server says a list changed: `"tools"`, `"prompts"` or `"resources"`.
+pub type ListChanged = Arc<dyn Fn(&'static str) + Send + Sync>;
+
+/// The list a `notifications/*/list_changed` method names.
+pub fn changed_list(method: &str) -> Option<&'static str> {
+    match method {
+        "notifications/tools/list_changed" => Some("tools"),
+        "notifications/prompts/list_changed" => Some("prompts"),
+        "notifications/resources/list_changed" => Some("resources"),
+        _ => None,
+    }
+}
