@@ -21,8 +21,8 @@ const GW_TOOLS: [&str; 7] = [
 ];
 
 /// The mock upstream's tools, in its order.
-const MOCK_TOOLS: [&str; 11] =
-    ["echo", "add", "slow", "crash", "large", "garbage", "env", "pid", "fail", "rpc_error", "raw"];
+const MOCK_TOOLS: [&str; 12] =
+    ["echo", "add", "slow", "crash", "large", "garbage", "env", "pid", "fail", "rpc_error", "raw", "changed"];
 
 fn mock_tools() -> Vec<&'static str> {
     MOCK_TOOLS.to_vec()
@@ -261,4 +261,73 @@ fn bad_transparent_settings_are_reported_and_keep_the_file_from_loading() {
     ] {
         assert!(stderr.contains(expected), "{expected:?} in\n{stderr}");
     }
+}
+
+/// A client that counts the `notifications/tools/list_changed` it is sent.
+#[derive(Clone, Default)]
+struct Listening {
+    changed: std::sync::Arc<tokio::sync::Notify>,
+}
+
+impl rmcp::ClientHandler for Listening {
+    async fn on_tool_list_changed(&self, _context: rmcp::service::NotificationContext<rmcp::RoleClient>) {
+        self.changed.notify_one();
+    }
+}
+
+#[test]
+fn an_upstreams_list_change_drops_its_cached_tools_and_reaches_the_open_sessions() {
+    use rmcp::ServiceExt;
+    let gw = TestGateway::start(&config(vec![mock_server("m1")], json!({"tool_exposure": "both"})));
+    runtime().block_on(async {
+        let listening = Listening::default();
+        let client = listening.clone().serve(http_transport(&gw.mcp, API_KEY, &[])).await.expect("connect");
+        let capabilities = serde_json::to_value(&client.peer_info().unwrap().capabilities).unwrap();
+        assert_eq!(capabilities["tools"]["listChanged"], json!(true), "{capabilities}");
+        let discover = || {
+            let mut params = rmcp::model::CallToolRequestParams::new("gw_discover_all_tools");
+            params = params.with_arguments(json!({"server_name": "m1"}).as_object().unwrap().clone());
+            client.call_tool(params)
+        };
+        let first = answer_of(&serde_json::to_value(discover().await.unwrap()).unwrap());
+        assert_eq!(first["source"], json!("discovery"));
+        let again = answer_of(&serde_json::to_value(discover().await.unwrap()).unwrap());
+        assert_eq!(again["source"], json!("cache"));
+
+        let mut params = rmcp::model::CallToolRequestParams::new("m1__changed");
+        params = params.with_arguments(serde_json::Map::new());
+        let told = serde_json::to_value(client.call_tool(params).await.unwrap()).unwrap();
+        assert_eq!(upstream_text(&told), "told");
+        let heard = tokio::time::timeout(std::time::Duration::from_secs(10), listening.changed.notified()).await;
+        assert!(heard.is_ok(), "the session was told that the tool list changed");
+        let after = answer_of(&serde_json::to_value(discover().await.unwrap()).unwrap());
+        assert_eq!(after["source"], json!("discovery"), "the cached tools were dropped");
+        client.cancel().await.unwrap();
+    });
+}
+
+#[test]
+fn a_cancelled_transparent_call_is_cancelled_upstream_and_frees_its_process() {
+    let gw = TestGateway::start(&config(vec![mock_server("m1")], json!({"tool_exposure": "transparent"})));
+    let started = gw.dir.path().join("slow-started");
+    runtime().block_on(async {
+        let client = connect(&gw.mcp, API_KEY).await;
+        let pid = upstream_text(&try_call(&client, "m1__pid", json!({})).await.unwrap());
+        let args = json!({"ms": 30_000, "started_file": started.to_str().unwrap()});
+        let mut params = rmcp::model::CallToolRequestParams::new("m1__slow");
+        params = params.with_arguments(args.as_object().unwrap().clone());
+        let request = rmcp::model::ClientRequest::CallToolRequest(rmcp::model::CallToolRequest::new(params));
+        let handle = client.send_cancellable_request(request, Default::default()).await.expect("sent");
+        let begun = tokio::task::spawn_blocking({
+            let started = started.clone();
+            move || common::wait_until(common::SHORT_DEADLINE, || started.exists())
+        });
+        assert!(begun.await.unwrap(), "the upstream began the slow call");
+        handle.cancel(Some("the user gave up".into())).await.expect("cancelled");
+        // The process is free again: the next call is served by the same one, at once.
+        let again = tokio::time::timeout(std::time::Duration::from_secs(10), try_call(&client, "m1__pid", json!({})));
+        let again = again.await.expect("answered while the slow call would still run").unwrap();
+        assert_eq!(upstream_text(&again), pid, "the same process serves the next call");
+        client.cancel().await.unwrap();
+    });
 }

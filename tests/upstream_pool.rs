@@ -49,7 +49,7 @@ async fn call_within(
     timeout: Duration,
 ) -> Result<CallToolResult, UpstreamError> {
     let args = args.as_object().cloned().unwrap_or_default();
-    let result = pool.call_tool(&key(), spec, None, tool, args, timeout).await?;
+    let result = pool.call_tool(&key(), spec, None, tool, args, timeout, None).await?;
     Ok(serde_json::from_value(result).expect("the pool returns a CallToolResult"))
 }
 
@@ -332,7 +332,8 @@ async fn retain_retires_the_processes_of_changed_specs_only() {
     let spec = mock();
     let other_key = PoolKey::new("config-1", "other");
     let first = pid(&pool, &spec).await;
-    let other = pool.call_tool(&other_key, &spec, None, "pid", serde_json::Map::new(), TIMEOUT).await.expect("other");
+    let other =
+        pool.call_tool(&other_key, &spec, None, "pid", serde_json::Map::new(), TIMEOUT, None).await.expect("other");
     let other: CallToolResult = serde_json::from_value(other).expect("a CallToolResult");
     let other_pid: u32 = text(&other).parse().expect("pid");
 

@@ -91,6 +91,7 @@ impl MockUpstream {
                 json!({"result": {"type": "object"}}),
                 &["result"],
             ),
+            tool("changed", "Sends notifications/tools/list_changed, then answers.", json!({}), &[]),
         ];
         MockUpstream { tools }
     }
@@ -209,9 +210,11 @@ impl ServerHandler for MockUpstream {
     fn get_info(&self) -> ServerConfig {
         let mut implementation = Implementation::new(NAME, env!("CARGO_PKG_VERSION"));
         implementation.description = Some("A mock MCP upstream for mcpgw's tests and benchmarks".to_string());
-        ServerConfig::new(ServerCapabilities::builder().enable_tools().build())
+        ServerConfig::new(ServerCapabilities::builder().enable_tools().enable_tool_list_changed().build())
             .with_server_info(implementation)
-            .with_instructions("Tools: echo, add, slow, crash, large, garbage, env, pid, fail, rpc_error, raw.")
+            .with_instructions(
+                "Tools: echo, add, slow, crash, large, garbage, env, pid, fail, rpc_error, raw, changed.",
+            )
     }
 
     async fn list_tools(
@@ -225,9 +228,17 @@ impl ServerHandler for MockUpstream {
     async fn call_tool(
         &self,
         request: CallToolRequestParams,
-        _context: RequestContext<RoleServer>,
+        context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
         let args = request.arguments.unwrap_or_default();
+        if request.name == "changed" {
+            context
+                .peer
+                .notify_tool_list_changed()
+                .await
+                .map_err(|e| ErrorData::internal_error(e.to_string(), None))?;
+            return Ok(CallToolResponse::Complete(text("told")));
+        }
         run(&request.name, &args).await.map(CallToolResponse::Complete)
     }
 }

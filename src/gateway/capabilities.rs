@@ -27,15 +27,19 @@ pub enum Capability {
 
 /// The capabilities the gateway declares to a caller whose configuration exposes its servers as `exposure` says, on
 /// every front and revision: tools always; in transparent mode (`"transparent"`, `"both"`) also the upstreams'
-/// prompts, resources, completions and logging level.
+/// prompts, resources, completions and logging level, and each list's `listChanged` (an upstream's change of its
+/// lists is passed on to the sessions of its configuration).
 // Logging is deprecated by SEP-2577 for the newest revision; contract 8 forwards `logging/setLevel` for the others.
 #[allow(deprecated)]
 pub fn declared(exposure: ToolExposure) -> ServerCapabilities {
     if exposure.upstream() {
         ServerCapabilities::builder()
             .enable_tools()
+            .enable_tool_list_changed()
             .enable_prompts()
+            .enable_prompts_list_changed()
             .enable_resources()
+            .enable_resources_list_changed()
             .enable_completions()
             .enable_logging()
             .build()

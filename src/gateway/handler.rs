@@ -100,17 +100,25 @@ impl GatewayHandler {
         Ok(identity)
     }
 
-    /// The caller: over stdio admitted now (credentials and rate limit), over HTTP by the admission layer.
+    /// The caller: over stdio admitted now (credentials and rate limit), over HTTP by the admission layer. The
+    /// session's peer is remembered, so a change of an upstream's lists can be told to it.
     async fn identity(&self, context: &RequestContext<RoleServer>) -> Result<Arc<Identity>, GatewayError> {
-        if let Some(creds) = &self.credentials {
-            return admission::admit(&self.ctx, &self.ctx.store.snapshot(), Ok(creds)).await;
+        let identity = if let Some(creds) = &self.credentials {
+            admission::admit(&self.ctx, &self.ctx.store.snapshot(), Ok(creds)).await?
+        } else {
+            context
+                .extensions
+                .get::<axum::http::request::Parts>()
+                .and_then(|parts| parts.extensions.get::<Arc<Identity>>())
+                .cloned()
+                .ok_or_else(|| GatewayError::from(AuthFailure("no credentials reached the gateway".into())))?
+        };
+        if let Some(session) = self.session(context) {
+            let config = identity.mcp_config_id.as_deref().unwrap_or("");
+            let stdio = self.stdio_session.is_some();
+            self.ctx.sessions.attach(session, identity.key_digest, config, &context.peer, stdio);
         }
-        context
-            .extensions
-            .get::<axum::http::request::Parts>()
-            .and_then(|parts| parts.extensions.get::<Arc<Identity>>())
-            .cloned()
-            .ok_or_else(|| AuthFailure("no credentials reached the gateway".into()).into())
+        Ok(identity)
     }
 }
 

@@ -169,6 +169,12 @@ impl GatewayContext {
                 pool.end_session(session);
             }
         });
+        let weak = Arc::downgrade(&ctx);
+        ctx.pool.on_list_changed(Arc::new(move |key, list| {
+            if let Some(ctx) = weak.upgrade() {
+                ctx.list_changed(key, list);
+            }
+        }));
         ctx.prestart(&snapshot);
         ctx.follow_config();
         let weak = Arc::downgrade(&ctx);
@@ -178,6 +184,31 @@ impl GatewayContext {
             }
         });
         ctx
+    }
+
+    /// An upstream said one of its lists changed (contract 8): its cached tools go, and the open sessions of its
+    /// configuration are told, so their clients list again.
+    fn list_changed(&self, key: &PoolKey, list: &'static str) {
+        if list == "tools" {
+            self.tool_cache.remove(key);
+        }
+        // Only transparent sessions list the upstreams' tools, prompts and resources (and declared `listChanged`).
+        let transparent = self.store.snapshot().tool_exposure(Some(&key.mcp_config_id)).upstream();
+        let peers = if transparent { self.sessions.peers_of(&key.mcp_config_id) } else { Vec::new() };
+        tracing::info!(server_name = %key.server_name, list, sessions = peers.len(),
+            "an upstream server's list changed; its sessions are told");
+        for peer in peers {
+            tokio::spawn(async move {
+                let told = match list {
+                    "tools" => peer.notify_tool_list_changed().await,
+                    "prompts" => peer.notify_prompt_list_changed().await,
+                    _ => peer.notify_resource_list_changed().await,
+                };
+                if let Err(error) = told {
+                    tracing::debug!(%error, list, "a session was not told of a changed list");
+                }
+            });
+        }
     }
 
     /// Copies the pool's and the caches' own counts into the Prometheus metrics (before a scrape).

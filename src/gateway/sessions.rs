@@ -13,6 +13,8 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use rmcp::RoleServer;
+use rmcp::service::Peer;
 use tokio_util::sync::CancellationToken;
 
 /// What to do when a session ends (the upstream pool ends the session's own processes).
@@ -25,6 +27,9 @@ struct Session {
     seen: Instant,
     streaming: Arc<AtomicBool>,
     ended: CancellationToken,
+    /// The session's MCP configuration and its peer, once a request of the session reached the handler: how a
+    /// change of an upstream's lists is told to it (transparent mode).
+    peer: Option<(String, Peer<RoleServer>)>,
 }
 
 /// The `GET /mcp/` stream of one session, the only one while held (see [`SessionRegistry::open_stream`]).
@@ -136,8 +141,42 @@ impl SessionRegistry {
             seen: Instant::now(),
             streaming: Arc::default(),
             ended: CancellationToken::new(),
+            peer: None,
         };
         self.map().insert(session_id.to_string(), session);
+    }
+
+    /// Remembers the peer of a session and its MCP configuration (the first time only). Over stdio, where the one
+    /// session is not opened by a request, it is recorded here.
+    pub fn attach(
+        &self,
+        session_id: &str,
+        key_digest: [u8; 32],
+        config_id: &str,
+        peer: &Peer<RoleServer>,
+        stdio: bool,
+    ) {
+        let mut map = self.map();
+        if stdio && !map.contains_key(session_id) {
+            drop(map);
+            self.open(session_id, key_digest);
+            map = self.map();
+        }
+        if let Some(session) = map.get_mut(session_id)
+            && session.peer.is_none()
+        {
+            session.peer = Some((config_id.to_string(), peer.clone()));
+        }
+    }
+
+    /// The peers of the open sessions of MCP configuration `config_id`.
+    pub fn peers_of(&self, config_id: &str) -> Vec<Peer<RoleServer>> {
+        let map = self.map();
+        map.values()
+            .filter_map(|session| session.peer.as_ref())
+            .filter(|(config, _)| config == config_id)
+            .map(|(_, peer)| peer.clone())
+            .collect()
     }
 
     /// The place of the session's one `GET` stream, or `None` while another stream of the session is open (or the

@@ -14,8 +14,8 @@ use serde_json::Value;
 use tokio::time::Instant;
 
 use super::UpstreamError;
-use super::relay::Relay;
 use super::process::UpstreamProcess;
+use super::relay::Relay;
 use super::rpc::RpcError;
 use super::server_pool::ServerPool;
 use super::supervisor::StopMode;

@@ -24,9 +24,9 @@ use serde::Serialize;
 use serde_json::{Map, Value};
 use tokio::time::Instant;
 
-use super::relay::Relay;
 use super::lease::Lease;
-use super::server_pool::{ServerPool, Shared, Take};
+use super::relay::Relay;
+use super::server_pool::{Listener, PoolListChanged, ServerPool, Shared, Take};
 use super::supervisor::{STOP_GRACE, StopMode};
 use super::{DEFAULT_MAX_MESSAGE_BYTES, Discovered, PoolKey, PoolSettings, PoolStats, ServerSpec, UpstreamError, lock};
 
@@ -88,6 +88,11 @@ impl UpstreamPool {
             known_servers: Mutex::default(),
             this: this.clone(),
         })
+    }
+
+    /// Tells `listener` whenever an upstream process says one of its lists (tools, prompts, resources) changed.
+    pub fn on_list_changed(&self, listener: PoolListChanged) {
+        *lock(&self.shared.list_changed) = Listener(Some(listener));
     }
 
     /// New limits after a config reload; a lower maximum or idle timeout takes effect at the next reaper tick, a new

@@ -457,6 +457,53 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn during_a_relayed_call_the_servers_messages_reach_the_relay_and_its_answers_the_server() {
+        let (client, mut server_in, mut server_out) = client();
+        let (relay, mut messages) = mpsc::channel(8);
+        let _relaying = client.relay_to(relay);
+        let changed = Arc::new(AtomicUsize::new(0));
+        let seen = Arc::clone(&changed);
+        client.on_list_changed(Arc::new(move |list| {
+            assert_eq!(list, "tools");
+            seen.fetch_add(1, Ordering::SeqCst);
+        }));
+        let progress = json!({"jsonrpc": "2.0", "method": "notifications/progress", "params": {"progress": 1}});
+        let listed = json!({"jsonrpc": "2.0", "method": "notifications/tools/list_changed"});
+        let ask = json!({"jsonrpc": "2.0", "id": "s1", "method": "sampling/createMessage", "params": {"x": 1}});
+        server_out.write_all(format!("{progress}\n{listed}\n{ask}\n").as_bytes()).await.unwrap();
+        match messages.recv().await {
+            Some(FromServer::Notification { method, params }) => {
+                assert_eq!((method.as_str(), params), ("notifications/progress", json!({"progress": 1})));
+            }
+            other => panic!("expected the progress notification, got {other:?}"),
+        }
+        match messages.recv().await {
+            Some(FromServer::Request { method, params, answer }) => {
+                assert_eq!((method.as_str(), params), ("sampling/createMessage", json!({"x": 1})));
+                answer.send(Ok(json!({"model": "m"}))).unwrap();
+            }
+            other => panic!("expected the sampling request, got {other:?}"),
+        }
+        assert_eq!(read_message(&mut server_in).await, json!({"jsonrpc": "2.0", "id": "s1", "result": {"model": "m"}}));
+        assert_eq!(changed.load(Ordering::SeqCst), 1, "list_changed goes to the listener, not the relay");
+    }
+
+    #[tokio::test]
+    async fn an_abandoned_request_is_followed_by_notifications_cancelled() {
+        let (client, mut server_in, _server_out) = client();
+        {
+            let call = client.request("tools/call", json!({"name": "slow"}));
+            let sent = async { read_message(&mut server_in).await };
+            let (answered, request) =
+                tokio::join!(tokio::time::timeout(std::time::Duration::from_millis(50), call), sent);
+            assert!(answered.is_err(), "no answer: the caller gives up");
+            let note = read_message(&mut server_in).await;
+            assert_eq!(note["method"], "notifications/cancelled");
+            assert_eq!(note["params"]["requestId"], request["id"]);
+        }
+    }
+
+    #[tokio::test]
     async fn a_write_the_server_does_not_read_does_not_stop_answers_being_read() {
         // The client's requests go through a 256-byte pipe that the server reads only when the test says so.
         let (client_write, server_read) = duplex(256);

@@ -48,6 +48,21 @@ pub(super) struct Shared {
     pub start_failures: AtomicU64,
     pub start_timeouts: AtomicU64,
     pub shutting_down: AtomicBool,
+    /// Told when a process says one of its server's lists changed.
+    pub list_changed: Mutex<Listener>,
+}
+
+/// What the pool's owner is told when an upstream says a list changed: the server's key and the list.
+pub type PoolListChanged = Arc<dyn Fn(&PoolKey, &'static str) + Send + Sync>;
+
+/// The pool's [`PoolListChanged`], if its owner gave one.
+#[derive(Clone, Default)]
+pub(super) struct Listener(pub Option<PoolListChanged>);
+
+impl std::fmt::Debug for Listener {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(if self.0.is_some() { "Listener(set)" } else { "Listener(none)" })
+    }
 }
 
 /// The processes of one (key, spec, session).
@@ -238,6 +253,10 @@ impl ServerPool {
 
     /// A started process joins the pool, idle, and every waiter looks again.
     fn add_started(&self, process: UpstreamProcess) {
+        if let Some(listener) = lock(&self.shared.list_changed).0.clone() {
+            let key = self.key.clone();
+            process.client().on_list_changed(Arc::new(move |list| listener(&key, list)));
+        }
         let process = Arc::new(process);
         let joined = {
             let mut state = lock(&self.state);

@@ -251,7 +251,11 @@ pub fn client_config(version: ProtocolVersion) -> ClientConfig {
         .with_protocol_version(version)
 }
 
-pub fn http_transport(url: &str, key: &str, headers: &[(&str, &str)]) -> StreamableHttpClientTransport<reqwest::Client> {
+pub fn http_transport(
+    url: &str,
+    key: &str,
+    headers: &[(&str, &str)],
+) -> StreamableHttpClientTransport<reqwest::Client> {
     let mut custom = HashMap::new();
     for (name, value) in headers {
         custom.insert(

@@ -306,9 +306,7 @@ impl<'a> Service<UpstreamCall> for UpstreamService<'a> {
         let this = *self;
         Box::pin(async move {
             match this.operation {
-                Operation::CallTool => {
-                    run_call(this, &call.tool, call.args).await
-                }
+                Operation::CallTool => run_call(this, &call.tool, call.args).await,
                 operation => relay(this, operation, call).await,
             }
         })

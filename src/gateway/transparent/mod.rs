@@ -25,8 +25,8 @@ use super::tools::{Operation, ServerCalls, ToolCall, record};
 use crate::auth::Identity;
 use crate::config::model::ServerEntry;
 use crate::guardrails::provider::Provider;
-use crate::upstream::relay::Relay;
 use crate::telemetry::spans;
+use crate::upstream::relay::Relay;
 
 /// A transparent call refused as the protocol refuses an unknown tool (JSON-RPC -32602).
 #[derive(Debug, thiserror::Error)]
