@@ -173,3 +173,20 @@ fn a_broken_client_file_or_a_missing_key_is_refused_cleanly() {
     assert_eq!(code, 2, "{err}");
     assert!(err.contains("GW_GATEWAY_KEY"), "{err}");
 }
+
+#[test]
+fn exposure_asks_for_a_view_in_the_header_or_the_stdio_environment() {
+    let env = [("GW_GATEWAY_KEY", KEY)];
+    let url = "http://127.0.0.1:8000/mcp/";
+    let cursor = printed(&["--client", "cursor", "--url", url, "--exposure", "transparent"], &env);
+    let headers = &cursor["mcpServers"]["mcpgw"]["headers"];
+    assert_eq!(headers["X-Mcpgw-Tool-Exposure"], json!("transparent"), "{cursor}");
+    let desktop = printed(&["--client", "claude-desktop", "--url", url, "--exposure", "transparent"], &env);
+    let args = desktop["mcpServers"]["mcpgw"]["args"].to_string();
+    assert!(args.contains("X-Mcpgw-Tool-Exposure:transparent"), "{args}");
+    let stdio = printed(&["--client", "claude-code", "--transport", "stdio", "--exposure", "both"], &env);
+    assert_eq!(stdio["mcpServers"]["mcpgw"]["env"]["GW_TOOL_EXPOSURE"], json!("both"), "{stdio}");
+    let (code, _, err) = client_config(&["--client", "cursor", "--exposure", "everything"], &env);
+    assert_ne!(code, 0);
+    assert!(err.contains("everything"), "{err}");
+}

@@ -19,8 +19,8 @@ use mcp::*;
 use reqwest::Method;
 use serde_json::{Value, json};
 
-const MOCK_TOOLS: [&str; 11] =
-    ["add", "crash", "echo", "env", "fail", "garbage", "large", "pid", "raw", "rpc_error", "slow"];
+const MOCK_TOOLS: [&str; 12] =
+    ["add", "changed", "crash", "echo", "env", "fail", "garbage", "large", "pid", "raw", "rpc_error", "slow"];
 
 fn start_mock(common: Value) -> TestGateway {
     TestGateway::start(&config_with(vec![mock_server("mock")], common))
@@ -40,7 +40,7 @@ fn discovery_goes_to_the_live_server_then_the_cache_and_clear_cache_resets_it() 
         assert_eq!(first["status"], json!("success"), "{first}");
         assert_eq!(first["source"], json!("discovery"), "first discovery after start: {first}");
         assert_eq!(sorted_tool_names(&first), MOCK_TOOLS, "{first}");
-        assert!(first["message"].as_str().is_some_and(|m| m.contains("11")), "message gives the count: {first}");
+        assert!(first["message"].as_str().is_some_and(|m| m.contains("12")), "message gives the count: {first}");
         let meta = &first["server_metadata"];
         assert_eq!(meta["name"], json!("mcpgw-mock-upstream"), "server_metadata: {first}");
         assert!(meta["version"].as_str().is_some_and(|v| !v.is_empty()), "server_metadata.version: {first}");

@@ -331,3 +331,39 @@ fn a_cancelled_transparent_call_is_cancelled_upstream_and_frees_its_process() {
         client.cancel().await.unwrap();
     });
 }
+
+#[test]
+fn under_both_a_client_picks_its_view_and_cannot_widen_a_narrower_one() {
+    let mut c = config(vec![mock_server("m1")], json!({"tool_exposure": "both"}));
+    c["mcp_configs"][common::SPARE_CONFIG_ID]["mcp_config"] = json!([mock_server("m2")]);
+    c["mcp_configs"][common::SPARE_CONFIG_ID]["tool_exposure"] = json!("gateway");
+    let gw = TestGateway::start(&c);
+    runtime().block_on(async {
+        // The header `client-config --exposure transparent` writes.
+        let view = |value: &'static str| vec![("X-Mcpgw-Tool-Exposure", value)];
+        let connect_with = |key: &'static str, headers: Vec<(&'static str, &'static str)>| {
+            let url = gw.mcp.clone();
+            async move { try_connect(&url, key, &headers, rmcp::model::ProtocolVersion::V_2025_11_25).await }
+        };
+        let transparent = connect_with(API_KEY, view("transparent")).await.unwrap();
+        assert_eq!(tool_names(&transparent).await, prefixed("m1__"));
+        let refused = try_call(&transparent, "gw_list_all_servers", json!({})).await.expect_err("not in this view");
+        assert!(refused.contains("-32602") || refused.contains("nknown tool"), "{refused}");
+        assert!(try_call(&transparent, "m1__echo", json!({"text": "x"})).await.is_ok());
+        transparent.cancel().await.unwrap();
+
+        let gateway = connect_with(API_KEY, view("gateway")).await.unwrap();
+        assert_eq!(tool_names(&gateway).await, GW_TOOLS);
+        assert!(try_call(&gateway, "m1__echo", json!({"text": "x"})).await.is_err(), "not in the gateway view");
+        gateway.cancel().await.unwrap();
+
+        // Project beta's configuration says "gateway": a client cannot widen it.
+        let beta = connect_with(BETA_KEY, view("transparent")).await.unwrap();
+        assert_eq!(tool_names(&beta).await, GW_TOOLS);
+        beta.cancel().await.unwrap();
+
+        let wrong = connect_with(API_KEY, view("everything")).await;
+        let error = wrong.expect_err("an unknown view is refused");
+        assert!(error.contains("X-Mcpgw-Tool-Exposure") || error.contains("x-mcpgw-tool-exposure"), "{error}");
+    });
+}

@@ -119,7 +119,10 @@ async fn calls_answer_with_the_upstream_result() {
     // A JSON-RPC error from the server is a protocol error for that call; the process stays.
     let before = pid(&pool, &spec).await;
     let error = call(&pool, &spec, "no_such_tool", json!({})).await.expect_err("unknown tool");
-    assert!(matches!(error, UpstreamError::Protocol(ref message) if message.contains("unknown tool")), "{error:?}");
+    assert!(
+        matches!(error, UpstreamError::Rejected { ref message, .. } if message.contains("unknown tool")),
+        "{error:?}"
+    );
     assert_eq!(pid(&pool, &spec).await, before);
     assert_eq!(pool.stats().restarts, 0);
     pool.shutdown().await;

@@ -8,6 +8,9 @@
 //! key is read from NAME now and written into the file. Without `--key-from-env`, VS Code gets an `inputs` prompt
 //! (the key stays in VS Code's secret storage) and the other clients the key from `GW_GATEWAY_KEY`.
 //!
+//! `--exposure` asks for a view of the servers (contract 8): the `X-Mcpgw-Tool-Exposure` header over HTTP,
+//! `GW_TOOL_EXPOSURE` over stdio; the MCP configuration's `tool_exposure` must be `"both"` for it to choose.
+//!
 //! `--write` merges the entry into the client's file: other servers and other top-level keys are kept, the old file is
 //! copied to `<file>.bak` first, a missing file is created. Notes go to stderr, so stdout is always valid JSON.
 
@@ -71,7 +74,32 @@ pub struct ClientConfigArgs {
     /// The client's config file for --write [default: the client's usual location]
     #[arg(long, value_name = "PATH")]
     pub config_file: Option<PathBuf>,
+    /// The view of the servers this client asks for: the gateway's tools, the upstream tools themselves, or both
+    /// (the MCP configuration's tool_exposure must be "both" for a client to choose).
+    #[arg(long, value_enum)]
+    pub exposure: Option<Exposure>,
 }
+
+/// `--exposure`: the values of `tool_exposure`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum Exposure {
+    Gateway,
+    Transparent,
+    Both,
+}
+
+impl Exposure {
+    fn as_str(self) -> &'static str {
+        match self {
+            Exposure::Gateway => "gateway",
+            Exposure::Transparent => "transparent",
+            Exposure::Both => "both",
+        }
+    }
+}
+
+/// The header that asks for a view over HTTP (`GW_TOOL_EXPOSURE` over stdio).
+const EXPOSURE_HEADER: &str = "X-Mcpgw-Tool-Exposure";
 
 const VSCODE_INPUT_ID: &str = "mcpgw-gateway-key";
 
@@ -161,7 +189,10 @@ pub fn entry(args: &ClientConfigArgs) -> Result<(Value, Option<Value>), CliError
             if reqwest::Url::parse(&args.url).is_err() {
                 return Err(CliError::Usage(format!("--url {:?} is not a URL", args.url)));
             }
-            let headers = json!({"Authorization": format!("Bearer {key}")});
+            let mut headers = json!({"Authorization": format!("Bearer {key}")});
+            if let Some(exposure) = args.exposure {
+                headers[EXPOSURE_HEADER] = json!(exposure.as_str());
+            }
             match client {
                 Client::ClaudeDesktop => {
                     eprintln!(
@@ -174,6 +205,9 @@ pub fn entry(args: &ClientConfigArgs) -> Result<(Value, Option<Value>), CliError
                     }
                     // The header goes through a variable: Claude Desktop splits arguments with spaces on Windows.
                     bridge.extend([json!("--header"), json!("Authorization:${MCPGW_AUTH_HEADER}")]);
+                    if let Some(exposure) = args.exposure {
+                        bridge.extend([json!("--header"), json!(format!("{EXPOSURE_HEADER}:{}", exposure.as_str()))]);
+                    }
                     json!({"command": "npx", "args": bridge, "env": {"MCPGW_AUTH_HEADER": format!("Bearer {key}")}})
                 }
                 Client::Cursor => json!({"url": args.url, "headers": headers}),
@@ -192,6 +226,9 @@ pub fn entry(args: &ClientConfigArgs) -> Result<(Value, Option<Value>), CliError
             }
             if let Some(user) = &args.user_id {
                 env.insert("GW_USER_ID".into(), json!(user));
+            }
+            if let Some(exposure) = args.exposure {
+                env.insert("GW_TOOL_EXPOSURE".into(), json!(exposure.as_str()));
             }
             let mut entry = Map::new();
             if matches!(client, Client::ClaudeCode | Client::Vscode) {

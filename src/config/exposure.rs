@@ -47,6 +47,15 @@ impl ToolExposure {
     pub fn upstream(self) -> bool {
         self != ToolExposure::Gateway
     }
+
+    /// The view a client gets that asked for `requested` (`X-Mcpgw-Tool-Exposure`, `GW_TOOL_EXPOSURE`): under
+    /// `"both"` a client may narrow it to either view; otherwise the configuration's view, whatever was asked.
+    pub fn chosen(self, requested: Option<ToolExposure>) -> ToolExposure {
+        match (self, requested) {
+            (ToolExposure::Both, Some(requested)) => requested,
+            _ => self,
+        }
+    }
 }
 
 /// The default `tool_name_separator`.
@@ -202,5 +211,11 @@ mod tests {
         for name in ToolExposure::NAMES {
             assert_eq!(ToolExposure::parse(name).map(ToolExposure::as_str), Some(name));
         }
+        let (gateway, transparent, both) = (ToolExposure::Gateway, ToolExposure::Transparent, ToolExposure::Both);
+        assert_eq!(both.chosen(Some(transparent)), transparent, "\"both\" lets a client narrow the view");
+        assert_eq!(both.chosen(Some(gateway)), gateway);
+        assert_eq!(both.chosen(None), both);
+        assert_eq!(gateway.chosen(Some(transparent)), gateway, "a client cannot widen the view");
+        assert_eq!(transparent.chosen(Some(both)), transparent);
     }
 }

@@ -34,6 +34,7 @@ use tower::{Layer, Service};
 
 use super::GatewayContext;
 use super::envelope;
+use super::exposure::EXPOSURE_HEADER;
 use super::middleware::jsonrpc::ParsedMessage;
 use super::tools::ToolInvocation;
 use crate::auth::Identity;
@@ -183,9 +184,11 @@ where
             .flatten();
         let identity = req.extensions().get::<Arc<Identity>>().cloned();
         let accepted = match (taken, identity) {
-            // With `tool_exposure` "transparent" the `gw_*` tools are unknown: rmcp's to refuse.
+            // In the transparent view the `gw_*` tools are unknown: rmcp's to refuse (and a view asked for in a
+            // header the handler's to check).
             (Some(ParsedMessage(message)), Some(identity))
-                if identity.snapshot.tool_exposure(identity.mcp_config_id.as_deref()).gateway_tools() =>
+                if !req.headers().contains_key(EXPOSURE_HEADER)
+                    && identity.snapshot.tool_exposure(identity.mcp_config_id.as_deref()).gateway_tools() =>
             {
                 accept(req.headers(), message).map(|a| (a, identity))
             }

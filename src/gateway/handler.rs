@@ -25,6 +25,7 @@ use serde_json::Value;
 
 use super::capabilities::{self, Capability};
 use super::envelope::tool_result;
+use super::exposure::EXPOSURE_HEADER;
 use super::middleware::{admission, request_metrics};
 use super::transparent::relay::Caller;
 use super::transparent::{self, CallAnswer, resources};
@@ -44,18 +45,26 @@ pub struct GatewayHandler {
     credentials: Option<Arc<Credentials>>,
     /// The stdio connection is one MCP session (for `per_session` servers); over HTTP each request names its own.
     stdio_session: Option<Arc<str>>,
+    /// The view the stdio client asked for (`GW_TOOL_EXPOSURE`).
+    stdio_exposure: Option<String>,
 }
 
 impl GatewayHandler {
     /// The handler for the HTTP front.
     pub fn http(ctx: Arc<GatewayContext>) -> GatewayHandler {
-        GatewayHandler { ctx, credentials: None, stdio_session: None }
+        GatewayHandler { ctx, credentials: None, stdio_session: None, stdio_exposure: None }
     }
 
     /// The handler for the stdio front, with credentials from the environment.
-    pub fn stdio(ctx: Arc<GatewayContext>, credentials: Credentials) -> GatewayHandler {
+    /// `exposure` is the view the client asked for (`GW_TOOL_EXPOSURE`), if any.
+    pub fn stdio(ctx: Arc<GatewayContext>, credentials: Credentials, exposure: Option<String>) -> GatewayHandler {
         let session = Arc::from(format!("stdio-{}", uuid::Uuid::new_v4()));
-        GatewayHandler { ctx, credentials: Some(Arc::new(credentials)), stdio_session: Some(session) }
+        GatewayHandler {
+            ctx,
+            credentials: Some(Arc::new(credentials)),
+            stdio_session: Some(session),
+            stdio_exposure: exposure,
+        }
     }
 
     /// The caller's MCP session, if the request belongs to one.
@@ -68,12 +77,44 @@ impl GatewayHandler {
         self.stdio_session.as_deref().or(http_session)
     }
 
-    /// How the caller's configuration exposes its servers (the default's, for a caller not admitted: it is told
-    /// no more than the gateway's own tools).
-    async fn exposure(&self, context: &RequestContext<RoleServer>) -> ToolExposure {
-        match self.identity(context).await {
-            Ok(identity) => identity.snapshot.tool_exposure(identity.mcp_config_id.as_deref()),
-            Err(_) => ToolExposure::Gateway,
+    /// The view the caller gets (contract 8): its configuration's `tool_exposure`, narrowed by the client's
+    /// `X-Mcpgw-Tool-Exposure` header (stdio: `GW_TOOL_EXPOSURE`) when the configuration allows `"both"`. A session
+    /// with the transparent view is told when an upstream's lists change.
+    fn view(&self, identity: &Identity, context: &RequestContext<RoleServer>) -> Result<ToolExposure, McpError> {
+        let asked = match &self.stdio_exposure {
+            Some(value) => Some(value.as_str()),
+            None => context
+                .extensions
+                .get::<axum::http::request::Parts>()
+                .and_then(|parts| parts.headers.get(EXPOSURE_HEADER))
+                .map(|value| value.to_str().unwrap_or("")),
+        };
+        let requested = match asked {
+            None => None,
+            Some(value) => Some(ToolExposure::parse(value).ok_or_else(|| {
+                McpError::invalid_request(
+                    format!("{EXPOSURE_HEADER} must be \"gateway\", \"transparent\" or \"both\", found {value:?}"),
+                    None,
+                )
+            })?),
+        };
+        let view = identity.snapshot.tool_exposure(identity.mcp_config_id.as_deref()).chosen(requested);
+        if view.upstream()
+            && let Some(session) = self.session(context)
+        {
+            let config = identity.mcp_config_id.as_deref().unwrap_or("");
+            let stdio = self.stdio_session.is_some();
+            self.ctx.sessions.attach(session, identity.key_digest, config, &context.peer, stdio);
+        }
+        Ok(view)
+    }
+
+    /// The caller's view for `initialize` and `server/discover` (a caller not admitted is told no more than the
+    /// gateway's own tools).
+    async fn exposure(&self, context: &RequestContext<RoleServer>) -> Result<ToolExposure, McpError> {
+        match self.identity(context, false).await {
+            Ok(identity) => self.view(&identity, context),
+            Err(_) => Ok(ToolExposure::Gateway),
         }
     }
 
@@ -89,22 +130,33 @@ impl GatewayHandler {
             })
     }
 
-    /// The caller of a transparent-mode method `M` of `capability`: -32601 unless its configuration declares it.
+    /// The caller of a transparent-mode method `M` of `capability`: -32601 unless its view declares it. `call`: the
+    /// request reaches an upstream (see [`GatewayHandler::identity`]).
     async fn transparent<M: ConstString>(
         &self,
         context: &RequestContext<RoleServer>,
         capability: Capability,
+        call: bool,
     ) -> Result<Arc<Identity>, McpError> {
-        let identity = self.identity(context).await.map_err(|_| McpError::method_not_found::<M>())?;
-        capabilities::require::<M>(identity.snapshot.tool_exposure(identity.mcp_config_id.as_deref()), capability)?;
+        let identity = self.identity(context, call).await.map_err(|refused| {
+            let message = refused.message.clone();
+            McpError::new(rmcp::model::ErrorCode(-32000), message, Some(refused.answer()))
+        })?;
+        capabilities::require::<M>(self.view(&identity, context)?, capability)?;
         Ok(identity)
     }
 
-    /// The caller: over stdio admitted now (credentials and rate limit), over HTTP by the admission layer. The
-    /// session's peer is remembered, so a change of an upstream's lists can be told to it.
-    async fn identity(&self, context: &RequestContext<RoleServer>) -> Result<Arc<Identity>, GatewayError> {
+    /// The caller: over stdio admitted now (credentials and rate limit), over HTTP by the admission layer.
+    /// `call`: whether the request is a call (over stdio it takes a cell of the rate limit, as every request does over
+    /// HTTP; the others only resolve the credentials).
+    async fn identity(&self, context: &RequestContext<RoleServer>, call: bool) -> Result<Arc<Identity>, GatewayError> {
         let identity = if let Some(creds) = &self.credentials {
-            admission::admit(&self.ctx, &self.ctx.store.snapshot(), Ok(creds)).await?
+            let snapshot = self.ctx.store.snapshot();
+            if call {
+                admission::admit(&self.ctx, &snapshot, Ok(creds)).await?
+            } else {
+                admission::identify(&self.ctx, &snapshot, Ok(creds)).await?
+            }
         } else {
             context
                 .extensions
@@ -113,11 +165,6 @@ impl GatewayHandler {
                 .cloned()
                 .ok_or_else(|| GatewayError::from(AuthFailure("no credentials reached the gateway".into())))?
         };
-        if let Some(session) = self.session(context) {
-            let config = identity.mcp_config_id.as_deref().unwrap_or("");
-            let stdio = self.stdio_session.is_some();
-            self.ctx.sessions.attach(session, identity.key_digest, config, &context.peer, stdio);
-        }
         Ok(identity)
     }
 }
@@ -136,13 +183,13 @@ impl ServerHandler for GatewayHandler {
     ) -> Result<InitializeResult, McpError> {
         context.peer.set_peer_info(request.clone());
         let mut result = self.negotiate_initialize(&request)?;
-        let config = self.config(self.exposure(&context).await);
+        let config = self.config(self.exposure(&context).await?);
         (result.capabilities, result.instructions) = (config.capabilities, config.instructions);
         Ok(result)
     }
 
     async fn discover(&self, context: RequestContext<RoleServer>) -> Result<DiscoverResult, McpError> {
-        let config = self.config(self.exposure(&context).await);
+        let config = self.config(self.exposure(&context).await?);
         Ok(DiscoverResult::from_server_info(self.supported_protocol_versions().into_owned(), config))
     }
 
@@ -151,12 +198,12 @@ impl ServerHandler for GatewayHandler {
         _request: Option<PaginatedRequestParams>,
         context: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, McpError> {
-        let identity = match self.identity(&context).await {
+        let identity = match self.identity(&context, false).await {
             Ok(identity) => identity,
             // A caller not admitted sees the gateway's tools; calling one tells it why it was refused.
             Err(_) => return Ok(ListToolsResult::with_all_items(tools::definitions())),
         };
-        let exposure = identity.snapshot.tool_exposure(identity.mcp_config_id.as_deref());
+        let exposure = self.view(&identity, &context)?;
         let mut listed = if exposure.gateway_tools() { tools::definitions() } else { Vec::new() };
         if exposure.upstream() {
             let upstream = transparent::list_tools(&self.ctx, &identity, self.session(&context)).await;
@@ -173,7 +220,7 @@ impl ServerHandler for GatewayHandler {
         _request: Option<PaginatedRequestParams>,
         context: RequestContext<RoleServer>,
     ) -> Result<ListPromptsResult, McpError> {
-        let identity = self.transparent::<ListPromptsRequestMethod>(&context, Capability::Prompts).await?;
+        let identity = self.transparent::<ListPromptsRequestMethod>(&context, Capability::Prompts, false).await?;
         let listed = transparent::list_prompts(&self.ctx, &identity, self.session(&context)).await;
         Ok(ListPromptsResult::with_all_items(typed(listed)))
     }
@@ -183,7 +230,7 @@ impl ServerHandler for GatewayHandler {
         request: GetPromptRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<GetPromptResponse, McpError> {
-        let identity = self.transparent::<GetPromptRequestMethod>(&context, Capability::Prompts).await?;
+        let identity = self.transparent::<GetPromptRequestMethod>(&context, Capability::Prompts, true).await?;
         let args = request.arguments.unwrap_or_default();
         let session = self.session(&context);
         let (relay, caller, messages) = relayed(&context);
@@ -197,7 +244,7 @@ impl ServerHandler for GatewayHandler {
         _request: Option<PaginatedRequestParams>,
         context: RequestContext<RoleServer>,
     ) -> Result<ListResourcesResult, McpError> {
-        let identity = self.transparent::<ListResourcesRequestMethod>(&context, Capability::Resources).await?;
+        let identity = self.transparent::<ListResourcesRequestMethod>(&context, Capability::Resources, false).await?;
         let listed = resources::list(&self.ctx, &identity, self.session(&context)).await;
         Ok(ListResourcesResult::with_all_items(typed(listed)))
     }
@@ -207,7 +254,8 @@ impl ServerHandler for GatewayHandler {
         _request: Option<PaginatedRequestParams>,
         context: RequestContext<RoleServer>,
     ) -> Result<ListResourceTemplatesResult, McpError> {
-        let identity = self.transparent::<ListResourceTemplatesRequestMethod>(&context, Capability::Resources).await?;
+        let identity =
+            self.transparent::<ListResourceTemplatesRequestMethod>(&context, Capability::Resources, false).await?;
         let listed = resources::templates(&self.ctx, &identity, self.session(&context)).await;
         Ok(ListResourceTemplatesResult::with_all_items(typed(listed)))
     }
@@ -217,7 +265,7 @@ impl ServerHandler for GatewayHandler {
         request: ReadResourceRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<ReadResourceResponse, McpError> {
-        let identity = self.transparent::<ReadResourceRequestMethod>(&context, Capability::Resources).await?;
+        let identity = self.transparent::<ReadResourceRequestMethod>(&context, Capability::Resources, true).await?;
         let (relay, caller, messages) = relayed(&context);
         let work = resources::read(&self.ctx, &identity, self.session(&context), &request.uri, Some(relay));
         let result = caller.serve(work, messages).await?;
@@ -229,7 +277,7 @@ impl ServerHandler for GatewayHandler {
         request: CompleteRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<CompleteResult, McpError> {
-        let identity = self.transparent::<CompleteRequestMethod>(&context, Capability::Completions).await?;
+        let identity = self.transparent::<CompleteRequestMethod>(&context, Capability::Completions, true).await?;
         let params = serde_json::to_value(&request).map_err(|e| McpError::invalid_params(e.to_string(), None))?;
         let result = resources::complete(&self.ctx, &identity, self.session(&context), params).await?;
         upstream_value(result)
@@ -241,7 +289,7 @@ impl ServerHandler for GatewayHandler {
         request: SetLevelRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<(), McpError> {
-        let identity = self.transparent::<SetLevelRequestMethod>(&context, Capability::Logging).await?;
+        let identity = self.transparent::<SetLevelRequestMethod>(&context, Capability::Logging, false).await?;
         let params = serde_json::to_value(&request).map_err(|e| McpError::invalid_params(e.to_string(), None))?;
         resources::set_level(&self.ctx, &identity, self.session(&context), params).await;
         Ok(())
@@ -269,7 +317,7 @@ impl GatewayHandler {
         request: CallToolRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, McpError> {
-        let identity = match self.identity(&context).await {
+        let identity = match self.identity(&context, true).await {
             Ok(identity) => identity,
             Err(refused) => return Ok(tool_result(refused.answer()).into()),
         };
@@ -284,7 +332,7 @@ impl GatewayHandler {
         let _running = self.ctx.in_flight.enter();
         let args = request.arguments.unwrap_or_default();
         let session = self.session(&context);
-        let exposure = identity.snapshot.tool_exposure(identity.mcp_config_id.as_deref());
+        let exposure = self.view(&identity, &context)?;
         let gateway_tool = GW_TOOLS.contains(&&*request.name);
         if exposure.upstream() && !(gateway_tool && exposure.gateway_tools()) {
             let (relay, caller, messages) = relayed(&context);

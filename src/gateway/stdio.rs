@@ -1,5 +1,8 @@
 //! The stdio front: MCP on stdin and stdout, for local clients that start the gateway as a subprocess.
 //!
+//! `GW_TOOL_EXPOSURE` asks for a view of the servers (`gateway`, `transparent`, `both`: contract 8), as the
+//! `X-Mcpgw-Tool-Exposure` header does over HTTP.
+//!
 //! Credentials come from `GW_GATEWAY_KEY`, `GW_PROJECT_ID` and `GW_USER_ID` and are checked on every tool call, so
 //! with bad credentials every tool answers `AUTH_FAILED` (the client can still list the tools). Nothing but MCP
 //! messages goes to stdout: logs go to stderr, and upstream processes never inherit our stdout.
@@ -34,7 +37,8 @@ pub async fn serve(
     if credentials.key.is_empty() {
         tracing::warn!("GW_GATEWAY_KEY is not set; every tool will answer AUTH_FAILED");
     }
-    let handler = GatewayHandler::stdio(Arc::clone(&ctx), credentials);
+    let exposure = std::env::var("GW_TOOL_EXPOSURE").ok().filter(|v| !v.is_empty());
+    let handler = GatewayHandler::stdio(Arc::clone(&ctx), credentials, exposure);
     tokio::pin!(shutdown);
     let running = tokio::select! {
         started = handler.serve(rmcp::transport::io::stdio()) => match started {

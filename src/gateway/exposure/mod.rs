@@ -10,3 +10,7 @@
 
 pub mod filter;
 pub mod names;
+
+/// The request header with which a client picks its view of the servers (`gateway`, `transparent`, `both`), where
+/// its configuration's `tool_exposure` is `"both"`.
+pub const EXPOSURE_HEADER: &str = "x-mcpgw-tool-exposure";

@@ -7,8 +7,10 @@
 //!
 //! Over HTTP [`admit_http`] runs it on every request, with the credentials of its headers, and puts the identity into
 //! the request's extensions for the layers and the handler behind it. Over stdio the handler runs [`admit`] on every
-//! tool call with the credentials of the environment, resolved against the current snapshot each time, so a rotated
-//! or disabled key takes effect at once there too; the refusal is then the tool's result.
+//! call (a tool call; in transparent mode also `prompts/get`, `resources/read`, `completion/complete`) with the
+//! credentials of the environment, resolved against the current snapshot each time, so a rotated or disabled key
+//! takes effect at once there too; the refusal is then the tool's result. Its other requests (`initialize`, the
+//! lists) resolve the credentials with [`identify`], taking no cell.
 
 use std::sync::Arc;
 
@@ -34,6 +36,25 @@ pub async fn admit(
     snapshot: &Arc<Snapshot>,
     presented: Result<&Credentials, AuthFailure>,
 ) -> Result<Arc<Identity>, GatewayError> {
+    let identity = identify(ctx, snapshot, presented).await?;
+    if let Err(limited) = ctx.rate_limits.check(&identity.snapshot.settings, &identity.key_digest) {
+        ctx.store.metrics().rate_limited.inc();
+        if let Some(left_out) = ctx.refusals.admit() {
+            let retry_after_seconds = limited.retry_after_seconds();
+            tracing::info!(key_id = %identity.key_id, retry_after_seconds, left_out, "request rate limited");
+        }
+        return Err(limited.into());
+    }
+    Ok(identity)
+}
+
+/// Resolves `presented` against `snapshot` under `auth_timeout`, taking no cell of the rate limit (over stdio, for
+/// the requests that are not calls: `initialize`, the lists).
+pub async fn identify(
+    ctx: &GatewayContext,
+    snapshot: &Arc<Snapshot>,
+    presented: Result<&Credentials, AuthFailure>,
+) -> Result<Arc<Identity>, GatewayError> {
     let limit = snapshot.settings.timeouts.auth;
     let resolved = ctx
         .timeouts
@@ -46,21 +67,12 @@ pub async fn admit(
         .await
         .unwrap_or_else(|t| Err(AuthFailure(t.to_string())));
     // Refusals are logged at most 10 a second, the next record counting those left out (contract section 13).
-    let identity = resolved.map_err(|failure| {
+    resolved.map_err(|failure| {
         if let Some(left_out) = ctx.refusals.admit() {
             tracing::info!(reason = %failure, left_out, "gateway request refused");
         }
         GatewayError::from(failure)
-    })?;
-    if let Err(limited) = ctx.rate_limits.check(&identity.snapshot.settings, &identity.key_digest) {
-        ctx.store.metrics().rate_limited.inc();
-        if let Some(left_out) = ctx.refusals.admit() {
-            let retry_after_seconds = limited.retry_after_seconds();
-            tracing::info!(key_id = %identity.key_id, retry_after_seconds, left_out, "request rate limited");
-        }
-        return Err(limited.into());
-    }
-    Ok(identity)
+    })
 }
 
 /// The upstream calls a `tools/call` asks for: the calls of a `gw_secure_call_tools` batch within
