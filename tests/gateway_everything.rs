@@ -208,13 +208,18 @@ fn server_everything_progress_sampling_and_elicitation_reach_the_caller() {
             }
             client.call_tool(params)
         };
-        let done = call("everything__trigger-long-running-operation", json!({"duration": 0.3, "steps": 3}));
-        let done = serde_json::to_value(done.await.expect("long-running operation")).unwrap();
-        assert!(upstream_text(&done).contains("Steps: 3"), "{done}");
-        let progress = handler.progress.lock().unwrap().clone();
-        assert_eq!(progress.iter().map(|(_, p)| *p).collect::<Vec<_>>(), [1.0, 2.0, 3.0], "{progress:?}");
-        // rmcp's client gives every request its own token; the relayed progress carries it.
-        assert!(progress.iter().all(|(token, _)| *token == progress[0].0), "{progress:?}");
+        // Twice: the session's first call goes through rmcp's route (which meets the client), the next through the
+        // gateway's own stream for transparent calls.
+        for round in ["rmcp's route", "the gateway's stream"] {
+            handler.progress.lock().unwrap().clear();
+            let done = call("everything__trigger-long-running-operation", json!({"duration": 0.3, "steps": 3}));
+            let done = serde_json::to_value(done.await.expect("long-running operation")).unwrap();
+            assert!(upstream_text(&done).contains("Steps: 3"), "{round}: {done}");
+            let progress = handler.progress.lock().unwrap().clone();
+            assert_eq!(progress.iter().map(|(_, p)| *p).collect::<Vec<_>>(), [1.0, 2.0, 3.0], "{round}: {progress:?}");
+            // rmcp's client gives every request its own token; the relayed progress carries it.
+            assert!(progress.iter().all(|(token, _)| *token == progress[0].0), "{round}: {progress:?}");
+        }
 
         let sampled = call("everything__trigger-sampling-request", json!({"prompt": "say hi", "maxTokens": 10}));
         let sampled = serde_json::to_value(sampled.await.expect("sampling")).unwrap();

@@ -1,4 +1,5 @@
-//! The direct route for the one message that carries the traffic: a plain `tools/call` of a `gw_*` tool.
+//! The direct route for the one message that carries the traffic: a plain `tools/call` of a `gw_*` tool or, in the
+//! transparent view (contract 8), of an exposed upstream tool within a session.
 //!
 //! rmcp's streamable HTTP service is general: it deserialises every message into its protocol types, routes session
 //! requests through a per-session worker task and answers them as an SSE stream, and starts a whole service for each
@@ -17,6 +18,13 @@
 //! - stateless (no session id): `MCP-Protocol-Version: 2026-07-28`, `Mcp-Method: tools/call`, `Mcp-Name` equal to
 //!   the tool's name, no `Mcp-Param-*` headers, and `_meta` carrying that protocol version and the client's
 //!   capabilities; the result then carries `resultType: "complete"` as that revision requires.
+//!
+//! A transparent call is answered by [`stream`]: one JSON body while the upstream sends nothing else for the call, an
+//! SSE stream (its progress, log messages and questions for the client, then the response) when it does; the client's
+//! answers to those questions and its cancellation of the call are taken here too. It needs a session whose client
+//! the handler has met (so its capabilities are known): before that, and outside a session, rmcp's route serves it.
+//! A `gw_*` tool outside the caller's view, or a view asked for in a header that is not one, is left to rmcp's route,
+//! which refuses it.
 //!
 //! Once the gateway has started to end its sessions (the end of a drain) every request goes to rmcp, which refuses it.
 
@@ -37,7 +45,10 @@ use super::envelope;
 use super::exposure::EXPOSURE_HEADER;
 use super::middleware::jsonrpc::ParsedMessage;
 use super::tools::ToolInvocation;
+use super::transparent::stream::{self, SessionCall};
 use crate::auth::Identity;
+use crate::config::exposure::ToolExposure;
+use crate::telemetry::metrics::GW_TOOLS;
 
 /// The stateless protocol revision (rmcp's first without `initialize`).
 const STATELESS_REVISION: &str = "2026-07-28";
@@ -82,8 +93,16 @@ pub struct FastToolCall<S> {
 /// A call the fast path will answer.
 struct Accepted {
     id: Value,
-    invocation: ToolInvocation,
+    call: Call,
     stateless: bool,
+}
+
+/// What a call asks for.
+enum Call {
+    /// A `gw_*` tool, its arguments checked.
+    Gateway(ToolInvocation),
+    /// Any other name: an exposed upstream tool in the transparent view (contract 8).
+    Upstream { name: String, args: Map<String, Value>, progress_token: Option<Value> },
 }
 
 /// The single value of a header, as text; `None` when absent, repeated or not text.
@@ -153,8 +172,13 @@ fn accept(headers: &HeaderMap, message: Value) -> Option<Accepted> {
         Some(Value::Object(map)) => map,
         Some(_) => return None,
     };
-    let invocation = ToolInvocation::parse(&name, arguments).ok()?;
-    Some(Accepted { id, invocation, stateless })
+    let call = if GW_TOOLS.contains(&name.as_str()) {
+        Call::Gateway(ToolInvocation::parse(&name, arguments).ok()?)
+    } else {
+        let progress_token = params.get("_meta").and_then(|meta| meta.get("progressToken")).cloned();
+        Call::Upstream { name, args: arguments, progress_token }
+    };
+    Some(Accepted { id, call, stateless })
 }
 
 /// The JSON-RPC answer to an accepted call, in the one envelope of [`super::envelope`].
@@ -163,6 +187,44 @@ fn answer(id: Value, answer: Value, stateless: bool) -> Response<Body> {
     *response.status_mut() = StatusCode::OK;
     response.headers_mut().insert(header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
     response
+}
+
+/// How an accepted call is answered.
+enum Route {
+    Gateway { id: Value, invocation: ToolInvocation, identity: Arc<Identity>, session: Option<String>, stateless: bool },
+    Upstream(Box<SessionCall>),
+}
+
+impl<S> FastToolCall<S> {
+    /// The route of an accepted call in the caller's view (contract 8), or `None` for rmcp's route: a `gw_*` tool the
+    /// view does not offer, a view asked for in a header that is not one (the handler refuses both), and an upstream
+    /// tool outside a session or before the session's client is known (the handler serves it).
+    fn route(
+        &self,
+        call: Accepted,
+        identity: Arc<Identity>,
+        headers: &HeaderMap,
+        session: Option<String>,
+    ) -> Option<Route> {
+        let requested = match headers.get(EXPOSURE_HEADER) {
+            None => None,
+            Some(value) => Some(ToolExposure::parse(value.to_str().ok()?)?),
+        };
+        let view = identity.snapshot.tool_exposure(identity.mcp_config_id.as_deref()).chosen(requested);
+        match call.call {
+            Call::Gateway(invocation) if view.gateway_tools() => {
+                Some(Route::Gateway { id: call.id, invocation, identity, session, stateless: call.stateless })
+            }
+            Call::Upstream { name, args, progress_token } if view.upstream() && !call.stateless => {
+                let session = session?;
+                let capabilities = self.ctx.sessions.client_capabilities(&session)?;
+                let id = call.id;
+                let call = SessionCall { identity, session, id, name, args, progress_token, capabilities };
+                Some(Route::Upstream(Box::new(call)))
+            }
+            _ => None,
+        }
+    }
 }
 
 impl<S> Service<Request<Body>> for FastToolCall<S>
@@ -183,27 +245,32 @@ where
             .then(|| req.extensions_mut().remove::<ParsedMessage>())
             .flatten();
         let identity = req.extensions().get::<Arc<Identity>>().cloned();
+        let session = req.headers().get("mcp-session-id").and_then(|v| v.to_str().ok()).map(str::to_string);
+        // A client's answer to a question of a relayed call, or its cancellation, is taken by the call.
+        if let (Some(ParsedMessage(message)), Some(session)) = (&taken, &session)
+            && let Some(taken) = self.ctx.relays.take(session, message)
+        {
+            return Box::pin(async move { Ok(taken.accepted().await) });
+        }
         let accepted = match (taken, identity) {
-            // In the transparent view the `gw_*` tools are unknown: rmcp's to refuse (and a view asked for in a
-            // header the handler's to check).
-            (Some(ParsedMessage(message)), Some(identity))
-                if !req.headers().contains_key(EXPOSURE_HEADER)
-                    && identity.snapshot.tool_exposure(identity.mcp_config_id.as_deref()).gateway_tools() =>
-            {
-                accept(req.headers(), message).map(|a| (a, identity))
-            }
+            (Some(ParsedMessage(message)), Some(identity)) => accept(req.headers(), message).map(|a| (a, identity)),
             _ => None,
         };
-        let Some((call, identity)) = accepted else {
+        let route = accepted.and_then(|(call, identity)| self.route(call, identity, req.headers(), session));
+        let Some(route) = route else {
             let clone = self.inner.clone();
             let mut inner = std::mem::replace(&mut self.inner, clone);
             return Box::pin(async move { inner.call(req).await });
         };
         let ctx = Arc::clone(&self.ctx);
-        let session = req.headers().get("mcp-session-id").and_then(|v| v.to_str().ok()).map(str::to_string);
         Box::pin(async move {
-            let result = call.invocation.run(&ctx, &identity, session.as_deref()).await;
-            Ok(answer(call.id, result, call.stateless))
+            Ok(match route {
+                Route::Gateway { id, invocation, identity, session, stateless } => {
+                    let result = invocation.run(&ctx, &identity, session.as_deref()).await;
+                    answer(id, result, stateless)
+                }
+                Route::Upstream(call) => stream::answer(ctx, *call).await,
+            })
         })
     }
 }
@@ -286,7 +353,8 @@ mod tests {
     fn leaves_everything_unusual_to_rmcp() {
         let session = [("mcp-session-id", "s1")];
         let h = headers(&session);
-        assert!(accept(&h, call("nope", json!({}))).is_none(), "unknown tool");
+        // Another name is an upstream tool to look up (the route decides by the caller's view).
+        assert!(matches!(accept(&h, call("nope", json!({}))).map(|a| a.call), Some(Call::Upstream { .. })));
         let bad_args = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
                               "params": {"name": "gw_get_server_info", "arguments": {"server_name": 1}}});
         assert!(accept(&h, bad_args).is_none(), "arguments that do not fit");

@@ -71,6 +71,8 @@ pub struct GatewayContext {
     pub draining: std::sync::atomic::AtomicBool,
     /// The bound on the records of refused requests (at most 10 a second, the rest counted).
     pub refusals: crate::telemetry::refusals::RefusalLog,
+    /// Transparent calls answered on their own HTTP stream, and the questions put to their clients.
+    pub relays: transparent::stream::RelayRegistry,
 }
 
 /// Counts work in progress so a drain can wait for it to finish.
@@ -158,6 +160,7 @@ impl GatewayContext {
             rate_limits: Default::default(),
             draining: Default::default(),
             refusals: crate::telemetry::refusals::RefusalLog::new("gateway"),
+            relays: Default::default(),
             store,
         });
         ctx.pool.set_max_calls_per_process(snapshot.settings.max_calls_per_process as usize);

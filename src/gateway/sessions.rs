@@ -14,6 +14,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use rmcp::RoleServer;
+use rmcp::model::ClientCapabilities;
 use rmcp::service::Peer;
 use tokio_util::sync::CancellationToken;
 
@@ -167,6 +168,14 @@ impl SessionRegistry {
         {
             session.peer = Some((config_id.to_string(), peer.clone()));
         }
+    }
+
+    /// What the client of `session_id` declared at `initialize`, once its peer is known (see
+    /// [`SessionRegistry::attach`]); `None` before.
+    pub fn client_capabilities(&self, session_id: &str) -> Option<Option<ClientCapabilities>> {
+        let map = self.map();
+        let (_, peer) = map.get(session_id)?.peer.as_ref()?;
+        Some(peer.peer_info().map(|info| info.capabilities.clone()))
     }
 
     /// The peers of the open sessions of MCP configuration `config_id`.

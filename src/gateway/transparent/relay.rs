@@ -55,16 +55,9 @@ impl Caller<'_> {
         }
     }
 
-    async fn notify(&self, method: &str, mut params: Value) {
-        match method {
-            "notifications/progress" => {
-                let Some(token) = &self.progress_token else { return };
-                params["progressToken"] = serde_json::to_value(token).unwrap_or(Value::Null);
-            }
-            "notifications/message" => {}
-            // Anything else belongs to no call (list changes, resource updates go their own way).
-            _ => return,
-        }
+    async fn notify(&self, method: &str, params: Value) {
+        let token = self.progress_token.as_ref().and_then(|token| serde_json::to_value(token).ok());
+        let Some(params) = for_caller(method, params, token.as_ref()) else { return };
         match serde_json::from_value::<ServerNotification>(json!({"method": method, "params": params})) {
             Ok(notification) => {
                 if let Err(error) = self.peer.send_notification(notification).await {
@@ -76,16 +69,7 @@ impl Caller<'_> {
     }
 
     async fn ask(&self, method: &str, params: Value) -> Result<Value, RelayError> {
-        let capabilities = self.capabilities.as_ref();
-        let declared = match method {
-            "sampling/createMessage" => capabilities.is_some_and(|c| c.sampling.is_some()),
-            "elicitation/create" => capabilities.is_some_and(|c| c.elicitation.is_some()),
-            "roots/list" => capabilities.is_some_and(|c| c.roots.is_some()),
-            _ => return Err(RelayError { code: -32601, message: format!("method not found: {method}") }),
-        };
-        if !declared {
-            return Err(RelayError::not_supported(method));
-        }
+        may_ask(self.capabilities.as_ref(), method)?;
         // As rmcp's type when it fits; otherwise (a newer schema than rmcp knows) as it came, untouched.
         let request = serde_json::from_value::<ServerRequest>(json!({"method": method, "params": params.clone()}))
             .unwrap_or_else(|_| ServerRequest::CustomRequest(CustomRequest::new(method, Some(params))));
@@ -97,5 +81,56 @@ impl Caller<'_> {
             }
             Err(other) => Err(RelayError { code: -32603, message: format!("the client did not answer: {other}") }),
         }
+    }
+}
+
+/// Whether a client that declared `capabilities` may be asked `method` (an upstream's request during a call).
+pub fn may_ask(capabilities: Option<&ClientCapabilities>, method: &str) -> Result<(), RelayError> {
+    let declared = match method {
+        "sampling/createMessage" => capabilities.is_some_and(|c| c.sampling.is_some()),
+        "elicitation/create" => capabilities.is_some_and(|c| c.elicitation.is_some()),
+        "roots/list" => capabilities.is_some_and(|c| c.roots.is_some()),
+        _ => return Err(RelayError { code: -32601, message: format!("method not found: {method}") }),
+    };
+    if declared { Ok(()) } else { Err(RelayError::not_supported(method)) }
+}
+
+/// The params of an upstream's notification as its caller gets them: progress with the caller's own token (none
+/// without one), log messages as they came, nothing of anything else (list changes and resource updates belong to
+/// no call).
+pub fn for_caller(method: &str, mut params: Value, progress_token: Option<&Value>) -> Option<Value> {
+    match method {
+        "notifications/progress" => {
+            let fields = params.as_object_mut()?;
+            fields.insert("progressToken".into(), progress_token?.clone());
+            Some(params)
+        }
+        "notifications/message" => Some(params),
+        _ => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn progress_carries_the_callers_token_and_other_notifications_stay_with_their_call() {
+        let token = json!("caller-7");
+        let progress = for_caller("notifications/progress", json!({"progress": 1, "progressToken": 99}), Some(&token));
+        assert_eq!(progress, Some(json!({"progress": 1, "progressToken": "caller-7"})));
+        assert_eq!(for_caller("notifications/progress", json!({"progress": 1}), None), None, "no token, no progress");
+        assert_eq!(for_caller("notifications/progress", json!([1]), Some(&token)), None, "not an object");
+        assert_eq!(for_caller("notifications/message", json!({"level": "info"}), None), Some(json!({"level": "info"})));
+        assert_eq!(for_caller("notifications/tools/list_changed", json!({}), Some(&token)), None);
+    }
+
+    #[test]
+    fn only_what_the_client_declared_is_asked_of_it() {
+        let sampling: ClientCapabilities = serde_json::from_value(json!({"sampling": {}})).unwrap();
+        assert!(may_ask(Some(&sampling), "sampling/createMessage").is_ok());
+        assert_eq!(may_ask(Some(&sampling), "elicitation/create").map_err(|e| e.code), Err(-32601));
+        assert!(may_ask(None, "roots/list").is_err());
+        assert!(may_ask(Some(&sampling), "tools/call").is_err(), "not a request a server may make of a client");
     }
 }
