@@ -89,7 +89,8 @@ fn start_gateway_binary(
     let mut config = json!({
         "admin_apikey": "bench-admin-key-0123456789abcdefghijklmnop",
         // The clients share one key: its session limit is raised so that c=64 in sessions fits.
-        "common_mcp_gateway_config": {"gw_log_level": "WARNING", "upstream_pool": {
+        // "both": the gw_* tools and the upstream tools themselves (transparent calls, `mock__echo`).
+        "common_mcp_gateway_config": {"gw_log_level": "WARNING", "tool_exposure": "both", "upstream_pool": {
             "max_processes_per_server": processes, "max_calls_per_process": calls_per_process},
             "limits": {"max_sessions_per_key": 100_000}},
         "plugins": {"guardrails": {"provider": "custom_keyword", "config": {"blocked_keywords": ["drop table", "rm -rf"]}}},
@@ -146,6 +147,8 @@ enum Call {
     GatewayOnly,
     /// `gw_secure_call_tools` with one `echo` call on the server behind local guardrails.
     Guarded,
+    /// `mock__echo`: the upstream tool called by its exposed name (transparent mode).
+    Transparent,
 }
 
 /// One call; panics on a wrong answer so a broken path cannot look fast.
@@ -162,6 +165,9 @@ async fn call(peer: &Peer<RoleClient>, what: Call) {
                 .with_arguments(args(secure_echo("guarded", GUARDED_TEXT))),
             GUARDED_TEXT,
         ),
+        Call::Transparent => {
+            (CallToolRequestParams::new("mock__echo").with_arguments(args(json!({"text": "hello"}))), "hello")
+        }
     };
     let response = peer.call_tool_once(params).await.expect("call");
     let text = format!("{response:?}");
@@ -207,6 +213,7 @@ async fn raw_gateway(addr: &str, stateless: bool, what: Call) -> Caller {
     let (request, expect) = match what {
         Call::Gateway => (client.tool_call("gw_secure_call_tools", secure_echo("mock", "hello")), "hello"),
         Call::Guarded => (client.tool_call("gw_secure_call_tools", secure_echo("guarded", GUARDED_TEXT)), GUARDED_TEXT),
+        Call::Transparent => (client.tool_call("mock__echo", json!({"text": "hello"})), "hello"),
         Call::GatewayOnly | Call::Direct => (client.tool_call("gw_get_cache_status", json!({})), "tool_cache"),
     };
     Caller::Http(Box::new(client), request, expect)
@@ -502,6 +509,9 @@ fn main() {
             }
             println!("latency c=1, gateway {mode}: gw_get_cache_status p50 {} p99 {}; secure echo p50 {} p99 {}; added p50 {} (goal <= 0.300 ms), ratio p50 {:.2}x",
                 ms(o50), ms(o99), ms(g50), ms(g99), ms(g50.saturating_sub(d50)), g50.as_secs_f64() / d50.as_secs_f64());
+            let (t50, t99) = latency(raw_gateway(&gw.addr, stateless, Call::Transparent).await, calls).await;
+            println!("latency c=1, gateway {mode}: transparent echo (mock__echo) p50 {} p99 {}; added p50 {} over direct (goal: no more than the secure echo adds, {}), ratio to the secure echo {:.2}x",
+                ms(t50), ms(t99), ms(t50.saturating_sub(d50)), ms(g50.saturating_sub(d50)), t50.as_secs_f64() / g50.as_secs_f64());
         }
         for concurrency in [16usize, 64] {
             let direct_callers = (0..concurrency).map(|_| Caller::Stdio(Arc::clone(&direct))).collect();
@@ -533,6 +543,20 @@ fn main() {
                 let http_only = throughput(only, seconds).await;
                 println!("throughput c={concurrency}, gateway {mode}: {gateway_rate:.0} calls/s ({concurrency} connections, up to {processes} upstream processes); ratio {:.2} (goal at c=16 >= 0.5); gw_get_cache_status alone {http_only:.0} calls/s; CPU per call: {split}",
                     gateway_rate / direct_rate);
+                if !stateless {
+                    let mut transparent = Vec::with_capacity(concurrency);
+                    for _ in 0..concurrency {
+                        transparent.push(raw_gateway(&gw.addr, stateless, Call::Transparent).await);
+                    }
+                    let cpu = CpuSplit::start(vec![
+                        ("client", Box::new(move || vec![me])),
+                        ("gateway", Box::new(move || vec![gw_pid])),
+                        ("upstream processes", Box::new(move || children(gw_pid))),
+                    ]);
+                    let rate = throughput(transparent, seconds).await;
+                    println!("throughput c={concurrency}, gateway {mode}: transparent echo {rate:.0} calls/s; ratio to direct {:.2}, to the secure echo {:.2}; CPU per call: {}",
+                        rate / direct_rate, rate / gateway_rate, cpu.per_call(rate * seconds as f64));
+                }
             }
         }
 

@@ -188,7 +188,8 @@ impl rmcp::ClientHandler for AnsweringClient {
 }
 
 /// During a transparent call, what server-everything sends for it reaches the caller: progress with the caller's own
-/// token, and its sampling and elicitation requests, answered by the client.
+/// token, and its sampling and elicitation requests, answered by the client. Over HTTP the gateway answers the call on
+/// its own stream; over stdio rmcp's protocol layer carries the messages.
 #[test]
 fn server_everything_progress_sampling_and_elicitation_reach_the_caller() {
     use rmcp::ServiceExt;
@@ -201,34 +202,40 @@ fn server_everything_progress_sampling_and_elicitation_reach_the_caller() {
     runtime().block_on(async {
         let handler = AnsweringClient::default();
         let client = handler.clone().serve(http_transport(&gw.mcp, API_KEY, &[])).await.expect("connect");
-        let call = |name: &str, args: Value| {
-            let mut params = rmcp::model::CallToolRequestParams::new(name.to_string());
-            if let Value::Object(map) = args {
-                params = params.with_arguments(map);
-            }
-            client.call_tool(params)
-        };
-        // Twice: the session's first call goes through rmcp's route (which meets the client), the next through the
-        // gateway's own stream for transparent calls.
-        for round in ["rmcp's route", "the gateway's stream"] {
-            handler.progress.lock().unwrap().clear();
-            let done = call("everything__trigger-long-running-operation", json!({"duration": 0.3, "steps": 3}));
-            let done = serde_json::to_value(done.await.expect("long-running operation")).unwrap();
-            assert!(upstream_text(&done).contains("Steps: 3"), "{round}: {done}");
-            let progress = handler.progress.lock().unwrap().clone();
-            assert_eq!(progress.iter().map(|(_, p)| *p).collect::<Vec<_>>(), [1.0, 2.0, 3.0], "{round}: {progress:?}");
-            // rmcp's client gives every request its own token; the relayed progress carries it.
-            assert!(progress.iter().all(|(token, _)| *token == progress[0].0), "{round}: {progress:?}");
-        }
+        relays_reach(&client, &handler, "HTTP").await;
+        client.cancel().await.unwrap();
 
-        let sampled = call("everything__trigger-sampling-request", json!({"prompt": "say hi", "maxTokens": 10}));
-        let sampled = serde_json::to_value(sampled.await.expect("sampling")).unwrap();
-        assert!(sampled.to_string().contains("sampled by the test"), "{sampled}");
-        assert!(handler.sampled.lock().unwrap()[0].to_string().contains("say hi"));
-
-        let elicited = call("everything__trigger-elicitation-request", json!({})).await.expect("elicitation");
-        let elicited = serde_json::to_value(elicited).unwrap();
-        assert!(elicited.to_string().contains("Ada Lovelace"), "{elicited}");
+        let handler = AnsweringClient::default();
+        let command = stdio_command(gw.config_path(), &[("GW_GATEWAY_KEY", API_KEY)]);
+        let transport = rmcp::transport::TokioChildProcess::new(tokio::process::Command::from(command)).unwrap();
+        let client = handler.clone().serve(transport).await.expect("connect over stdio");
+        relays_reach(&client, &handler, "stdio").await;
         client.cancel().await.unwrap();
     });
+}
+
+async fn relays_reach(client: &rmcp::service::Peer<rmcp::RoleClient>, handler: &AnsweringClient, front: &str) {
+    let call = |name: &str, args: Value| {
+        let mut params = rmcp::model::CallToolRequestParams::new(name.to_string());
+        if let Value::Object(map) = args {
+            params = params.with_arguments(map);
+        }
+        client.call_tool(params)
+    };
+    let done = call("everything__trigger-long-running-operation", json!({"duration": 0.3, "steps": 3}));
+    let done = serde_json::to_value(done.await.expect("long-running operation")).unwrap();
+    assert!(upstream_text(&done).contains("Steps: 3"), "{front}: {done}");
+    let progress = handler.progress.lock().unwrap().clone();
+    assert_eq!(progress.iter().map(|(_, p)| *p).collect::<Vec<_>>(), [1.0, 2.0, 3.0], "{front}: {progress:?}");
+    // rmcp's client gives every request its own token; the relayed progress carries it.
+    assert!(progress.iter().all(|(token, _)| *token == progress[0].0), "{front}: {progress:?}");
+
+    let sampled = call("everything__trigger-sampling-request", json!({"prompt": "say hi", "maxTokens": 10}));
+    let sampled = serde_json::to_value(sampled.await.expect("sampling")).unwrap();
+    assert!(sampled.to_string().contains("sampled by the test"), "{front}: {sampled}");
+    assert!(handler.sampled.lock().unwrap()[0].to_string().contains("say hi"), "{front}");
+
+    let elicited = call("everything__trigger-elicitation-request", json!({})).await.expect("elicitation");
+    let elicited = serde_json::to_value(elicited).unwrap();
+    assert!(elicited.to_string().contains("Ada Lovelace"), "{front}: {elicited}");
 }

@@ -21,8 +21,8 @@
 //!
 //! A transparent call is answered by [`stream`]: one JSON body while the upstream sends nothing else for the call, an
 //! SSE stream (its progress, log messages and questions for the client, then the response) when it does; the client's
-//! answers to those questions and its cancellation of the call are taken here too. It needs a session whose client
-//! the handler has met (so its capabilities are known): before that, and outside a session, rmcp's route serves it.
+//! answers to those questions and its cancellation of the call are taken here too. It needs a session (whose
+//! client's capabilities were recorded at `initialize`); outside one rmcp's route serves it.
 //! A `gw_*` tool outside the caller's view, or a view asked for in a header that is not one, is left to rmcp's route,
 //! which refuses it.
 //!
@@ -198,7 +198,7 @@ enum Route {
 impl<S> FastToolCall<S> {
     /// The route of an accepted call in the caller's view (contract 8), or `None` for rmcp's route: a `gw_*` tool the
     /// view does not offer, a view asked for in a header that is not one (the handler refuses both), and an upstream
-    /// tool outside a session or before the session's client is known (the handler serves it).
+    /// tool outside a session (the handler serves it).
     fn route(
         &self,
         call: Accepted,

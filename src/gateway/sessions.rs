@@ -31,6 +31,8 @@ struct Session {
     /// The session's MCP configuration and its peer, once a request of the session reached the handler: how a
     /// change of an upstream's lists is told to it (transparent mode).
     peer: Option<(String, Peer<RoleServer>)>,
+    /// What the client declared in its `initialize` (what may be asked of it during a relayed call).
+    capabilities: Option<ClientCapabilities>,
 }
 
 /// The `GET /mcp/` stream of one session, the only one while held (see [`SessionRegistry::open_stream`]).
@@ -135,14 +137,15 @@ impl SessionRegistry {
         })
     }
 
-    /// Records a new session for a key (before its reservation, if any, is dropped).
-    pub fn open(&self, session_id: &str, key_digest: [u8; 32]) {
+    /// Records a new session for a key (before its reservation, if any, is dropped), with what its client declared.
+    pub fn open(&self, session_id: &str, key_digest: [u8; 32], capabilities: Option<ClientCapabilities>) {
         let session = Session {
             key: key_digest,
             seen: Instant::now(),
             streaming: Arc::default(),
             ended: CancellationToken::new(),
             peer: None,
+            capabilities,
         };
         self.map().insert(session_id.to_string(), session);
     }
@@ -160,7 +163,8 @@ impl SessionRegistry {
         let mut map = self.map();
         if stdio && !map.contains_key(session_id) {
             drop(map);
-            self.open(session_id, key_digest);
+            let capabilities = peer.peer_info().map(|info| info.capabilities.clone());
+            self.open(session_id, key_digest, capabilities);
             map = self.map();
         }
         if let Some(session) = map.get_mut(session_id)
@@ -170,12 +174,9 @@ impl SessionRegistry {
         }
     }
 
-    /// What the client of `session_id` declared at `initialize`, once its peer is known (see
-    /// [`SessionRegistry::attach`]); `None` before.
+    /// What the client of session `session_id` declared at `initialize`; `None` when the session is unknown.
     pub fn client_capabilities(&self, session_id: &str) -> Option<Option<ClientCapabilities>> {
-        let map = self.map();
-        let (_, peer) = map.get(session_id)?.peer.as_ref()?;
-        Some(peer.peer_info().map(|info| info.capabilities.clone()))
+        self.map().get(session_id).map(|session| session.capabilities.clone())
     }
 
     /// The peers of the open sessions of MCP configuration `config_id`.
@@ -289,7 +290,7 @@ mod tests {
     #[test]
     fn sessions_belong_to_their_key() {
         let reg = SessionRegistry::default();
-        reg.open("s1", [1; 32]);
+        reg.open("s1", [1; 32], None);
         assert_eq!(reg.check("s1", &[1; 32], DAY), SessionCheck::Owned);
         assert_eq!(reg.check("s1", &[2; 32], DAY), SessionCheck::Unknown);
         assert_eq!(reg.check("s2", &[1; 32], DAY), SessionCheck::Unknown);
@@ -300,7 +301,7 @@ mod tests {
     #[test]
     fn idle_sessions_are_unknown_and_expire() {
         let reg = SessionRegistry::default();
-        reg.open("s1", [1; 32]);
+        reg.open("s1", [1; 32], None);
         assert_eq!(reg.check("s1", &[1; 32], Duration::ZERO), SessionCheck::Unknown);
         assert!(reg.expire(DAY).is_empty());
         assert_eq!(reg.expire(Duration::ZERO), vec!["s1".to_string()]);
@@ -311,8 +312,8 @@ mod tests {
     async fn waiting_for_no_sessions_ends_when_the_last_one_closes() {
         let reg = Arc::new(SessionRegistry::default());
         reg.wait_empty().await;
-        reg.open("s1", [1; 32]);
-        reg.open("s2", [1; 32]);
+        reg.open("s1", [1; 32], None);
+        reg.open("s2", [1; 32], None);
         let waiter = tokio::spawn({
             let reg = Arc::clone(&reg);
             async move { reg.wait_empty().await }
@@ -331,8 +332,8 @@ mod tests {
         let ended = Arc::new(Mutex::new(Vec::new()));
         let seen = Arc::clone(&ended);
         reg.on_end(move |id| seen.lock().unwrap().push(id.to_string()));
-        reg.open("s1", [1; 32]);
-        reg.open("s2", [1; 32]);
+        reg.open("s1", [1; 32], None);
+        reg.open("s2", [1; 32], None);
         reg.close("s1");
         reg.close("s1");
         reg.expire(Duration::ZERO);
@@ -342,7 +343,7 @@ mod tests {
     #[test]
     fn reservations_count_against_the_limit_until_dropped() {
         let reg = SessionRegistry::default();
-        reg.open("s1", [1; 32]);
+        reg.open("s1", [1; 32], None);
         let first = reg.reserve(3, [2; 32], 100);
         assert!(first.is_ok());
         let second = reg.reserve(3, [3; 32], 100);
@@ -356,7 +357,7 @@ mod tests {
     #[test]
     fn each_key_has_its_own_share() {
         let reg = SessionRegistry::default();
-        reg.open("a1", [1; 32]);
+        reg.open("a1", [1; 32], None);
         let opening = reg.reserve(100, [1; 32], 2);
         assert!(opening.is_ok());
         assert_eq!(reg.reserve(100, [1; 32], 2).err(), Some(Full::Key), "one open and one being opened");

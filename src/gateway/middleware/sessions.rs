@@ -102,6 +102,11 @@ async fn track_sessions(ctx: Arc<GatewayContext>, req: Request, next: impl Next)
         },
         _ => None,
     };
+    // What a new session's client declares: what may be asked of it during a relayed call (transparent mode).
+    let capabilities = opens_session
+        .then(|| message.and_then(|m| m.pointer("/params/capabilities")))
+        .flatten()
+        .and_then(|declared| serde_json::from_value(declared.clone()).ok());
     let closing = req.method() == Method::DELETE;
     let response = forward(next, req).await;
     if let Some(place) = stream {
@@ -113,7 +118,7 @@ async fn track_sessions(ctx: Arc<GatewayContext>, req: Request, next: impl Next)
     if let Some(_place) = place
         && let Some(id) = response.headers().get(SESSION_HEADER).and_then(|v| v.to_str().ok())
     {
-        ctx.sessions.open(id, identity.key_digest);
+        ctx.sessions.open(id, identity.key_digest, capabilities);
     }
     if let Some(id) = &session {
         let gone = response.status() == StatusCode::NOT_FOUND;
