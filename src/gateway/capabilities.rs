@@ -3,12 +3,11 @@
 //! found), never an empty result (contract section 7). A client that reads the capabilities then finds exactly the
 //! methods they promise, and a conformance check that asks for `prompts/list` without `prompts` is told no.
 //!
-//! rmcp's `ServerHandler` answers some methods with an empty result by default (`prompts/list`, `resources/list`,
-//! `resources/templates/list`, `completion/complete`); the handler ([`super::handler`]) overrides each of them to ask
-//! [`require`] first. The others (`prompts/get`, `resources/read`, `resources/subscribe`, `resources/unsubscribe`,
-//! `logging/setLevel`, tasks, skills, `subscriptions/listen`) are refused by rmcp already while not implemented. The
-//! fast path only answers `tools/call`, of the `tools` capability. Serving prompts or resources (transparent mode)
-//! means declaring them here and implementing their methods in the handler.
+//! What is declared depends on the caller's view (contract 8): `tools` alone in the gateway view; in the transparent
+//! view also `prompts`, `resources` (with `subscribe`), `completions` and `logging`, served by the handler
+//! ([`super::handler`]) from the upstreams. Every handler method of those capabilities asks [`require`] first, so in
+//! the gateway view they answer -32601 rather than rmcp's default empty result. Tasks, skills and
+//! `subscriptions/listen` are refused by rmcp while not implemented.
 
 use rmcp::ErrorData as McpError;
 use rmcp::model::{ConstString, ServerCapabilities};
@@ -21,14 +20,16 @@ pub enum Capability {
     Tools,
     Prompts,
     Resources,
+    /// `resources/subscribe` and `unsubscribe` (`resources.subscribe`).
+    Subscriptions,
     Completions,
     Logging,
 }
 
 /// The capabilities the gateway declares to a caller whose configuration exposes its servers as `exposure` says, on
 /// every front and revision: tools always; in transparent mode (`"transparent"`, `"both"`) also the upstreams'
-/// prompts, resources, completions and logging level, and each list's `listChanged` (an upstream's change of its
-/// lists is passed on to the sessions of its configuration).
+/// prompts, resources (with `subscribe`), completions and logging level, and each list's `listChanged` (an upstream's
+/// change of its lists is passed on to the sessions of its configuration).
 // Logging is deprecated by SEP-2577 for the newest revision; contract 8 forwards `logging/setLevel` for the others.
 #[allow(deprecated)]
 pub fn declared(exposure: ToolExposure) -> ServerCapabilities {
@@ -40,6 +41,7 @@ pub fn declared(exposure: ToolExposure) -> ServerCapabilities {
             .enable_prompts_list_changed()
             .enable_resources()
             .enable_resources_list_changed()
+            .enable_resources_subscribe()
             .enable_completions()
             .enable_logging()
             .build()
@@ -54,6 +56,7 @@ pub fn declares(capabilities: &ServerCapabilities, capability: Capability) -> bo
         Capability::Tools => capabilities.tools.is_some(),
         Capability::Prompts => capabilities.prompts.is_some(),
         Capability::Resources => capabilities.resources.is_some(),
+        Capability::Subscriptions => capabilities.resources.as_ref().is_some_and(|r| r.subscribe == Some(true)),
         Capability::Completions => capabilities.completions.is_some(),
         Capability::Logging => capabilities.logging.is_some(),
     }
@@ -77,11 +80,12 @@ mod tests {
             refused.map(|e| (e.code, e.message.to_string())),
             Some((ErrorCode::METHOD_NOT_FOUND, "prompts/list".into()))
         );
-        for capability in [Capability::Prompts, Capability::Resources, Capability::Completions, Capability::Logging] {
-            assert!(
-                !declares(&declared(ToolExposure::Gateway), capability),
-                "{capability:?} is declared but not served"
-            );
+        let served = [Capability::Prompts, Capability::Resources, Capability::Subscriptions, Capability::Completions];
+        for capability in served.into_iter().chain([Capability::Logging]) {
+            assert!(!declares(&declared(ToolExposure::Gateway), capability), "{capability:?} in the gateway view");
+            for view in [ToolExposure::Transparent, ToolExposure::Both] {
+                assert!(declares(&declared(view), capability), "{capability:?} in the {view:?} view");
+            }
         }
     }
 }

@@ -14,7 +14,8 @@ use rmcp::model::{
     Implementation, InitializeRequestParams, InitializeResult, ListPromptsRequestMethod, ListPromptsResult,
     ListResourceTemplatesRequestMethod, ListResourceTemplatesResult, ListResourcesRequestMethod, ListResourcesResult,
     ListToolsResult, PaginatedRequestParams, ReadResourceRequestMethod, ReadResourceRequestParams,
-    ReadResourceResponse, ServerConfig, SetLevelRequestMethod, Tool,
+    ReadResourceResponse, ServerConfig, SetLevelRequestMethod, SubscribeRequestMethod, SubscribeRequestParams, Tool,
+    UnsubscribeRequestMethod, UnsubscribeRequestParams,
 };
 // Logging is deprecated by SEP-2577 for the newest revision; contract 8 forwards `logging/setLevel` for the others.
 #[allow(deprecated)]
@@ -270,6 +271,24 @@ impl ServerHandler for GatewayHandler {
         let work = resources::read(&self.ctx, &identity, self.session(&context), &request.uri, Some(relay));
         let result = caller.serve(work, messages).await?;
         Ok(ReadResourceResponse::Complete(upstream_value(result)?))
+    }
+
+    async fn subscribe(
+        &self,
+        request: SubscribeRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<(), McpError> {
+        let identity = self.transparent::<SubscribeRequestMethod>(&context, Capability::Subscriptions, true).await?;
+        resources::subscribe(&self.ctx, &identity, self.session(&context), &request.uri, true).await
+    }
+
+    async fn unsubscribe(
+        &self,
+        request: UnsubscribeRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<(), McpError> {
+        let identity = self.transparent::<UnsubscribeRequestMethod>(&context, Capability::Subscriptions, true).await?;
+        resources::subscribe(&self.ctx, &identity, self.session(&context), &request.uri, false).await
     }
 
     async fn complete(

@@ -33,6 +33,7 @@ use crate::config::model::ServerEntry;
 use crate::config::{ConfigStore, Snapshot};
 use crate::telemetry::metrics::{Metrics, catch_up};
 use crate::timeouts::TimeoutMetrics;
+use crate::upstream::relay::ServerEvent;
 use crate::upstream::{PoolKey, PoolSettings, ServerSpec, UpstreamPool};
 use sessions::SessionRegistry;
 
@@ -173,9 +174,12 @@ impl GatewayContext {
             }
         });
         let weak = Arc::downgrade(&ctx);
-        ctx.pool.on_list_changed(Arc::new(move |key, list| {
+        ctx.pool.on_events(Arc::new(move |key, event| {
             if let Some(ctx) = weak.upgrade() {
-                ctx.list_changed(key, list);
+                match event {
+                    ServerEvent::ListChanged(list) => ctx.list_changed(key, list),
+                    ServerEvent::ResourceUpdated(params) => ctx.resource_updated(key, params),
+                }
             }
         }));
         ctx.prestart(&snapshot);
@@ -209,6 +213,23 @@ impl GatewayContext {
                 };
                 if let Err(error) = told {
                     tracing::debug!(%error, list, "a session was not told of a changed list");
+                }
+            });
+        }
+    }
+
+    /// An upstream said a resource changed (contract 8): the sessions subscribed to it on that server are told.
+    fn resource_updated(&self, key: &PoolKey, params: serde_json::Value) {
+        let Some(uri) = params.get("uri").and_then(serde_json::Value::as_str) else { return };
+        let Ok(params) = serde_json::from_value::<rmcp::model::ResourceUpdatedNotificationParam>(params.clone())
+        else {
+            return;
+        };
+        for peer in self.sessions.subscribers(&key.mcp_config_id, &key.server_name, uri) {
+            let params = params.clone();
+            tokio::spawn(async move {
+                if let Err(error) = peer.notify_resource_updated(params).await {
+                    tracing::debug!(%error, "a session was not told of an updated resource");
                 }
             });
         }

@@ -33,6 +33,8 @@ struct Session {
     peer: Option<(String, Peer<RoleServer>)>,
     /// What the client declared in its `initialize` (what may be asked of it during a relayed call).
     capabilities: Option<ClientCapabilities>,
+    /// The resources it subscribed to: (server, URI).
+    subscriptions: std::collections::HashSet<(String, String)>,
 }
 
 /// The `GET /mcp/` stream of one session, the only one while held (see [`SessionRegistry::open_stream`]).
@@ -146,6 +148,7 @@ impl SessionRegistry {
             ended: CancellationToken::new(),
             peer: None,
             capabilities,
+            subscriptions: Default::default(),
         };
         self.map().insert(session_id.to_string(), session);
     }
@@ -177,6 +180,30 @@ impl SessionRegistry {
     /// What the client of session `session_id` declared at `initialize`; `None` when the session is unknown.
     pub fn client_capabilities(&self, session_id: &str) -> Option<Option<ClientCapabilities>> {
         self.map().get(session_id).map(|session| session.capabilities.clone())
+    }
+
+    /// Records (or, with `subscribed` false, forgets) the session's subscription to `uri` of `server`.
+    pub fn subscription(&self, session_id: &str, server: &str, uri: &str, subscribed: bool) {
+        if let Some(session) = self.map().get_mut(session_id) {
+            let entry = (server.to_string(), uri.to_string());
+            if subscribed {
+                session.subscriptions.insert(entry);
+            } else {
+                session.subscriptions.remove(&entry);
+            }
+        }
+    }
+
+    /// The peers of the open sessions of MCP configuration `config_id` subscribed to `uri` of `server`.
+    pub fn subscribers(&self, config_id: &str, server: &str, uri: &str) -> Vec<Peer<RoleServer>> {
+        let entry = (server.to_string(), uri.to_string());
+        self.map()
+            .values()
+            .filter(|session| session.subscriptions.contains(&entry))
+            .filter_map(|session| session.peer.as_ref())
+            .filter(|(config, _)| config == config_id)
+            .map(|(_, peer)| peer.clone())
+            .collect()
     }
 
     /// The peers of the open sessions of MCP configuration `config_id`.

@@ -41,7 +41,7 @@ use std::time::Duration;
 use crate::config::model::ServerEntry;
 
 pub use pool::UpstreamPool;
-pub use server_pool::PoolListChanged;
+pub use server_pool::PoolEvents;
 
 /// The largest single message (one JSON-RPC line, in practice one tool result) read from an upstream by default.
 pub const DEFAULT_MAX_MESSAGE_BYTES: usize = 16 * 1024 * 1024;

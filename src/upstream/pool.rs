@@ -26,7 +26,7 @@ use tokio::time::Instant;
 
 use super::lease::Lease;
 use super::relay::Relay;
-use super::server_pool::{Listener, PoolListChanged, ServerPool, Shared, Take};
+use super::server_pool::{Listener, PoolEvents, ServerPool, Shared, Take};
 use super::supervisor::{STOP_GRACE, StopMode};
 use super::{DEFAULT_MAX_MESSAGE_BYTES, Discovered, PoolKey, PoolSettings, PoolStats, ServerSpec, UpstreamError, lock};
 
@@ -90,9 +90,10 @@ impl UpstreamPool {
         })
     }
 
-    /// Tells `listener` whenever an upstream process says one of its lists (tools, prompts, resources) changed.
-    pub fn on_list_changed(&self, listener: PoolListChanged) {
-        *lock(&self.shared.list_changed) = Listener(Some(listener));
+    /// Tells `listener` what an upstream process says that belongs to no call (one of its lists changed, a resource
+    /// was updated).
+    pub fn on_events(&self, listener: PoolEvents) {
+        *lock(&self.shared.events) = Listener(Some(listener));
     }
 
     /// New limits after a config reload; a lower maximum or idle timeout takes effect at the next reaper tick, a new

@@ -7,8 +7,9 @@
 //! serves one call at a time (`max_calls_per_process` 1) or is bound to the caller's session (`per_session`).
 //! Without one, notifications are dropped and requests refused, as before.
 //!
-//! `notifications/{tools,prompts,resources}/list_changed` belong to no call: they reach the pool's listener
-//! ([`ListChanged`]), which drops the cached lists and tells the open sessions.
+//! `notifications/{tools,prompts,resources}/list_changed` and `notifications/resources/updated` belong to no call:
+//! they reach the pool's listener ([`ServerEvents`]), which drops the cached lists and tells the open sessions (the
+//! subscribed ones, for an updated resource).
 //!
 //! Cancelling the relay's token ends the call at once: the server is sent `notifications/cancelled` for its request
 //! and the process goes back to the pool.
@@ -62,15 +63,25 @@ impl Relay {
     }
 }
 
-/// What is told when a server says a list changed: `"tools"`, `"prompts"` or `"resources"`.
-pub type ListChanged = Arc<dyn Fn(&'static str) + Send + Sync>;
+/// What a server says that belongs to no call.
+#[derive(Debug, Clone, PartialEq)]
+pub enum ServerEvent {
+    /// One of its lists changed: `"tools"`, `"prompts"` or `"resources"`.
+    ListChanged(&'static str),
+    /// A resource changed (`notifications/resources/updated`): its params, as sent.
+    ResourceUpdated(Value),
+}
 
-/// The list a `notifications/*/list_changed` method names.
-pub fn changed_list(method: &str) -> Option<&'static str> {
+/// What is told of a server's [`ServerEvent`]s.
+pub type ServerEvents = Arc<dyn Fn(ServerEvent) + Send + Sync>;
+
+/// The event a notification of `method` is, if it belongs to no call.
+pub fn server_event(method: &str, params: &Value) -> Option<ServerEvent> {
     match method {
-        "notifications/tools/list_changed" => Some("tools"),
-        "notifications/prompts/list_changed" => Some("prompts"),
-        "notifications/resources/list_changed" => Some("resources"),
+        "notifications/tools/list_changed" => Some(ServerEvent::ListChanged("tools")),
+        "notifications/prompts/list_changed" => Some(ServerEvent::ListChanged("prompts")),
+        "notifications/resources/list_changed" => Some(ServerEvent::ListChanged("resources")),
+        "notifications/resources/updated" => Some(ServerEvent::ResourceUpdated(params.clone())),
         _ => None,
     }
 }

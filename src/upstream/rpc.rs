@@ -8,7 +8,8 @@
 //! answer to the request waiting for its id, and answers the server's own requests: `ping` with an empty result, the
 //! others through the relay of the call in progress ([`super::relay`]) when one is installed, else with "method not
 //! found"; each reply is written by a task of its own, so the reader never waits for the server's stdin. The server's
-//! notifications go to that relay too (`list_changed` ones to the pool's listener); without one they are dropped.
+//! notifications go to that relay too (`list_changed` and `resources/updated` to the pool's listener); without one
+//! they are dropped.
 //! A request abandoned before its answer (the caller gave up or was cancelled) is followed by
 //! `notifications/cancelled`. When the server's stdout ends, every waiting request fails with [`RpcError::Closed`] and
 //! so does every later one.
@@ -26,7 +27,7 @@ use tokio::sync::{Mutex as AsyncMutex, mpsc, oneshot};
 use tokio::task::JoinHandle;
 
 use super::lock;
-use super::relay::{FromServer, ListChanged, RelayError, changed_list};
+use super::relay::{FromServer, RelayError, ServerEvents, server_event};
 use super::transport::{Line, LineReader};
 
 /// JSON-RPC "method not found".
@@ -56,8 +57,8 @@ struct Shared<W> {
     pending_replies: AtomicUsize,
     /// The relay of the call in progress, when the pool installed one.
     relay: Mutex<Option<mpsc::Sender<FromServer>>>,
-    /// Told when the server says one of its lists changed.
-    list_changed: Mutex<Option<ListChanged>>,
+    /// Told what the server says that belongs to no call (its lists changed, a resource was updated).
+    events: Mutex<Option<ServerEvents>>,
 }
 
 impl<W: AsyncWrite + Unpin + Send> Shared<W> {
@@ -140,7 +141,7 @@ impl<W: AsyncWrite + Unpin + Send + 'static> RpcClient<W> {
             closed: AtomicBool::new(false),
             pending_replies: AtomicUsize::new(0),
             relay: Mutex::new(None),
-            list_changed: Mutex::new(None),
+            events: Mutex::new(None),
         });
         let reader = tokio::spawn(read_loop(lines, shared.clone()));
         RpcClient { shared, reader }
@@ -176,9 +177,9 @@ impl<W: AsyncWrite + Unpin + Send + 'static> RpcClient<W> {
         RelayGuard { shared: &self.shared }
     }
 
-    /// Tells `listener` whenever the server says one of its lists changed.
-    pub fn on_list_changed(&self, listener: ListChanged) {
-        *lock(&self.shared.list_changed) = Some(listener);
+    /// Tells `listener` what the server says that belongs to no call.
+    pub fn on_events(&self, listener: ServerEvents) {
+        *lock(&self.shared.events) = Some(listener);
     }
 }
 
@@ -293,13 +294,13 @@ fn handle<W: AsyncWrite + Unpin + Send + 'static>(shared: &Arc<Shared<W>>, messa
     }
 }
 
-/// A notification of the server's: a changed list to the listener, anything else to the call's relay (dropped when
-/// there is none, or when the relay is full).
+/// A notification of the server's: a changed list or an updated resource to the listener, anything else to the
+/// call's relay (dropped when there is none, or when the relay is full).
 fn notified<W>(shared: &Shared<W>, method: String, params: Value) {
-    if let Some(list) = changed_list(&method) {
-        let listener = lock(&shared.list_changed).clone();
+    if let Some(event) = server_event(&method, &params) {
+        let listener = lock(&shared.events).clone();
         if let Some(listener) = listener {
-            listener(list);
+            listener(event);
         }
         return;
     }
@@ -360,6 +361,7 @@ fn reply<W: AsyncWrite + Unpin + Send + 'static>(shared: &Arc<Shared<W>>, method
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::upstream::relay::ServerEvent;
     use crate::upstream::transport::StreamHealth;
     use serde_json::json;
     use tokio::io::{AsyncBufReadExt, BufReader, DuplexStream, duplex};
@@ -463,8 +465,8 @@ mod tests {
         let _relaying = client.relay_to(relay);
         let changed = Arc::new(AtomicUsize::new(0));
         let seen = Arc::clone(&changed);
-        client.on_list_changed(Arc::new(move |list| {
-            assert_eq!(list, "tools");
+        client.on_events(Arc::new(move |event| {
+            assert_eq!(event, ServerEvent::ListChanged("tools"));
             seen.fetch_add(1, Ordering::SeqCst);
         }));
         let progress = json!({"jsonrpc": "2.0", "method": "notifications/progress", "params": {"progress": 1}});

@@ -27,6 +27,7 @@ use tokio::time::Instant;
 
 use super::lease::Verdict;
 use super::process::{self, StartOptions, UpstreamProcess};
+use super::relay::ServerEvent;
 use super::supervisor::{ProcessSet, StopMode};
 use super::{PoolKey, PoolSettings, ServerSpec, UpstreamError, lock};
 
@@ -48,16 +49,17 @@ pub(super) struct Shared {
     pub start_failures: AtomicU64,
     pub start_timeouts: AtomicU64,
     pub shutting_down: AtomicBool,
-    /// Told when a process says one of its server's lists changed.
-    pub list_changed: Mutex<Listener>,
+    /// Told what a process says that belongs to no call.
+    pub events: Mutex<Listener>,
 }
 
-/// What the pool's owner is told when an upstream says a list changed: the server's key and the list.
-pub type PoolListChanged = Arc<dyn Fn(&PoolKey, &'static str) + Send + Sync>;
+/// What the pool's owner is told when an upstream says something that belongs to no call: the server's key and
+/// the event.
+pub type PoolEvents = Arc<dyn Fn(&PoolKey, ServerEvent) + Send + Sync>;
 
-/// The pool's [`PoolListChanged`], if its owner gave one.
+/// The pool's [`PoolEvents`], if its owner gave one.
 #[derive(Clone, Default)]
-pub(super) struct Listener(pub Option<PoolListChanged>);
+pub(super) struct Listener(pub Option<PoolEvents>);
 
 impl std::fmt::Debug for Listener {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -253,9 +255,9 @@ impl ServerPool {
 
     /// A started process joins the pool, idle, and every waiter looks again.
     fn add_started(&self, process: UpstreamProcess) {
-        if let Some(listener) = lock(&self.shared.list_changed).0.clone() {
+        if let Some(listener) = lock(&self.shared.events).0.clone() {
             let key = self.key.clone();
-            process.client().on_list_changed(Arc::new(move |list| listener(&key, list)));
+            process.client().on_events(Arc::new(move |event| listener(&key, event)));
         }
         let process = Arc::new(process);
         let joined = {

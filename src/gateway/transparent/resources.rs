@@ -91,6 +91,36 @@ pub async fn read(
     super::relay_request(ctx, identity, session, entry, request, relay).await
 }
 
+/// `resources/subscribe` (or, with `subscribed` false, `resources/unsubscribe`) of `uri`: sent to the server it
+/// belongs to, and recorded for the session, so the server's `notifications/resources/updated` for it reach the
+/// session. The subscription lives in the upstream process that received it.
+pub async fn subscribe(
+    ctx: &GatewayContext,
+    identity: &Identity,
+    session: Option<&str>,
+    uri: &str,
+    subscribed: bool,
+) -> Result<(), McpError> {
+    let Some(entry) = owner(ctx, identity, session, uri).await else {
+        return Err(McpError::resource_not_found(format!("no upstream server serves the resource {uri:?}"), None));
+    };
+    let method = if subscribed { "resources/subscribe" } else { "resources/unsubscribe" };
+    let params = json!({"uri": uri});
+    match upstream::request(ctx, identity, session, entry, Capability::Subscriptions, method, params).await {
+        Ok(Some(_)) => {
+            if let Some(session) = session {
+                ctx.sessions.subscription(session, &entry.server_name, uri, subscribed);
+            }
+            Ok(())
+        }
+        Ok(None) => Err(McpError::invalid_params(
+            format!("the server of {uri:?} does not offer subscriptions to its resources"),
+            None,
+        )),
+        Err(failure) => Err(McpError::internal_error(failure.message.clone(), Some(failure.answer()))),
+    }
+}
+
 /// `completion/complete`: sent to the server of the prompt (by its exposed name, renamed to the upstream's) or of the
 /// resource it names.
 pub async fn complete(
