@@ -10,16 +10,6 @@ use common::{API_KEY, CONFIG_ID, PROJECT_ID};
 use mcp::*;
 use serde_json::{Value, json};
 
-const GW_TOOLS: [&str; 7] = [
-    "gw_list_all_servers",
-    "gw_get_server_info",
-    "gw_discover_all_tools",
-    "gw_secure_call_tools",
-    "gw_get_cache_status",
-    "gw_clear_cache",
-    "gw_get_timeout_metrics",
-];
-
 /// The mock upstream's tools, in its order.
 const MOCK_TOOLS: [&str; 12] =
     ["echo", "add", "slow", "crash", "large", "garbage", "env", "pid", "fail", "rpc_error", "raw", "changed"];

@@ -221,8 +221,7 @@ impl GatewayContext {
     /// An upstream said a resource changed (contract 8): the sessions subscribed to it on that server are told.
     fn resource_updated(&self, key: &PoolKey, params: serde_json::Value) {
         let Some(uri) = params.get("uri").and_then(serde_json::Value::as_str) else { return };
-        let Ok(params) = serde_json::from_value::<rmcp::model::ResourceUpdatedNotificationParam>(params.clone())
-        else {
+        let Ok(params) = serde_json::from_value::<rmcp::model::ResourceUpdatedNotificationParam>(params.clone()) else {
             return;
         };
         for peer in self.sessions.subscribers(&key.mcp_config_id, &key.server_name, uri) {

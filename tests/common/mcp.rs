@@ -551,17 +551,25 @@ pub fn admin(gw: &TestGateway, method: reqwest::Method, path: &str, body: Option
 
 pub const EVERYTHING_PACKAGE: &str = "@modelcontextprotocol/server-everything@2026.8.31";
 
-/// Installs `@modelcontextprotocol/server-everything` once into `target/npm-peers` (a lock file keeps parallel tests
-/// from installing twice) and returns its stdio binary. Panics with a clear message when npm is missing: CI installs
-/// Node, and a test that needs a real upstream must never pass without one.
+/// Installs `@modelcontextprotocol/server-everything` once into `target/npm-peers` and returns its stdio binary.
 pub fn everything_bin() -> PathBuf {
+    npm_peer("", EVERYTHING_PACKAGE, &[".bin", "mcp-server-everything"])
+}
+
+/// Installs npm `package` once into `target/npm-peers/<prefix>` (a lock file keeps parallel tests from installing
+/// twice) and returns the file at `node_modules/<file...>`. Panics with a clear message when node or npm is missing:
+/// CI installs them (`.ci/run`), and a test that needs a real peer must never pass without one.
+pub fn npm_peer(prefix: &str, package: &str, file: &[&str]) -> PathBuf {
     let node = Command::new("node").arg("--version").stdout(Stdio::null()).stderr(Stdio::null()).status();
     assert!(
         node.is_ok_and(|s| s.success()),
-        "node is required for the server-everything tests (install Node.js and npm); could not run `node --version`"
+        "node is required for the tests with real MCP peers (install Node.js and npm); could not run `node --version`"
     );
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("target").join("npm-peers");
-    let bin = dir.join("node_modules").join(".bin").join("mcp-server-everything");
+    let mut dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("target").join("npm-peers");
+    if !prefix.is_empty() {
+        dir = dir.join(prefix);
+    }
+    let bin = file.iter().fold(dir.join("node_modules"), |path, part| path.join(part));
     if bin.exists() {
         return bin;
     }
@@ -569,8 +577,7 @@ pub fn everything_bin() -> PathBuf {
     match npm {
         Ok(out) if out.status.success() => {}
         _ => panic!(
-            "npm is required for the server-everything tests (install Node.js and npm); \
-             could not run `npm --version`"
+            "npm is required for the tests with real MCP peers (install Node.js and npm); could not run `npm --version`"
         ),
     }
     fs::create_dir_all(&dir).unwrap();
@@ -614,13 +621,13 @@ pub fn everything_bin() -> PathBuf {
         .arg("install")
         .arg("--prefix")
         .arg(&dir)
-        .args(["--no-audit", "--no-fund", EVERYTHING_PACKAGE])
+        .args(["--no-audit", "--no-fund", package])
         .stdin(Stdio::null())
         .output()
         .expect("run npm install");
     assert!(
         out.status.success() && bin.exists(),
-        "npm install {EVERYTHING_PACKAGE} failed ({}):\n{}\n{}",
+        "npm install {package} failed ({}):\n{}\n{}",
         out.status,
         String::from_utf8_lossy(&out.stdout),
         String::from_utf8_lossy(&out.stderr)
