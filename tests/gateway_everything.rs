@@ -153,6 +153,8 @@ struct AnsweringClient {
     sampled: std::sync::Arc<std::sync::Mutex<Vec<Value>>>,
     updated: std::sync::Arc<std::sync::Mutex<Vec<String>>>,
     updates: std::sync::Arc<tokio::sync::Notify>,
+    /// Speaks the stateless revision 2026-07-28.
+    stateless: bool,
 }
 
 #[allow(deprecated)]
@@ -194,7 +196,9 @@ impl rmcp::ClientHandler for AnsweringClient {
 
     fn get_info(&self) -> rmcp::model::ClientConfig {
         let capabilities = serde_json::from_value(json!({"sampling": {}, "elicitation": {}})).unwrap();
-        rmcp::model::ClientConfig::new(capabilities, rmcp::model::Implementation::new("relay-test", "1.0.0"))
+        let config =
+            rmcp::model::ClientConfig::new(capabilities, rmcp::model::Implementation::new("relay-test", "1.0.0"));
+        if self.stateless { config.with_protocol_version(rmcp::model::ProtocolVersion::V_2026_07_28) } else { config }
     }
 }
 
@@ -283,6 +287,39 @@ fn subscriptions_reach_the_subscribed_session() {
         client.call_tool(params).await.expect("updates off");
         let missing = client.subscribe(serde_json::from_value(json!({"uri": "nowhere://x"})).unwrap()).await;
         assert!(missing.is_err(), "a URI no server serves");
+        client.cancel().await.unwrap();
+    });
+}
+
+/// A stateless (2026-07-28) client gets the upstream's questions as `input_required` rounds: rmcp's client answers
+/// them with its handler and asks again, and the call completes with the answers.
+#[test]
+fn stateless_clients_answer_the_upstreams_questions_in_input_required_rounds() {
+    use rmcp::ClientServiceExt;
+    let bin = everything_bin();
+    let server = json!({"server_name": "everything", "config": {"command": bin.to_str().unwrap(), "args": []}});
+    let gw = TestGateway::start(&config_with(vec![server], json!({"tool_exposure": "transparent"})));
+    runtime().block_on(async {
+        let handler = AnsweringClient { stateless: true, ..AnsweringClient::default() };
+        let mode = rmcp::ClientLifecycleMode::Discover {
+            preferred_versions: vec![rmcp::model::ProtocolVersion::V_2026_07_28],
+        };
+        let transport = http_transport(&gw.mcp, API_KEY, &[]);
+        let client = handler.clone().serve_with_lifecycle(transport, mode).await.expect("discover");
+        let call = |name: &str, args: Value| {
+            let mut params = rmcp::model::CallToolRequestParams::new(name.to_string());
+            if let Value::Object(map) = args {
+                params = params.with_arguments(map);
+            }
+            client.call_tool(params)
+        };
+        let sampled = call("everything__trigger-sampling-request", json!({"prompt": "say hi", "maxTokens": 10}));
+        let sampled = serde_json::to_value(sampled.await.expect("sampling in rounds")).unwrap();
+        assert!(sampled.to_string().contains("sampled by the test"), "{sampled}");
+        let elicited = call("everything__trigger-elicitation-request", json!({})).await.expect("elicitation in rounds");
+        assert!(serde_json::to_value(elicited).unwrap().to_string().contains("Ada Lovelace"));
+        let echoed = call("everything__echo", json!({"message": "no questions"})).await.expect("a plain call");
+        assert!(upstream_text(&serde_json::to_value(echoed).unwrap()).contains("no questions"));
         client.cancel().await.unwrap();
     });
 }

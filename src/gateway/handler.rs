@@ -11,11 +11,11 @@ use std::sync::Arc;
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, CompleteRequestMethod, CompleteRequestParams,
     CompleteResult, ConstString, DiscoverResult, GetPromptRequestMethod, GetPromptRequestParams, GetPromptResponse,
-    Implementation, InitializeRequestParams, InitializeResult, ListPromptsRequestMethod, ListPromptsResult,
-    ListResourceTemplatesRequestMethod, ListResourceTemplatesResult, ListResourcesRequestMethod, ListResourcesResult,
-    ListToolsResult, PaginatedRequestParams, ReadResourceRequestMethod, ReadResourceRequestParams,
-    ReadResourceResponse, ServerConfig, SetLevelRequestMethod, SubscribeRequestMethod, SubscribeRequestParams, Tool,
-    UnsubscribeRequestMethod, UnsubscribeRequestParams,
+    Implementation, InitializeRequestParams, InitializeResult, InputRequiredResult, ListPromptsRequestMethod,
+    ListPromptsResult, ListResourceTemplatesRequestMethod, ListResourceTemplatesResult, ListResourcesRequestMethod,
+    ListResourcesResult, ListToolsResult, PaginatedRequestParams, ProtocolVersion, ReadResourceRequestMethod,
+    ReadResourceRequestParams, ReadResourceResponse, ServerConfig, SetLevelRequestMethod, SubscribeRequestMethod,
+    SubscribeRequestParams, Tool, UnsubscribeRequestMethod, UnsubscribeRequestParams,
 };
 // Logging is deprecated by SEP-2577 for the newest revision; contract 8 forwards `logging/setLevel` for the others.
 #[allow(deprecated)]
@@ -29,6 +29,7 @@ use super::envelope::tool_result;
 use super::exposure::EXPOSURE_HEADER;
 use super::middleware::{admission, request_metrics};
 use super::transparent::relay::Caller;
+use super::transparent::rounds::{self, Round};
 use super::transparent::{self, CallAnswer, resources};
 use super::{GatewayContext, tools};
 use crate::auth::{AuthFailure, Credentials, Identity};
@@ -354,6 +355,27 @@ impl GatewayHandler {
         let exposure = self.view(&identity, &context)?;
         let gateway_tool = GW_TOOLS.contains(&&*request.name);
         if exposure.upstream() && !(gateway_tool && exposure.gateway_tools()) {
+            if context.protocol_version().is_some_and(|version| version >= ProtocolVersion::V_2026_07_28) {
+                // A stateless client: the upstream's questions travel as `input_required` rounds.
+                let round = match request.request_state {
+                    Some(state) => {
+                        let answers = request.input_responses.unwrap_or_default();
+                        rounds::resume(&self.ctx, &identity, &state, answers).await?
+                    }
+                    None => {
+                        let capabilities = context.meta.client_capabilities();
+                        rounds::start(&self.ctx, &identity, request.name.to_string(), args, capabilities).await
+                    }
+                };
+                return match round {
+                    Round::Done(Ok(CallAnswer::Upstream(result))) => Ok(upstream_result(result).into()),
+                    Round::Done(Ok(CallAnswer::Gateway(answer))) => Ok(tool_result(answer).into()),
+                    Round::Done(Err(unknown)) => Err(McpError::invalid_params(unknown.to_string(), None)),
+                    Round::Input { requests, request_state } => {
+                        Ok(InputRequiredResult::new(Some(requests), Some(request_state)).into())
+                    }
+                };
+            }
             let (relay, caller, messages) = relayed(&context);
             let work = transparent::call_tool(&self.ctx, &identity, session, &request.name, args, Some(relay));
             return match caller.serve(work, messages).await {

@@ -74,6 +74,8 @@ pub struct GatewayContext {
     pub refusals: crate::telemetry::refusals::RefusalLog,
     /// Transparent calls answered on their own HTTP stream, and the questions put to their clients.
     pub relays: transparent::stream::RelayRegistry,
+    /// Transparent calls of stateless clients waiting for their answers (multi round trips).
+    pub rounds: transparent::rounds::PendingCalls,
 }
 
 /// Counts work in progress so a drain can wait for it to finish.
@@ -162,6 +164,7 @@ impl GatewayContext {
             draining: Default::default(),
             refusals: crate::telemetry::refusals::RefusalLog::new("gateway"),
             relays: Default::default(),
+            rounds: Default::default(),
             store,
         });
         ctx.pool.set_max_calls_per_process(snapshot.settings.max_calls_per_process as usize);

@@ -14,6 +14,7 @@
 pub mod catalog;
 pub mod relay;
 pub mod resources;
+pub mod rounds;
 pub mod stream;
 mod upstream;
 
