@@ -28,6 +28,7 @@ use super::capabilities::{self, Capability};
 use super::envelope::tool_result;
 use super::exposure::EXPOSURE_HEADER;
 use super::middleware::{admission, request_metrics};
+use super::sessions::PeerSlot;
 use super::transparent::relay::Caller;
 use super::transparent::rounds::{self, Round};
 use super::transparent::{self, CallAnswer, resources};
@@ -184,6 +185,13 @@ impl ServerHandler for GatewayHandler {
         context: RequestContext<RoleServer>,
     ) -> Result<InitializeResult, McpError> {
         context.peer.set_peer_info(request.clone());
+        // The session layer records this peer with the session's id, once the answer names it.
+        let slot = context.extensions.get::<axum::http::request::Parts>().and_then(|p| p.extensions.get::<PeerSlot>());
+        if let Some(PeerSlot(slot)) = slot
+            && let Ok(mut slot) = slot.lock()
+        {
+            *slot = Some(context.peer.clone());
+        }
         let mut result = self.negotiate_initialize(&request)?;
         let config = self.config(self.exposure(&context).await?);
         (result.capabilities, result.instructions) = (config.capabilities, config.instructions);

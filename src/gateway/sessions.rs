@@ -37,6 +37,11 @@ struct Session {
     subscriptions: std::collections::HashSet<(String, String)>,
 }
 
+/// Where the handler leaves the peer of a session it initializes, for the session layer to record with the session's
+/// id (which only the answer names): a request's extension.
+#[derive(Clone, Default)]
+pub struct PeerSlot(pub Arc<std::sync::Mutex<Option<Peer<RoleServer>>>>);
+
 /// The `GET /mcp/` stream of one session, the only one while held (see [`SessionRegistry::open_stream`]).
 pub struct StreamPlace {
     streaming: Arc<AtomicBool>,

@@ -29,8 +29,9 @@ impl<'a> Curation<'a> {
     /// `{server_name}{sep}{tool_name}` whatever the entry's `tool_prefix`, so one project filter reads the same
     /// under every prefix.
     pub fn visible(&self, entry: &ServerEntry, tool: &str) -> bool {
+        let Some(project) = self.project else { return visible(entry.tool_filter.as_ref(), None, tool, "") };
         let exposed = format!("{}{}{tool}", entry.server_name, self.separator);
-        visible(entry.tool_filter.as_ref(), self.project, tool, &exposed)
+        visible(entry.tool_filter.as_ref(), Some(project), tool, &exposed)
     }
 }
 

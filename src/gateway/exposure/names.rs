@@ -50,6 +50,17 @@ pub fn exposed_name(prefix: &str, tool: &str) -> String {
     name
 }
 
+/// Whether `tool` under `prefix` is exposed as `name`: [`exposed_name`] without composing the name, for the common
+/// case of a valid one (a lookup asks this of every candidate tool).
+pub fn exposes(prefix: &str, tool: &str, name: &str) -> bool {
+    let valid_part = |part: &str| part.bytes().all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'.' | b'-'));
+    let composed_len = prefix.len() + tool.len();
+    if composed_len > 0 && composed_len <= MAX_NAME && valid_part(prefix) && valid_part(tool) {
+        return name.len() == composed_len && name.starts_with(prefix) && name.ends_with(tool);
+    }
+    exposed_name(prefix, tool) == name
+}
+
 /// The prefix of a server's exposed names: its `tool_prefix` when set, else `{server}{sep}`.
 pub fn prefix_of(server: &str, tool_prefix: Option<&str>, separator: &str) -> String {
     match tool_prefix {
@@ -164,6 +175,13 @@ mod tests {
     }
 
     proptest! {
+        #[test]
+        fn exposes_agrees_with_exposed_name(prefix in "[a-z_ é]{0,6}", tool in "[a-z_. /]{0,8}", other in "[a-z_]{0,10}") {
+            let name = exposed_name(&prefix, &tool);
+            prop_assert!(exposes(&prefix, &tool, &name));
+            prop_assert_eq!(exposes(&prefix, &tool, &other), other == name);
+        }
+
         #[test]
         fn every_exposed_name_is_valid_and_the_same_input_gives_the_same_name(
             prefix in "\\PC{0,80}", tool in "\\PC{0,200}"

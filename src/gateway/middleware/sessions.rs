@@ -35,9 +35,11 @@ use super::drain;
 use super::jsonrpc::ParsedMessage;
 use super::step::{Next, Step, forward};
 use crate::auth::Identity;
+use crate::config::exposure::ToolExposure;
 use crate::error::{ErrorCode, GatewayError};
 use crate::gateway::GatewayContext;
-use crate::gateway::sessions::{Full, SessionCheck, StreamPlace};
+use crate::gateway::exposure::EXPOSURE_HEADER;
+use crate::gateway::sessions::{Full, PeerSlot, SessionCheck, StreamPlace};
 
 pub const SESSION_HEADER: &str = "mcp-session-id";
 
@@ -55,7 +57,7 @@ impl Step for Sessions {
     }
 }
 
-async fn track_sessions(ctx: Arc<GatewayContext>, req: Request, next: impl Next) -> Response {
+async fn track_sessions(ctx: Arc<GatewayContext>, mut req: Request, next: impl Next) -> Response {
     let Some(identity) = req.extensions().get::<Arc<Identity>>().cloned() else { return forward(next, req).await };
     let limits = &identity.snapshot.settings.limits;
     let session = req.headers().get(SESSION_HEADER).and_then(|v| v.to_str().ok()).map(str::to_string);
@@ -107,6 +109,14 @@ async fn track_sessions(ctx: Arc<GatewayContext>, req: Request, next: impl Next)
         .then(|| message.and_then(|m| m.pointer("/params/capabilities")))
         .flatten()
         .and_then(|declared| serde_json::from_value(declared.clone()).ok());
+    // The new session's peer, left by the handler's `initialize`, when the session has the transparent view: it is
+    // told of the upstreams' changes.
+    let requested = req.headers().get(EXPOSURE_HEADER).and_then(|v| v.to_str().ok()).and_then(ToolExposure::parse);
+    let transparent = identity.snapshot.tool_exposure(identity.mcp_config_id.as_deref()).chosen(requested).upstream();
+    let peer_slot = (opens_session && transparent).then(PeerSlot::default);
+    if let Some(slot) = &peer_slot {
+        req.extensions_mut().insert(slot.clone());
+    }
     let closing = req.method() == Method::DELETE;
     let response = forward(next, req).await;
     if let Some(place) = stream {
@@ -119,6 +129,11 @@ async fn track_sessions(ctx: Arc<GatewayContext>, req: Request, next: impl Next)
         && let Some(id) = response.headers().get(SESSION_HEADER).and_then(|v| v.to_str().ok())
     {
         ctx.sessions.open(id, identity.key_digest, capabilities);
+        let peer = peer_slot.and_then(|slot| slot.0.lock().ok().and_then(|mut peer| peer.take()));
+        if let Some(peer) = peer {
+            let config = identity.mcp_config_id.as_deref().unwrap_or("");
+            ctx.sessions.attach(id, identity.key_digest, config, &peer, false);
+        }
     }
     if let Some(id) = &session {
         let gone = response.status() == StatusCode::NOT_FOUND;

@@ -159,6 +159,12 @@ impl<'a> ServerCalls<'a> {
         }
     }
 
+    /// The server's tools as the caller just discovered them (a transparent call found its tool there).
+    pub fn with_known(mut self, known: DiscoveryResult) -> ServerCalls<'a> {
+        self.known = Some(Ok(known));
+        self
+    }
+
     /// The calls relay the server's messages to `relay`, and end when its token is cancelled.
     pub fn with_relay(mut self, relay: Option<Relay>) -> ServerCalls<'a> {
         self.relay = relay;

@@ -18,7 +18,7 @@ use crate::error::GatewayError;
 use crate::gateway::GatewayContext;
 use crate::gateway::capabilities::Capability;
 use crate::gateway::exposure::names::{self, MAX_NAME};
-use crate::gateway::tools::{discover_visible, servers};
+use crate::gateway::tools::{DiscoveryResult, discover_visible, servers};
 use crate::telemetry::metrics::GW_TOOLS;
 
 /// One upstream tool or prompt as the caller sees it.
@@ -93,14 +93,43 @@ pub async fn prompts<'a>(
     expose_all(found, &[], "prompt")
 }
 
-/// The tool exposed as `name`, if `identity` may see one.
+/// The tool exposed as `name`, if `identity` may see one, with its server's tools as discovery found them. The same
+/// decision as [`tools`] (a name claimed twice, or a `gw_*` name, is nobody's), without building the whole list: only
+/// the tool found is copied.
 pub async fn find<'a>(
     ctx: &GatewayContext,
     identity: &'a Identity,
     session: Option<&str>,
     name: &str,
-) -> Option<Exposed<'a>> {
-    tools(ctx, identity, session, Some(name)).await.into_iter().find(|tool| tool.name == name)
+) -> Option<(Exposed<'a>, DiscoveryResult)> {
+    if GW_TOOLS.contains(&name) {
+        return None;
+    }
+    let mut found = None;
+    let mut claims = 0;
+    for (entry, prefix) in candidates(identity, Some(name)) {
+        let discovered = match discover_visible(ctx, identity, session, entry).await {
+            Ok(discovered) => discovered,
+            Err(failure) => {
+                left_out(entry, "tools", &failure);
+                continue;
+            }
+        };
+        let mut here = None;
+        for tool in discovered.tools.iter() {
+            let upstream = tool.get("name").and_then(Value::as_str).unwrap_or("");
+            if names::exposes(&prefix, upstream, name) {
+                claims += 1;
+                here.get_or_insert_with(|| tool.clone());
+            }
+        }
+        if let Some(definition) = here
+            && found.is_none()
+        {
+            found = Some((Exposed { name: name.to_string(), entry, definition }, discovered));
+        }
+    }
+    found.filter(|_| claims == 1)
 }
 
 /// The prompt exposed as `name`, if there is one.

@@ -58,14 +58,15 @@ pub async fn call_tool(
     args: Map<String, Value>,
     relay: Option<Relay>,
 ) -> Result<CallAnswer, UnknownTool> {
-    let Some(tool) = catalog::find(ctx, identity, session, name).await else {
+    let Some((tool, discovered)) = catalog::find(ctx, identity, session, name).await else {
         return Err(UnknownTool(name.to_string()));
     };
     let started = std::time::Instant::now();
     let (project, config) = (&identity.project_id, identity.mcp_config_id.as_deref());
     let provider = ctx.guardrails.get(&identity.snapshot, Provider::from_snapshot);
     let work = async {
-        let mut calls = ServerCalls::open(ctx, identity, session, tool.entry, &provider).with_relay(relay);
+        let calls = ServerCalls::open(ctx, identity, session, tool.entry, &provider).with_relay(relay);
+        let mut calls = calls.with_known(discovered);
         let call = ToolCall { name: tool.upstream_name().to_string(), args: Some(Value::Object(args)) };
         calls.call(call).await
     };
