@@ -184,11 +184,19 @@ fn a_transparent_call_runs_the_guardrails_and_pii_of_a_secure_call() {
     server["input_guardrails_policy"] = json!({"enabled": true, "additional_config": {"pii_redaction": true}});
     server["output_guardrails_policy"] =
         json!({"enabled": true, "additional_config": {"blocked_keywords": ["top secret"]}});
-    let mut c = config(vec![server], json!({"tool_exposure": "transparent"}));
+    // The same server whose output check blocks the placeholder: it runs before restoring, so it sees what the
+    // upstream saw.
+    let mut placeholder = mock_server("m2");
+    placeholder["input_guardrails_policy"] = server["input_guardrails_policy"].clone();
+    placeholder["output_guardrails_policy"] =
+        json!({"enabled": true, "additional_config": {"blocked_keywords": ["[EMAIL_1]"]}});
+    let mut c = config(vec![server, placeholder], json!({"tool_exposure": "transparent"}));
     c["plugins"]["guardrails"] = json!({"provider": "custom_keyword", "config": {"blocked_keywords": ["drop table"]}});
     let gw = TestGateway::start(&c);
     runtime().block_on(async {
         let client = connect(&gw.mcp, API_KEY).await;
+        let seen = try_call(&client, "m2__echo", json!({"text": "mail jane.doe@example.com please"})).await.unwrap();
+        assert_eq!(answer_of(&seen)["stage"], json!("output"), "the upstream saw a placeholder: {seen}");
         // Blocked before the upstream: the contract's blocked object, as an isError result.
         let blocked = try_call(&client, "m1__echo", json!({"text": "please DROP TABLE users"})).await.unwrap();
         let object = answer_of(&blocked);
