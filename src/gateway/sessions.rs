@@ -35,6 +35,8 @@ struct Session {
     capabilities: Option<ClientCapabilities>,
     /// The resources it subscribed to: (server, URI).
     subscriptions: std::collections::HashSet<(String, String)>,
+    /// The stdio connection's one session: it lives as long as the connection, never idling out.
+    pinned: bool,
 }
 
 /// Where the handler leaves the peer of a session it initializes, for the session layer to record with the session's
@@ -154,6 +156,7 @@ impl SessionRegistry {
             peer: None,
             capabilities,
             subscriptions: Default::default(),
+            pinned: false,
         };
         self.map().insert(session_id.to_string(), session);
     }
@@ -173,6 +176,7 @@ impl SessionRegistry {
             drop(map);
             let capabilities = peer.peer_info().map(|info| info.capabilities.clone());
             self.open(session_id, key_digest, capabilities);
+            self.pin(session_id);
             map = self.map();
         }
         if let Some(session) = map.get_mut(session_id)
@@ -209,6 +213,13 @@ impl SessionRegistry {
             .filter(|(config, _)| config == config_id)
             .map(|(_, peer)| peer.clone())
             .collect()
+    }
+
+    /// Keeps a session from idling out (the stdio connection's: it ends with the connection).
+    pub fn pin(&self, session_id: &str) {
+        if let Some(session) = self.map().get_mut(session_id) {
+            session.pinned = true;
+        }
     }
 
     /// The peers of the open sessions of MCP configuration `config_id`.
@@ -253,7 +264,7 @@ impl SessionRegistry {
         let now = Instant::now();
         let expired: Vec<String> = map
             .iter()
-            .filter(|(_, session)| now.duration_since(session.seen) >= idle_limit)
+            .filter(|(_, session)| !session.pinned && now.duration_since(session.seen) >= idle_limit)
             .map(|(id, _)| id.clone())
             .collect();
         for id in &expired {
@@ -338,6 +349,11 @@ mod tests {
         assert!(reg.expire(DAY).is_empty());
         assert_eq!(reg.expire(Duration::ZERO), vec!["s1".to_string()]);
         assert!(reg.is_empty());
+        // The stdio connection's session does not idle out.
+        reg.open("stdio-1", [1; 32], None);
+        reg.pin("stdio-1");
+        assert!(reg.expire(Duration::ZERO).is_empty());
+        assert_eq!(reg.len(), 1);
     }
 
     #[tokio::test]
