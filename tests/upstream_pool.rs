@@ -16,6 +16,7 @@ const TIMEOUT: Duration = Duration::from_secs(10);
 fn mock() -> ServerSpec {
     ServerSpec {
         command: MOCK.to_string(),
+        url: None,
         args: vec![],
         env: vec![],
         inherit_env: vec![],

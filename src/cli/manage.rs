@@ -43,7 +43,7 @@ impl ConfigAction {
             ConfigAction::GetServer { config, server } => Op::ServerGet { config, server },
             ConfigAction::AddServer { config, edit } => Op::ServerAdd { config, entry: edit.load()?.build()? },
             ConfigAction::UpdateServer { config, server, edit } => {
-                Op::ServerUpdate { config, server, edit: edit.load()? }
+                Op::ServerUpdate { config, server, edit: Box::new(edit.load()?) }
             }
             ConfigAction::RemoveServer { config, server } => Op::ServerRemove { config, server },
             ConfigAction::Validate => return Ok(None),

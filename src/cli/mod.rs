@@ -58,7 +58,7 @@ pub enum Command {
     /// Manage MCP configurations and their upstream servers.
     ///
     /// Example: mcpgw config list
-    Config(args::ConfigCommand),
+    Config(Box<args::ConfigCommand>),
     /// Manage projects and their members.
     ///
     /// Example: mcpgw project create payments --mcp-config default_config
@@ -155,7 +155,7 @@ pub fn run(args: impl IntoIterator<Item = OsString>) -> ExitCode {
         Command::Init(args) => init(&args),
         Command::CheckConfig(args) => check_config(&args),
         Command::Serve(args) => serve(args),
-        Command::Config(cmd) => manage::config(cmd),
+        Command::Config(cmd) => manage::config(*cmd),
         Command::Project(cmd) => manage::project(cmd),
         Command::User(cmd) => manage::user(cmd),
         Command::Key(cmd) => manage::key(cmd),

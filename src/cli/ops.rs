@@ -26,7 +26,7 @@ pub enum Op {
     ServerList { config: String },
     ServerGet { config: String, server: String },
     ServerAdd { config: String, entry: Value },
-    ServerUpdate { config: String, server: String, edit: ServerEdit },
+    ServerUpdate { config: String, server: String, edit: Box<ServerEdit> },
     ServerRemove { config: String, server: String },
     ProjectList,
     ProjectCreate { body: Value },

@@ -35,6 +35,15 @@ pub struct ServerEdit {
     /// An environment variable for the upstream process, KEY=VALUE (repeat for several).
     #[arg(long = "env", value_name = "KEY=VALUE", value_parser = parse_env)]
     pub env: Vec<(String, String)>,
+    /// A remote server's endpoint (http or https), instead of --command.
+    #[arg(long, value_name = "URL")]
+    pub url: Option<String>,
+    /// A remote server's transport: streamable_http (default) or sse.
+    #[arg(long, value_name = "TRANSPORT")]
+    pub transport: Option<String>,
+    /// A header sent with every request to a remote server, KEY=VALUE (repeat for several; masked in listings).
+    #[arg(long = "header", value_name = "KEY=VALUE", value_parser = parse_env)]
+    pub headers: Vec<(String, String)>,
     /// The whole entry read from `--from-file` (filled in by [`ServerEdit::load`]).
     #[arg(skip)]
     pub loaded: Option<Value>,
@@ -97,12 +106,21 @@ impl ServerEdit {
         if !self.args.is_empty() {
             config["args"] = json!(self.args);
         }
-        if !self.env.is_empty() {
-            if !config.get("env").is_some_and(Value::is_object) {
-                config["env"] = Value::Object(Map::new());
+        if let Some(url) = &self.url {
+            config["url"] = json!(url);
+        }
+        if let Some(transport) = &self.transport {
+            config["transport"] = json!(transport);
+        }
+        for (field, pairs) in [("env", &self.env), ("headers", &self.headers)] {
+            if pairs.is_empty() {
+                continue;
             }
-            for (key, value) in &self.env {
-                config["env"][key] = json!(value);
+            if !config.get(field).is_some_and(Value::is_object) {
+                config[field] = Value::Object(Map::new());
+            }
+            for (key, value) in pairs {
+                config[field][key] = json!(value);
             }
         }
         Ok(entry)

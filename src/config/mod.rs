@@ -7,6 +7,7 @@ pub mod fsutil;
 pub mod model;
 pub mod oauth;
 pub mod per_snapshot;
+pub mod remote;
 pub mod settings;
 pub mod snapshot;
 pub mod store;

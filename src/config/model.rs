@@ -238,9 +238,11 @@ pub struct ToolFilter {
     pub extra: Map<String, Value>,
 }
 
-/// How to start an upstream server.
+/// How to reach an upstream server: a command to start (stdio), or a remote server's `url` (contract section 9).
 #[derive(Debug, Clone, Default, Serialize, PartialEq)]
 pub struct ServerCommand {
+    /// The command that starts a stdio server; empty for a remote server.
+    #[serde(skip_serializing_if = "String::is_empty")]
     pub command: String,
     #[serde(default)]
     pub args: Vec<String>,
@@ -252,9 +254,38 @@ pub struct ServerCommand {
     /// `"shared"` (default: pooled for every caller) or `"per_session"` (a process per MCP session).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub session_affinity: Option<String>,
+    /// A remote server's endpoint (`http` or `https`), instead of `command`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub url: Option<String>,
+    /// A remote server's transport: `"streamable_http"` (default) or `"sse"` (the 2024-11-05 HTTP+SSE transport).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub transport: Option<String>,
+    /// Headers sent with every request to a remote server (masked in listings, like `env`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub headers: Option<IndexMap<String, String>>,
+    /// TLS toward a remote server: a CA bundle, and a client certificate for mutual TLS.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tls: Option<TlsConfig>,
     #[serde(flatten)]
     pub extra: Map<String, Value>,
 }
+
+/// `config.tls` of a remote server: PEM files.
+#[derive(Debug, Clone, Default, Serialize, PartialEq)]
+pub struct TlsConfig {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub ca_bundle_path: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub client_cert_path: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub client_key_path: Option<String>,
+    #[serde(flatten)]
+    pub extra: Map<String, Value>,
+}
+
+/// `config.transport` values.
+pub const STREAMABLE_HTTP: &str = "streamable_http";
+pub const SSE: &str = "sse";
 
 /// `session_affinity` values.
 pub const SHARED: &str = "shared";

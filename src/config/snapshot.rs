@@ -190,6 +190,7 @@ impl Indexes {
                 if !servers.insert(server.server_name.as_str()) {
                     problems.push(format!("{path}: {:?} appears twice in this configuration", server.server_name));
                 }
+                super::remote::check(&server.config, &format!("mcp_configs.{id}.mcp_config[{i}].config"), problems);
                 if let Some(affinity) = &server.config.session_affinity
                     && ![crate::config::model::SHARED, crate::config::model::PER_SESSION].contains(&affinity.as_str())
                 {

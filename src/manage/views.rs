@@ -1,5 +1,5 @@
-//! How records look in answers. Secrets never leave through here: upstream `env` values and the OAuth client secret
-//! are masked, and API keys appear as `key_id` plus a masked form.
+//! How records look in answers. Secrets never leave through here: upstream `env` values, a remote server's `headers`
+//! values and the OAuth client secret are masked, and API keys appear as `key_id` plus a masked form.
 
 use serde_json::{Value, json};
 
@@ -10,8 +10,8 @@ use crate::secrets;
 /// A server entry with its secrets masked.
 pub fn server(entry: &ServerEntry) -> Value {
     let mut masked = entry.clone();
-    if let Some(env) = masked.config.env.as_mut() {
-        for value in env.values_mut() {
+    for values in [masked.config.env.as_mut(), masked.config.headers.as_mut()].into_iter().flatten() {
+        for value in values.values_mut() {
             *value = secrets::mask(value);
         }
     }
@@ -26,9 +26,14 @@ pub fn server(entry: &ServerEntry) -> Value {
 /// Puts back secrets a client echoed in masked form: an `env` value or client secret equal to the masked form of the
 /// old value keeps the old value, so a GET, edit, PUT round trip never overwrites secrets with their masks.
 pub fn unmask_server(new: &mut ServerEntry, old: &ServerEntry) {
-    if let (Some(env), Some(old_env)) = (new.config.env.as_mut(), old.config.env.as_ref()) {
-        for (name, value) in env.iter_mut() {
-            if let Some(previous) = old_env.get(name)
+    let pairs = [
+        (new.config.env.as_mut(), old.config.env.as_ref()),
+        (new.config.headers.as_mut(), old.config.headers.as_ref()),
+    ];
+    for (values, old_values) in pairs {
+        let (Some(values), Some(old_values)) = (values, old_values) else { continue };
+        for (name, value) in values.iter_mut() {
+            if let Some(previous) = old_values.get(name)
                 && *value == secrets::mask(previous)
             {
                 value.clone_from(previous);
@@ -123,6 +128,19 @@ mod tests {
     fn entry(value: Value) -> ServerEntry {
         let mut problems = Vec::new();
         decode_server_at(value, "s", &mut problems).unwrap()
+    }
+
+    #[test]
+    fn remote_headers_are_masked_and_masks_round_trip() {
+        let old = entry(json!({"server_name": "r", "config": {"url": "https://mcp.example.com/mcp",
+            "headers": {"X-Api-Key": "remote-api-key-value-1"}}}));
+        let shown = server(&old);
+        assert!(!shown.to_string().contains("remote-api-key-value-1"), "{shown}");
+        assert_eq!(shown["config"]["url"], json!("https://mcp.example.com/mcp"));
+        assert!(shown["config"].get("command").is_none(), "no empty command is written: {shown}");
+        let mut echoed = entry(shown);
+        unmask_server(&mut echoed, &old);
+        assert_eq!(echoed.config.headers, old.config.headers);
     }
 
     #[test]

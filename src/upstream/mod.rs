@@ -63,6 +63,8 @@ impl PoolKey {
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct ServerSpec {
     pub command: String,
+    /// A remote server's endpoint (`config.url`), in place of a command.
+    pub url: Option<String>,
     pub args: Vec<String>,
     /// The server's `config.env` (later also the OAuth variables), set last so they win.
     pub env: Vec<(String, String)>,
@@ -71,7 +73,7 @@ pub struct ServerSpec {
     /// `config.session_affinity: "per_session"`: each MCP session gets a process of its own.
     pub per_session: bool,
     /// The values of the entry's settings besides `env` that are masked in the server's stderr lines (contract
-    /// section 13): every string of its `oauth_config`. Remote servers' `headers` go here too once they exist.
+    /// section 13): every string of its `oauth_config`, and a remote server's `headers` values.
     pub masked_settings: Vec<String>,
 }
 
@@ -81,6 +83,7 @@ impl ServerSpec {
         let config = &entry.config;
         ServerSpec {
             command: config.command.clone(),
+            url: config.url.clone(),
             args: config.args.clone(),
             env: config.env.iter().flatten().map(|(name, value)| (name.clone(), value.clone())).collect(),
             inherit_env: config.inherit_env.clone().unwrap_or_default(),
@@ -97,8 +100,8 @@ impl ServerSpec {
     }
 }
 
-/// Every string of an entry's `oauth_config` (its known fields and any other, enabled or not).
-// Hook for remote servers: the values of their `headers` are added here when the entry gets them.
+/// Every string of an entry's `oauth_config` (its known fields and any other, enabled or not), and the values of a
+/// remote server's `headers`.
 fn masked_settings(entry: &ServerEntry) -> Vec<String> {
     fn strings(value: &serde_json::Value, into: &mut Vec<String>) {
         match value {
@@ -112,6 +115,7 @@ fn masked_settings(entry: &ServerEntry) -> Vec<String> {
     if let Some(oauth) = &entry.oauth_config {
         strings(&serde_json::to_value(oauth).unwrap_or_default(), &mut values);
     }
+    values.extend(entry.config.headers.iter().flatten().map(|(_, value)| value.clone()));
     values
 }
 

@@ -107,6 +107,10 @@ pub(crate) async fn start(
     processes: &Arc<ProcessSet>,
 ) -> Result<UpstreamProcess, StartFailure> {
     let failed = |message: String| StartFailure { error: UpstreamError::Start(message), timed_out: false };
+    if let Some(url) = &spec.url {
+        // Contract section 9 (issue 18): the remote transport is the next step of this work.
+        return Err(failed(format!("remote upstream servers (config.url {url:?}) are not served by this version yet")));
+    }
     let environment = child_environment(spec, &|name| std::env::var_os(name));
     let masks = stderr_masks(spec, &environment);
     let mut command = Command::new(&spec.command);

@@ -7,8 +7,8 @@ use serde_json::Value;
 use super::fields::{Fields, Problems, type_name};
 use crate::config::model::{
     ApiKeyRecord, CommonConfig, ConfigFile, GuardrailPolicy, LimitsConfig, McpConfig, OAuthConfig, PluginChoice,
-    Plugins, Project, RateLimits, ServerCommand, ServerEntry, TIMEOUT_NAMES, TimeoutSettings, ToolFilter, UpstreamPool,
-    User,
+    Plugins, Project, RateLimits, ServerCommand, ServerEntry, TIMEOUT_NAMES, TimeoutSettings, TlsConfig, ToolFilter,
+    UpstreamPool, User,
 };
 
 /// The whole file, for [`ConfigFile::parse`]: each section decoded, the unknown top-level keys kept.
@@ -217,13 +217,24 @@ fn decode_tool_filter(mut f: Fields<'_>) -> ToolFilter {
 }
 
 fn decode_command(mut f: Fields<'_>) -> Option<ServerCommand> {
-    let command = f.required_string("command");
+    // A remote server names a `url` instead of a `command` (contract section 9); the rules are in validation.
+    let url = f.string("url");
+    let command = if url.is_some() { f.string("command") } else { f.required_string("command") };
     let args = f.string_list("args").unwrap_or_default();
     let env = f.string_map("env");
     let inherit_env = f.string_list("inherit_env");
     let session_affinity = f.string("session_affinity");
+    let transport = f.string("transport");
+    let headers = f.string_map("headers");
+    let tls = f.nested("tls", |mut t| TlsConfig {
+        ca_bundle_path: t.string("ca_bundle_path"),
+        client_cert_path: t.string("client_cert_path"),
+        client_key_path: t.string("client_key_path"),
+        extra: t.rest(),
+    });
     let extra = f.rest();
-    Some(ServerCommand { command: command?, args, env, inherit_env, session_affinity, extra })
+    let command = if url.is_some() { command.unwrap_or_default() } else { command? };
+    Some(ServerCommand { command, args, env, inherit_env, session_affinity, url, transport, headers, tls, extra })
 }
 
 fn decode_policy(mut f: Fields<'_>) -> GuardrailPolicy {
