@@ -24,6 +24,7 @@
 //! crash or garbage fails every call sharing it.
 
 mod environment;
+pub mod http_client;
 mod lease;
 pub mod oauth;
 mod pool;

@@ -1,0 +1,371 @@
+//! The gateway's MCP client toward a remote server over streamable HTTP (contract section 9): the remote counterpart
+//! of [`super::rpc`], for the pool to use in place of a process (issue 18; not wired into the pool yet).
+//!
+//! - `initialize` opens the gateway's own MCP session with the server (its `Mcp-Session-Id` goes on every later
+//!   request, with `MCP-Protocol-Version`), then `notifications/initialized`.
+//! - A request is one POST of one JSON-RPC message, accepting JSON and SSE. A JSON answer is the response; an SSE
+//!   answer carries the server's notifications and requests for the call first, then the response: notifications go
+//!   to the call's relay (or, for list changes and resource updates, to the listener), requests are answered with the
+//!   relay's answer (or "method not found" without one) by a POST of their own.
+//! - A 404 on a request that named a session means the server forgot it: the session is opened again and the request
+//!   sent once more. Nothing else is retried.
+//! - What is read is bounded: a message over `max_message_bytes` fails the request.
+//! - The configured `headers` go on every request; nothing of the gateway's client (its key) ever does.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+
+use axum::http::{HeaderMap, HeaderName, HeaderValue, StatusCode, header};
+use rmcp::model::ServerPeerInfo;
+use serde_json::{Value, json};
+use tokio::sync::{mpsc, oneshot};
+
+use super::lock;
+use super::relay::{FromServer, RelayError, ServerEvents, server_event};
+
+/// The protocol revision asked for in `initialize`.
+const PROTOCOL_VERSION: &str = "2025-11-25";
+const SESSION_HEADER: &str = "mcp-session-id";
+const VERSION_HEADER: &str = "mcp-protocol-version";
+
+/// Why a remote request got no result.
+#[derive(Debug, Clone, PartialEq)]
+pub enum HttpRpcError {
+    /// The server could not be reached, or the exchange broke off.
+    Transport(String),
+    /// The server answered with an HTTP error status.
+    Status(u16, String),
+    /// The server answered with a JSON-RPC error.
+    Server { code: i64, message: String },
+    /// The answer was not MCP, or over the message limit.
+    Protocol(String),
+}
+
+impl std::fmt::Display for HttpRpcError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            HttpRpcError::Transport(why) => write!(f, "the remote server could not be reached: {why}"),
+            HttpRpcError::Status(status, body) => write!(f, "the remote server answered HTTP {status}: {body}"),
+            HttpRpcError::Server { code, message } => write!(f, "JSON-RPC error {code}: {message}"),
+            HttpRpcError::Protocol(why) => write!(f, "the remote server's answer is not MCP: {why}"),
+        }
+    }
+}
+
+/// One MCP session of the gateway's with a remote server.
+pub struct HttpRpc {
+    http: reqwest::Client,
+    url: reqwest::Url,
+    /// The entry's `headers`.
+    headers: HeaderMap,
+    max_message_bytes: usize,
+    /// The session id and protocol revision of the open session.
+    session: Mutex<Option<(String, String)>>,
+    /// What the server said about itself.
+    info: Mutex<Option<Arc<ServerPeerInfo>>>,
+    next_id: AtomicU64,
+    events: Mutex<Option<ServerEvents>>,
+}
+
+impl HttpRpc {
+    /// A client of `url` sending `headers` (names and values checked by validation; invalid ones are skipped).
+    pub fn new(
+        http: reqwest::Client,
+        url: reqwest::Url,
+        headers: &[(String, String)],
+        max_message_bytes: usize,
+    ) -> HttpRpc {
+        let mut map = HeaderMap::new();
+        for (name, value) in headers {
+            if let (Ok(name), Ok(value)) = (HeaderName::from_bytes(name.as_bytes()), HeaderValue::from_str(value)) {
+                map.append(name, value);
+            }
+        }
+        HttpRpc {
+            http,
+            url,
+            headers: map,
+            max_message_bytes,
+            session: Mutex::new(None),
+            info: Mutex::new(None),
+            next_id: AtomicU64::new(1),
+            events: Mutex::new(None),
+        }
+    }
+
+    /// Tells `listener` what the server says that belongs to no call.
+    pub fn on_events(&self, listener: ServerEvents) {
+        *lock(&self.events) = Some(listener);
+    }
+
+    /// What the server said about itself in `initialize`, once a session is open.
+    pub fn server_info(&self) -> Option<Arc<ServerPeerInfo>> {
+        lock(&self.info).clone()
+    }
+
+    /// Opens the gateway's session with the server: `initialize`, then `notifications/initialized`.
+    pub async fn initialize(&self) -> Result<Arc<ServerPeerInfo>, HttpRpcError> {
+        *lock(&self.session) = None;
+        let params = json!({
+            "protocolVersion": PROTOCOL_VERSION,
+            "capabilities": {"sampling": {}, "elicitation": {}, "roots": {}},
+            "clientInfo": {"name": "mcpgw", "version": crate::VERSION},
+        });
+        let (result, session) = self.exchange("initialize", params, None).await?;
+        let version = result.get("protocolVersion").and_then(Value::as_str).unwrap_or(PROTOCOL_VERSION).to_string();
+        let info = serde_json::from_value::<ServerPeerInfo>(result)
+            .map_err(|e| HttpRpcError::Protocol(format!("its initialize result is not valid: {e}")))?;
+        let info = Arc::new(info);
+        *lock(&self.session) = session.map(|id| (id, version));
+        *lock(&self.info) = Some(Arc::clone(&info));
+        self.notify("notifications/initialized", None).await?;
+        Ok(info)
+    }
+
+    /// One request, its server messages passed to `relay`; a forgotten session is opened again and the request sent
+    /// once more.
+    pub async fn request(
+        &self,
+        method: &str,
+        params: Value,
+        relay: Option<&mpsc::Sender<FromServer>>,
+    ) -> Result<Value, HttpRpcError> {
+        let had_session = lock(&self.session).is_some();
+        match self.exchange(method, params.clone(), relay).await {
+            Err(HttpRpcError::Status(404, _)) if had_session => {
+                tracing::info!(url = %self.url, "the remote server forgot the gateway's session; opening a new one");
+                self.initialize().await?;
+                self.exchange(method, params, relay).await.map(|(result, _)| result)
+            }
+            other => other.map(|(result, _)| result),
+        }
+    }
+
+    /// Sends a notification.
+    pub async fn notify(&self, method: &str, params: Option<Value>) -> Result<(), HttpRpcError> {
+        let mut message = json!({"jsonrpc": "2.0", "method": method});
+        if let Some(params) = params {
+            message["params"] = params;
+        }
+        let response = self.post(&message).await?;
+        let status = response.status();
+        if status.is_success() { Ok(()) } else { Err(HttpRpcError::Status(status.as_u16(), String::new())) }
+    }
+
+    /// Ends the session (`DELETE`), if one is open.
+    pub async fn close(&self) {
+        let Some((id, _)) = lock(&self.session).take() else { return };
+        let _ =
+            self.http.delete(self.url.clone()).headers(self.headers.clone()).header(SESSION_HEADER, id).send().await;
+    }
+
+    async fn post(&self, message: &Value) -> Result<reqwest::Response, HttpRpcError> {
+        let mut request = self
+            .http
+            .post(self.url.clone())
+            .headers(self.headers.clone())
+            .header(header::ACCEPT, "application/json, text/event-stream")
+            .header(header::CONTENT_TYPE, "application/json")
+            .body(message.to_string());
+        if let Some((id, version)) = lock(&self.session).clone() {
+            request = request.header(SESSION_HEADER, id).header(VERSION_HEADER, version);
+        }
+        request.send().await.map_err(|e| HttpRpcError::Transport(e.to_string()))
+    }
+
+    /// One request and its answer, with the session id the answer names.
+    async fn exchange(
+        &self,
+        method: &str,
+        params: Value,
+        relay: Option<&mpsc::Sender<FromServer>>,
+    ) -> Result<(Value, Option<String>), HttpRpcError> {
+        let id = self.next_id.fetch_add(1, Ordering::Relaxed);
+        let mut response = self.post(&json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params})).await?;
+        let status = response.status();
+        let session = response.headers().get(SESSION_HEADER).and_then(|v| v.to_str().ok()).map(str::to_string);
+        if !status.is_success() {
+            let body = crate::outbound::read_body(&mut response, 1024).await.unwrap_or_default();
+            let text = String::from_utf8_lossy(&body).chars().take(200).collect();
+            return Err(HttpRpcError::Status(status.as_u16(), text));
+        }
+        if status == StatusCode::ACCEPTED {
+            return Err(HttpRpcError::Protocol("a request was answered 202 without a response".into()));
+        }
+        let sse = response
+            .headers()
+            .get(header::CONTENT_TYPE)
+            .and_then(|v| v.to_str().ok())
+            .is_some_and(|v| v.starts_with("text/event-stream"));
+        let result = if sse {
+            self.read_stream(&mut response, id, relay).await?
+        } else {
+            let body = crate::outbound::read_body(&mut response, self.max_message_bytes).await.map_err(too_large)?;
+            let message: Value =
+                serde_json::from_slice(&body).map_err(|e| HttpRpcError::Protocol(format!("not JSON: {e}")))?;
+            response_of(message, id)?.ok_or_else(|| HttpRpcError::Protocol("no response in the answer".into()))?
+        };
+        Ok((result, session))
+    }
+
+    /// Reads an SSE answer until the response to request `id`.
+    async fn read_stream(
+        &self,
+        response: &mut reqwest::Response,
+        id: u64,
+        relay: Option<&mpsc::Sender<FromServer>>,
+    ) -> Result<Value, HttpRpcError> {
+        let mut buffer: Vec<u8> = Vec::new();
+        loop {
+            while let Some(end) = event_end(&buffer) {
+                let event: Vec<u8> = buffer.drain(..end.1).collect();
+                let Some(data) = event_data(&event[..end.0]) else { continue };
+                let Ok(message) = serde_json::from_str::<Value>(&data) else { continue };
+                if let Some(result) = self.handle(message, id, relay).await? {
+                    return Ok(result);
+                }
+            }
+            match response.chunk().await.map_err(|e| HttpRpcError::Transport(e.to_string()))? {
+                Some(chunk) => {
+                    if buffer.len() + chunk.len() > self.max_message_bytes {
+                        return Err(too_large(crate::outbound::BodyReadError::TooLarge(self.max_message_bytes)));
+                    }
+                    buffer.extend_from_slice(&chunk);
+                }
+                None => return Err(HttpRpcError::Transport("the stream ended before the response".into())),
+            }
+        }
+    }
+
+    /// One message of an SSE answer: the response to `id` (returned), a notification, or a request of the server's.
+    async fn handle(
+        &self,
+        mut message: Value,
+        id: u64,
+        relay: Option<&mpsc::Sender<FromServer>>,
+    ) -> Result<Option<Value>, HttpRpcError> {
+        let method = message.get("method").and_then(Value::as_str).map(str::to_string);
+        let params = message.get_mut("params").map(Value::take).unwrap_or(Value::Null);
+        match (method, message.get("id").cloned()) {
+            (None, Some(_)) => response_of(message, id),
+            (Some(method), None) => {
+                if let Some(event) = server_event(&method, &params) {
+                    let listener = lock(&self.events).clone();
+                    if let Some(listener) = listener {
+                        listener(event);
+                    }
+                } else if let Some(relay) = relay {
+                    let _ = relay.try_send(FromServer::Notification { method, params });
+                }
+                Ok(None)
+            }
+            (Some(method), Some(request_id)) => {
+                let answer = self.ask(relay, method, params).await;
+                let reply = match answer {
+                    Ok(result) => json!({"jsonrpc": "2.0", "id": request_id, "result": result}),
+                    Err(RelayError { code, message }) => {
+                        json!({"jsonrpc": "2.0", "id": request_id, "error": {"code": code, "message": message}})
+                    }
+                };
+                // A reply the server does not take is its loss; the call goes on.
+                let _ = self.post(&reply).await;
+                Ok(None)
+            }
+            (None, None) => Ok(None),
+        }
+    }
+
+    async fn ask(
+        &self,
+        relay: Option<&mpsc::Sender<FromServer>>,
+        method: String,
+        params: Value,
+    ) -> Result<Value, RelayError> {
+        if method == "ping" {
+            return Ok(json!({}));
+        }
+        let Some(relay) = relay else {
+            return Err(RelayError { code: -32601, message: format!("method not found: {method}") });
+        };
+        let (answer, answered) = oneshot::channel();
+        if relay.send(FromServer::Request { method: method.clone(), params, answer }).await.is_err() {
+            return Err(RelayError::not_supported(&method));
+        }
+        answered.await.unwrap_or_else(|_| {
+            Err(RelayError { code: -32603, message: "the call ended before its client answered".into() })
+        })
+    }
+}
+
+fn too_large(error: crate::outbound::BodyReadError) -> HttpRpcError {
+    match error {
+        crate::outbound::BodyReadError::TooLarge(limit) => {
+            HttpRpcError::Protocol(format!("a message over the limit of {limit} bytes"))
+        }
+        crate::outbound::BodyReadError::Transport(e) => HttpRpcError::Transport(e.to_string()),
+    }
+}
+
+/// The result of response `message` to request `id`; `None` when it answers another request.
+fn response_of(message: Value, id: u64) -> Result<Option<Value>, HttpRpcError> {
+    if message.get("id").and_then(Value::as_u64) != Some(id) {
+        return Ok(None);
+    }
+    if let Some(error) = message.get("error") {
+        let code = error.get("code").and_then(Value::as_i64).unwrap_or(0);
+        let text = error.get("message").and_then(Value::as_str).unwrap_or_default().to_string();
+        return Err(HttpRpcError::Server { code, message: text });
+    }
+    match message.get("result") {
+        Some(result) => Ok(Some(result.clone())),
+        None => Err(HttpRpcError::Protocol("a response without a result".into())),
+    }
+}
+
+/// Where the first complete SSE event of `buffer` ends: (end of its lines, end with the blank line).
+fn event_end(buffer: &[u8]) -> Option<(usize, usize)> {
+    let lf = buffer.windows(2).position(|w| w == b"\n\n").map(|at| (at, at + 2));
+    let crlf = buffer.windows(4).position(|w| w == b"\r\n\r\n").map(|at| (at, at + 4));
+    match (lf, crlf) {
+        (Some(a), Some(b)) => Some(if a.0 < b.0 { a } else { b }),
+        (a, b) => a.or(b),
+    }
+}
+
+/// The `data` of one SSE event (its `data:` lines joined); `None` without any.
+fn event_data(event: &[u8]) -> Option<String> {
+    let text = String::from_utf8_lossy(event);
+    let lines: Vec<&str> = text
+        .lines()
+        .filter_map(|line| line.strip_prefix("data:"))
+        .map(|data| data.strip_prefix(' ').unwrap_or(data))
+        .collect();
+    (!lines.is_empty()).then(|| lines.join("\n"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sse_events_are_split_at_blank_lines_and_their_data_joined() {
+        let buffer = b"id: 1\ndata: {\"a\":1}\n\nretry: 3000\n\ndata: x\r\n\r\n";
+        let (lines, end) = event_end(buffer).unwrap();
+        assert_eq!(event_data(&buffer[..lines]).as_deref(), Some("{\"a\":1}"));
+        let rest = &buffer[end..];
+        let (lines, end2) = event_end(rest).unwrap();
+        assert_eq!(event_data(&rest[..lines]), None, "a retry hint carries no message");
+        let last = &rest[end2..];
+        let (lines, _) = event_end(last).unwrap();
+        assert_eq!(event_data(&last[..lines]).as_deref(), Some("x"));
+        assert_eq!(event_data(b"data: a\ndata: b"), Some("a\nb".into()));
+    }
+
+    #[test]
+    fn responses_are_matched_by_id() {
+        assert_eq!(response_of(json!({"jsonrpc": "2.0", "id": 3, "result": {"x": 1}}), 3), Ok(Some(json!({"x": 1}))));
+        assert_eq!(response_of(json!({"jsonrpc": "2.0", "id": 4, "result": {}}), 3), Ok(None));
+        let error = json!({"jsonrpc": "2.0", "id": 3, "error": {"code": -32602, "message": "bad"}});
+        assert_eq!(response_of(error, 3), Err(HttpRpcError::Server { code: -32602, message: "bad".into() }));
+    }
+}

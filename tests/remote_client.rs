@@ -1,0 +1,107 @@
+//! The gateway's streamable HTTP client toward remote MCP servers (contract section 9, issue 18), against a real
+//! remote server: `mcpgw-conformance-upstream --http` (rmcp's streamable HTTP server with sessions). The session is
+//! opened, tools listed and called, the server's progress and sampling request during a call reach the call's relay,
+//! and a server restarted (its sessions gone, 404) gets a new session and the request once more.
+
+mod common;
+
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+use mcpgw::upstream::http_client::HttpRpc;
+use mcpgw::upstream::relay::FromServer;
+use serde_json::{Value, json};
+use tokio::sync::mpsc;
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
+}
+
+fn start_remote(port: u16) -> Child {
+    let child = Command::new(env!("CARGO_BIN_EXE_mcpgw-conformance-upstream"))
+        .args(["--http", &format!("127.0.0.1:{port}")])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("start the remote server");
+    let up = common::wait_until(Duration::from_secs(20), || std::net::TcpStream::connect(("127.0.0.1", port)).is_ok());
+    assert!(up, "the remote server listens on {port}");
+    child
+}
+
+fn text(result: &Value) -> String {
+    result["content"][0]["text"].as_str().unwrap_or_default().to_string()
+}
+
+#[test]
+fn a_remote_session_lists_calls_relays_and_survives_a_restart() {
+    let port = free_port();
+    let mut remote = start_remote(port);
+    let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build().unwrap();
+    runtime.block_on(async {
+        let http = mcpgw::outbound::client(Duration::from_secs(30)).unwrap();
+        let url = reqwest::Url::parse(&format!("http://localhost:{port}/mcp")).unwrap();
+        let client = HttpRpc::new(http, url, &[("X-Api-Key".into(), "remote-key".into())], 1 << 20);
+        let info = client.initialize().await.expect("initialize");
+        assert!(info.capabilities.tools.is_some(), "{info:?}");
+
+        let listed = client.request("tools/list", json!({}), None).await.expect("tools/list");
+        let names: Vec<&str> = listed["tools"].as_array().unwrap().iter().filter_map(|t| t["name"].as_str()).collect();
+        assert!(names.contains(&"test_simple_text"), "{names:?}");
+        let called = client.request("tools/call", json!({"name": "test_simple_text", "arguments": {}}), None).await;
+        assert!(!text(&called.expect("tools/call")).is_empty());
+
+        // Progress during the call reaches the relay, in order, before the answer.
+        let (relay, mut messages) = mpsc::channel(16);
+        let params = json!({"name": "test_tool_with_progress", "arguments": {}, "_meta": {"progressToken": "p-1"}});
+        client.request("tools/call", params, Some(&relay)).await.expect("progress call");
+        let mut progress = Vec::new();
+        while let Ok(FromServer::Notification { method, params }) = messages.try_recv() {
+            assert_eq!(method, "notifications/progress");
+            progress.push(params["progress"].as_f64().unwrap_or(-1.0));
+        }
+        assert_eq!(progress, [0.0, 50.0, 100.0]);
+
+        // The server's sampling request is answered through the relay.
+        let answering = tokio::spawn(async move {
+            while let Some(message) = messages.recv().await {
+                if let FromServer::Request { method, answer, .. } = message {
+                    assert_eq!(method, "sampling/createMessage");
+                    let sampled = json!({"model": "m", "role": "assistant",
+                                         "content": {"type": "text", "text": "answered by the relay"}});
+                    let _ = answer.send(Ok(sampled));
+                }
+            }
+        });
+        let params = json!({"name": "test_sampling", "arguments": {"prompt": "hello"}});
+        let sampled = client.request("tools/call", params, Some(&relay)).await.expect("sampling call");
+        assert!(sampled.to_string().contains("answered by the relay"), "{sampled}");
+        drop(relay);
+        answering.await.unwrap();
+
+        // Restarted: the session is gone (404); a new one is opened and the request sent again.
+        let _ = remote.kill();
+        let _ = remote.wait();
+        remote = start_remote(port);
+        let again = client.request("tools/list", json!({}), None).await.expect("tools/list after a restart");
+        assert!(again["tools"].as_array().is_some_and(|tools| !tools.is_empty()));
+        client.close().await;
+    });
+    let _ = remote.kill();
+    let _ = remote.wait();
+}
+
+#[test]
+fn a_remote_server_that_is_down_fails_at_once() {
+    let port = free_port();
+    let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    runtime.block_on(async {
+        let http = mcpgw::outbound::client(Duration::from_secs(30)).unwrap();
+        let url = reqwest::Url::parse(&format!("http://127.0.0.1:{port}/mcp")).unwrap();
+        let client = HttpRpc::new(http, url, &[], 1 << 20);
+        let started = std::time::Instant::now();
+        let failed = client.initialize().await.expect_err("nothing listens");
+        assert!(failed.to_string().contains("could not be reached"), "{failed}");
+        assert!(started.elapsed() < Duration::from_secs(5), "no hang: {:?}", started.elapsed());
+    });
+}
