@@ -1,9 +1,12 @@
 //! The gateway's streamable HTTP client toward remote MCP servers (contract section 9, issue 18), against a real
 //! remote server: `mcpgw-conformance-upstream --http` (rmcp's streamable HTTP server with sessions). The session is
 //! opened, tools listed and called, the server's progress and sampling request during a call reach the call's relay,
-//! and a server restarted (its sessions gone, 404) gets a new session and the request once more.
+//! and a server restarted (its sessions gone, 404) gets a new session and the request once more; then the same server
+//! behind the gateway, discovered and called as a process is.
 
 mod common;
+#[path = "common/mcp.rs"]
+mod mcp;
 
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
@@ -104,4 +107,34 @@ fn a_remote_server_that_is_down_fails_at_once() {
         assert!(failed.to_string().contains("could not be reached"), "{failed}");
         assert!(started.elapsed() < Duration::from_secs(5), "no hang: {:?}", started.elapsed());
     });
+}
+
+/// Through the gateway: a remote server in the configuration is discovered and called as a local one is (secure calls
+/// and transparent calls with their progress), and a remote that is down answers UPSTREAM_ERROR, not a hang.
+#[test]
+fn the_gateway_serves_a_remote_server_as_it_serves_a_process() {
+    use mcp::*;
+    let port = free_port();
+    let mut remote = start_remote(port);
+    let down = free_port();
+    let servers = vec![
+        json!({"server_name": "remote", "config": {"url": format!("http://127.0.0.1:{port}/mcp"),
+               "headers": {"X-Api-Key": "remote-key"}}}),
+        json!({"server_name": "down", "config": {"url": format!("http://127.0.0.1:{down}/mcp")}}),
+    ];
+    let gw = TestGateway::start(&config_with(servers, json!({"tool_exposure": "both"})));
+    runtime().block_on(async {
+        let client = connect(&gw.mcp, common::API_KEY).await;
+        let found = call(&client, "gw_discover_all_tools", json!({"server_name": "remote"})).await;
+        assert_eq!(found["source"], json!("discovery"), "{found}");
+        let answer = call(&client, "gw_secure_call_tools", calls("remote", &[("test_simple_text", json!({}))])).await;
+        assert_eq!(answer["results"][0]["status"], json!("success"), "{answer}");
+        let direct = try_call(&client, "remote__test_simple_text", json!({})).await.expect("transparent call");
+        assert!(!upstream_text(&direct).is_empty(), "{direct}");
+        let refused = call(&client, "gw_discover_all_tools", json!({"server_name": "down"})).await;
+        assert_eq!(refused["error_code"], json!("UPSTREAM_ERROR"), "{refused}");
+        client.cancel().await.unwrap();
+    });
+    let _ = remote.kill();
+    let _ = remote.wait();
 }

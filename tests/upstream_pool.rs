@@ -17,6 +17,8 @@ fn mock() -> ServerSpec {
     ServerSpec {
         command: MOCK.to_string(),
         url: None,
+        headers: vec![],
+        remote_unsupported: None,
         args: vec![],
         env: vec![],
         inherit_env: vec![],

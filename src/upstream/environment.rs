@@ -52,6 +52,8 @@ mod tests {
         ServerSpec {
             command: "srv".into(),
             url: None,
+            headers: vec![],
+            remote_unsupported: None,
             args: vec![],
             env: env.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect(),
             inherit_env: inherit.iter().map(|name| name.to_string()).collect(),

@@ -14,11 +14,16 @@ use serde_json::Value;
 use tokio::time::Instant;
 
 use super::UpstreamError;
+use super::http_client::HttpRpcError;
+use super::process::Link;
 use super::process::UpstreamProcess;
 use super::relay::Relay;
 use super::rpc::RpcError;
 use super::server_pool::ServerPool;
+use super::supervisor::ProcessControl;
 use super::supervisor::StopMode;
+use super::transport::StreamHealth;
+use tokio::sync::watch;
 
 /// How long a failed call waits for the supervisor to report how the process ended, for the error message.
 const EXIT_REPORT_PATIENCE: Duration = Duration::from_millis(500);
@@ -69,17 +74,29 @@ impl Lease {
         relay: Option<&Relay>,
     ) -> Result<Value, UpstreamError> {
         let process = &self.process;
-        let _relaying = relay.map(|relay| process.client().relay_to(relay.messages.clone()));
         let cancelled = async {
             match relay {
                 Some(relay) => relay.cancel.cancelled().await,
                 None => std::future::pending().await,
             }
         };
-        let request = process.client().request(method, params);
-        let (result, verdict) = tokio::select! {
-            exchanged = exchange(process, deadline, timeout, request) => exchanged,
-            () = cancelled => (Err(UpstreamError::Cancelled), Verdict::Keep),
+        let (result, verdict) = match process.link() {
+            Link::Local { control, client, health } => {
+                let _relaying = relay.map(|relay| client.relay_to(relay.messages.clone()));
+                let request = client.request(method, params);
+                tokio::select! {
+                    exchanged = exchange(process, control, health.clone(), deadline, timeout, request) => exchanged,
+                    () = cancelled => (Err(UpstreamError::Cancelled), Verdict::Keep),
+                }
+            }
+            Link::Remote(remote) => {
+                let params = serde_json::to_value(params).unwrap_or(Value::Null);
+                let request = remote.request(method, params, relay.map(|relay| &relay.messages));
+                tokio::select! {
+                    answered = tokio::time::timeout_at(deadline, request) => remote_outcome(answered, timeout),
+                    () = cancelled => (Err(UpstreamError::Cancelled), Verdict::Keep),
+                }
+            }
         };
         self.verdict = verdict;
         match result {
@@ -98,11 +115,12 @@ impl Drop for Lease {
 /// Waits for `request`'s answer while watching the transport for garbage and oversized lines.
 async fn exchange(
     process: &UpstreamProcess,
+    control: &ProcessControl,
+    mut health: watch::Receiver<StreamHealth>,
     deadline: Instant,
     timeout: Duration,
     request: impl Future<Output = Result<Value, RpcError>>,
 ) -> (Result<Value, UpstreamError>, Verdict) {
-    let mut health = process.health();
     let before = health.borrow_and_update().clone();
     let mut watching = true;
     let mut answer = std::pin::pin!(tokio::time::timeout_at(deadline, request));
@@ -129,20 +147,40 @@ async fn exchange(
             answer = &mut answer => return match answer {
                 Err(_elapsed) => (Err(UpstreamError::Timeout(timeout)), Verdict::End(StopMode::Kill)),
                 Ok(Ok(value)) => (Ok(value), Verdict::Keep),
-                Ok(Err(error)) => service_error(process, error).await,
+                Ok(Err(error)) => service_error(process, control, error).await,
             },
         }
     }
 }
 
 /// Maps a failed request to our error, and decides whether the process survives it.
-async fn service_error(process: &UpstreamProcess, error: RpcError) -> (Result<Value, UpstreamError>, Verdict) {
+async fn service_error(
+    process: &UpstreamProcess,
+    control: &ProcessControl,
+    error: RpcError,
+) -> (Result<Value, UpstreamError>, Verdict) {
     match error {
         RpcError::Server { code, message } => (Err(UpstreamError::Rejected { code, message }), Verdict::Keep),
         RpcError::Closed => {
-            let ended = process.control().exit_report(EXIT_REPORT_PATIENCE).await;
+            let ended = control.exit_report(EXIT_REPORT_PATIENCE).await;
             let message = format!("process {} ended during the call ({ended})", process.pid());
             (Err(UpstreamError::Crashed(message)), Verdict::End(StopMode::Kill))
         }
+    }
+}
+
+/// A remote request's outcome, and whether the gateway's session with the server stays in use: a JSON-RPC error
+/// keeps it; a transport failure, an HTTP error or an answer that is not MCP ends it (the next call opens a new one).
+fn remote_outcome(
+    answered: Result<Result<Value, HttpRpcError>, tokio::time::error::Elapsed>,
+    timeout: Duration,
+) -> (Result<Value, UpstreamError>, Verdict) {
+    match answered {
+        Err(_elapsed) => (Err(UpstreamError::Timeout(timeout)), Verdict::End(StopMode::Graceful)),
+        Ok(Ok(value)) => (Ok(value), Verdict::Keep),
+        Ok(Err(HttpRpcError::Server { code, message })) => {
+            (Err(UpstreamError::Rejected { code, message }), Verdict::Keep)
+        }
+        Ok(Err(other)) => (Err(UpstreamError::Remote(other.to_string())), Verdict::End(StopMode::Graceful)),
     }
 }

@@ -66,6 +66,10 @@ pub struct ServerSpec {
     pub command: String,
     /// A remote server's endpoint (`config.url`), in place of a command.
     pub url: Option<String>,
+    /// A remote server's `config.headers` (and its OAuth bearer token).
+    pub headers: Vec<(String, String)>,
+    /// A remote server's `config.transport` and whether `config.tls` is set (neither `sse` nor `tls` is served yet).
+    pub remote_unsupported: Option<String>,
     pub args: Vec<String>,
     /// The server's `config.env` (later also the OAuth variables), set last so they win.
     pub env: Vec<(String, String)>,
@@ -85,6 +89,14 @@ impl ServerSpec {
         ServerSpec {
             command: config.command.clone(),
             url: config.url.clone(),
+            headers: config.headers.iter().flatten().map(|(name, value)| (name.clone(), value.clone())).collect(),
+            remote_unsupported: if config.transport.as_deref() == Some(crate::config::model::SSE) {
+                Some("the sse transport".to_string())
+            } else if config.tls.is_some() {
+                Some("config.tls (a CA bundle, mutual TLS)".to_string())
+            } else {
+                None
+            },
             args: config.args.clone(),
             env: config.env.iter().flatten().map(|(name, value)| (name.clone(), value.clone())).collect(),
             inherit_env: config.inherit_env.clone().unwrap_or_default(),
@@ -197,6 +209,9 @@ pub enum UpstreamError {
     /// The server's reply was longer than the message limit; it was dropped without being buffered.
     #[error("the upstream reply exceeded the limit of {limit} bytes")]
     OutputTooLarge { limit: usize },
+    /// A remote server could not be reached, or answered with an HTTP error or something that is not MCP.
+    #[error("{0}")]
+    Remote(String),
     /// The caller cancelled the call (its relay's token); the server was told.
     #[error("the call was cancelled by its client")]
     Cancelled,

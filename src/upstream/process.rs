@@ -20,6 +20,8 @@ use tokio::process::Command;
 use tokio::sync::watch;
 
 use super::environment::child_environment;
+use super::http_client::HttpRpc;
+use super::relay::ServerEvents;
 use super::rpc::{RpcClient, RpcError};
 use super::supervisor::{self, ProcessControl, ProcessSet, StopMode};
 use super::transport::{LineReader, StreamHealth};
@@ -30,26 +32,32 @@ const PROTOCOL_VERSION: &str = "2025-11-25";
 /// Revisions the gateway accepts in a server's `initialize` result.
 const ACCEPTED_VERSIONS: [&str; 4] = ["2024-11-05", "2025-03-26", "2025-06-18", "2025-11-25"];
 
-/// A running, initialized upstream: its client and its control. Dropping it ends the process gracefully.
+/// A running, initialized upstream: a local process (its client and its control) or the gateway's session with a
+/// remote server (contract section 9). The pool leases both alike. Dropping it ends the process gracefully, or the
+/// remote session.
 pub(crate) struct UpstreamProcess {
-    control: Arc<ProcessControl>,
-    client: RpcClient,
+    link: Link,
     info: Arc<ServerPeerInfo>,
-    health: watch::Receiver<StreamHealth>,
     max_message_bytes: usize,
 }
 
+/// How the gateway reaches one upstream.
+pub(crate) enum Link {
+    Local { control: Arc<ProcessControl>, client: RpcClient, health: watch::Receiver<StreamHealth> },
+    Remote(Arc<HttpRpc>),
+}
+
 impl UpstreamProcess {
+    /// The process id; 0 for a remote server.
     pub fn pid(&self) -> u32 {
-        self.control.pid()
+        match &self.link {
+            Link::Local { control, .. } => control.pid(),
+            Link::Remote(_) => 0,
+        }
     }
 
-    pub fn control(&self) -> &Arc<ProcessControl> {
-        &self.control
-    }
-
-    pub fn client(&self) -> &RpcClient {
-        &self.client
+    pub fn link(&self) -> &Link {
+        &self.link
     }
 
     /// What the server said about itself in its `initialize` result.
@@ -59,7 +67,10 @@ impl UpstreamProcess {
 
     /// Whether the process has exited or its connection has closed (either way it cannot serve another call).
     pub fn is_gone(&self) -> bool {
-        self.control.has_exited() || self.client.is_closed()
+        match &self.link {
+            Link::Local { control, client, .. } => control.has_exited() || client.is_closed(),
+            Link::Remote(_) => false,
+        }
     }
 
     /// The longest message the transport reads from this process.
@@ -67,16 +78,32 @@ impl UpstreamProcess {
         self.max_message_bytes
     }
 
-    /// A fresh watch on the transport's report of bad lines.
-    pub fn health(&self) -> watch::Receiver<StreamHealth> {
-        self.health.clone()
+    /// Asks the process to stop (`mode`), or ends the remote session.
+    pub fn stop(&self, mode: StopMode) {
+        match &self.link {
+            Link::Local { control, .. } => control.request_stop(mode),
+            Link::Remote(remote) => {
+                let remote = Arc::clone(remote);
+                if let Ok(runtime) = tokio::runtime::Handle::try_current() {
+                    runtime.spawn(async move { remote.close().await });
+                }
+            }
+        }
+    }
+
+    /// Tells `listener` what the server says that belongs to no call.
+    pub fn on_events(&self, listener: ServerEvents) {
+        match &self.link {
+            Link::Local { client, .. } => client.on_events(listener),
+            Link::Remote(remote) => remote.on_events(listener),
+        }
     }
 }
 
 impl Drop for UpstreamProcess {
     fn drop(&mut self) {
-        // The client is dropped right after this, which closes the server's stdin as well.
-        self.control.request_stop(StopMode::Graceful);
+        // A local client is dropped right after this, which closes the server's stdin as well.
+        self.stop(StopMode::Graceful);
     }
 }
 
@@ -108,8 +135,7 @@ pub(crate) async fn start(
 ) -> Result<UpstreamProcess, StartFailure> {
     let failed = |message: String| StartFailure { error: UpstreamError::Start(message), timed_out: false };
     if let Some(url) = &spec.url {
-        // Contract section 9 (issue 18): the remote transport is the next step of this work.
-        return Err(failed(format!("remote upstream servers (config.url {url:?}) are not served by this version yet")));
+        return start_remote(spec, url, options).await;
     }
     let environment = child_environment(spec, &|name| std::env::var_os(name));
     let masks = stderr_masks(spec, &environment);
@@ -148,7 +174,8 @@ pub(crate) async fn start(
         Ok(Ok(info)) => {
             stop_on_failure.disarm();
             let info = Arc::new(info);
-            return Ok(UpstreamProcess { control, client, info, health, max_message_bytes: options.max_message_bytes });
+            let link = Link::Local { control, client, health };
+            return Ok(UpstreamProcess { link, info, max_message_bytes: options.max_message_bytes });
         }
         Ok(Err(error)) => {
             let ended = control.exit_report(Duration::from_millis(200)).await;
@@ -205,6 +232,34 @@ async fn initialize(client: &RpcClient) -> Result<ServerPeerInfo, String> {
         .map_err(|error| format!("its initialize result is not valid: {error}"))?;
     client.notify("notifications/initialized").await.map_err(|_| "the connection closed".to_string())?;
     Ok(info)
+}
+
+/// Opens the gateway's session with the remote server at `url` within `options.start_timeout`.
+async fn start_remote(spec: &ServerSpec, url: &str, options: &StartOptions) -> Result<UpstreamProcess, StartFailure> {
+    let failed = |message: String, timed_out| StartFailure { error: UpstreamError::Start(message), timed_out };
+    if let Some(what) = &spec.remote_unsupported {
+        return Err(failed(format!("{what} of remote servers is not served by this version yet (issue 18)"), false));
+    }
+    let url = reqwest::Url::parse(url).map_err(|e| failed(format!("{url:?} is not a URL: {e}"), false))?;
+    let http = crate::outbound::client_builder(options.start_timeout)
+        .build()
+        .map_err(|e| failed(format!("no HTTP client for {url}: {e}"), false))?;
+    let remote = HttpRpc::new(http, url.clone(), &spec.headers, options.max_message_bytes);
+    match tokio::time::timeout(options.start_timeout, remote.initialize()).await {
+        Ok(Ok(info)) => {
+            tracing::info!(server = %options.label, %url, "remote upstream session opened");
+            let link = Link::Remote(Arc::new(remote));
+            Ok(UpstreamProcess { link, info, max_message_bytes: options.max_message_bytes })
+        }
+        Ok(Err(error)) => Err(failed(format!("{url} did not initialize: {error}"), false)),
+        Err(_) => Err(failed(
+            format!(
+                "{url} did not answer `initialize` within {} seconds (upstream_pool.start_timeout_seconds)",
+                options.start_timeout.as_secs_f64()
+            ),
+            true,
+        )),
+    }
 }
 
 /// Kills a process whose start did not complete.

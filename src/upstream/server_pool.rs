@@ -257,7 +257,7 @@ impl ServerPool {
     fn add_started(&self, process: UpstreamProcess) {
         if let Some(listener) = lock(&self.shared.events).0.clone() {
             let key = self.key.clone();
-            process.client().on_events(Arc::new(move |event| listener(&key, event)));
+            process.on_events(Arc::new(move |event| listener(&key, event)));
         }
         let process = Arc::new(process);
         let joined = {
@@ -353,7 +353,7 @@ impl ServerPool {
                 }
                 // Not in the pool any more (shutdown took it): end it all the same.
                 None => {
-                    process.control().request_stop(failure.unwrap_or(StopMode::Graceful));
+                    process.stop(failure.unwrap_or(StopMode::Graceful));
                     (None, false)
                 }
             }
@@ -363,7 +363,7 @@ impl ServerPool {
             if entry.failed.is_some() {
                 self.count_restarts(1);
             }
-            entry.process.control().request_stop(entry.failed.unwrap_or(StopMode::Graceful));
+            entry.process.stop(entry.failed.unwrap_or(StopMode::Graceful));
         }
         if replace {
             tracing::info!(server = %self.label, "replacing an upstream process that a call left unusable");

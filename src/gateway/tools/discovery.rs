@@ -164,6 +164,11 @@ pub async fn upstream_spec(
         )
     })?;
     oauth::inject(&token, &mut spec.env, &mut spec.args);
+    if spec.url.is_some() {
+        // A remote server gets the token as a bearer credential (contract section 9).
+        spec.headers.retain(|(name, _)| !name.eq_ignore_ascii_case("authorization"));
+        spec.headers.push(("Authorization".to_string(), format!("Bearer {}", token.secret())));
+    }
     Ok(spec)
 }
 
