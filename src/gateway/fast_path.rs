@@ -204,7 +204,7 @@ impl<S> FastToolCall<S> {
         call: Accepted,
         identity: Arc<Identity>,
         headers: &HeaderMap,
-        session: Option<String>,
+        session: Option<&str>,
     ) -> Option<Route> {
         let requested = match headers.get(EXPOSURE_HEADER) {
             None => None,
@@ -213,10 +213,11 @@ impl<S> FastToolCall<S> {
         let view = identity.snapshot.tool_exposure(identity.mcp_config_id.as_deref()).chosen(requested);
         match call.call {
             Call::Gateway(invocation) if view.gateway_tools() => {
+                let session = session.map(str::to_string);
                 Some(Route::Gateway { id: call.id, invocation, identity, session, stateless: call.stateless })
             }
             Call::Upstream { name, args, progress_token } if view.upstream() && !call.stateless => {
-                let session = session?;
+                let session = session?.to_string();
                 let capabilities = self.ctx.sessions.client_capabilities(&session)?;
                 let id = call.id;
                 let call = SessionCall { identity, session, id, name, args, progress_token, capabilities };
@@ -245,9 +246,9 @@ where
             .then(|| req.extensions_mut().remove::<ParsedMessage>())
             .flatten();
         let identity = req.extensions().get::<Arc<Identity>>().cloned();
-        let session = req.headers().get("mcp-session-id").and_then(|v| v.to_str().ok()).map(str::to_string);
+        let session = req.headers().get("mcp-session-id").and_then(|v| v.to_str().ok());
         // A client's answer to a question of a relayed call, or its cancellation, is taken by the call.
-        if let (Some(ParsedMessage(message)), Some(session)) = (&taken, &session)
+        if let (Some(ParsedMessage(message)), Some(session)) = (&taken, session)
             && let Some(taken) = self.ctx.relays.take(session, message)
         {
             return Box::pin(async move { Ok(taken.accepted().await) });

@@ -18,10 +18,10 @@ use std::sync::{Arc, Mutex};
 use axum::http::{HeaderMap, HeaderName, HeaderValue, StatusCode, header};
 use rmcp::model::ServerPeerInfo;
 use serde_json::{Value, json};
-use tokio::sync::{mpsc, oneshot};
+use tokio::sync::mpsc;
 
 use super::lock;
-use super::relay::{FromServer, RelayError, ServerEvents, server_event};
+use super::relay::{self, FromServer, ServerEvents, server_event};
 
 /// The protocol revision asked for in `initialize`.
 const PROTOCOL_VERSION: &str = "2025-11-25";
@@ -260,40 +260,13 @@ impl HttpRpc {
                 Ok(None)
             }
             (Some(method), Some(request_id)) => {
-                let answer = self.ask(relay, method, params).await;
-                let reply = match answer {
-                    Ok(result) => json!({"jsonrpc": "2.0", "id": request_id, "result": result}),
-                    Err(RelayError { code, message }) => {
-                        json!({"jsonrpc": "2.0", "id": request_id, "error": {"code": code, "message": message}})
-                    }
-                };
+                let reply = relay::reply(request_id, relay::answer(relay.cloned(), method, params).await);
                 // A reply the server does not take is its loss; the call goes on.
                 let _ = self.post(&reply).await;
                 Ok(None)
             }
             (None, None) => Ok(None),
         }
-    }
-
-    async fn ask(
-        &self,
-        relay: Option<&mpsc::Sender<FromServer>>,
-        method: String,
-        params: Value,
-    ) -> Result<Value, RelayError> {
-        if method == "ping" {
-            return Ok(json!({}));
-        }
-        let Some(relay) = relay else {
-            return Err(RelayError { code: -32601, message: format!("method not found: {method}") });
-        };
-        let (answer, answered) = oneshot::channel();
-        if relay.send(FromServer::Request { method: method.clone(), params, answer }).await.is_err() {
-            return Err(RelayError::not_supported(&method));
-        }
-        answered.await.unwrap_or_else(|_| {
-            Err(RelayError { code: -32603, message: "the call ended before its client answered".into() })
-        })
     }
 }
 

@@ -35,6 +35,44 @@ impl RelayError {
     pub fn not_supported(method: &str) -> RelayError {
         RelayError { code: -32601, message: format!("the client of this call does not support {method}") }
     }
+
+    /// JSON-RPC "method not found": nothing serves `method`.
+    pub fn method_not_found(method: &str) -> RelayError {
+        RelayError { code: -32601, message: format!("method not found: {method}") }
+    }
+}
+
+/// The answer to a request of the server's, whatever its transport: `ping` at once, anything else from the call's
+/// `relay` (the caller's answer), "method not found" without one.
+pub async fn answer(
+    relay: Option<mpsc::Sender<FromServer>>,
+    method: String,
+    params: Value,
+) -> Result<Value, RelayError> {
+    if method == "ping" {
+        return Ok(Value::Object(serde_json::Map::new()));
+    }
+    let Some(relay) = relay else {
+        tracing::debug!(%method, "upstream request the gateway does not serve");
+        return Err(RelayError::method_not_found(&method));
+    };
+    let (answer, answered) = oneshot::channel();
+    if relay.send(FromServer::Request { method: method.clone(), params, answer }).await.is_err() {
+        return Err(RelayError::not_supported(&method));
+    }
+    answered.await.unwrap_or_else(|_| {
+        Err(RelayError { code: -32603, message: "the call ended before its client answered".into() })
+    })
+}
+
+/// The JSON-RPC message that answers request `id` of the server's with `answer`.
+pub fn reply(id: Value, answer: Result<Value, RelayError>) -> Value {
+    match answer {
+        Ok(result) => serde_json::json!({"jsonrpc": "2.0", "id": id, "result": result}),
+        Err(RelayError { code, message }) => {
+            serde_json::json!({"jsonrpc": "2.0", "id": id, "error": {"code": code, "message": message}})
+        }
+    }
 }
 
 /// One message of the server's during a call.

@@ -21,17 +21,15 @@ use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
 use serde::Serialize;
-use serde_json::{Map, Value};
+use serde_json::Value;
 use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt};
 use tokio::sync::{Mutex as AsyncMutex, mpsc, oneshot};
 use tokio::task::JoinHandle;
 
 use super::lock;
-use super::relay::{FromServer, RelayError, ServerEvents, server_event};
+use super::relay::{self, FromServer, ServerEvents, server_event};
 use super::transport::{Line, LineReader};
 
-/// JSON-RPC "method not found".
-const METHOD_NOT_FOUND: i64 = -32601;
 /// Replies to server requests that may wait to be written at once (see [`reply`]).
 const MAX_PENDING_REPLIES: usize = 64;
 
@@ -109,17 +107,6 @@ struct Notification<'a> {
     method: &'a str,
     #[serde(skip_serializing_if = "Option::is_none")]
     params: Option<Value>,
-}
-
-/// Our answer to a request of the server's.
-#[derive(Serialize)]
-struct Reply<'a> {
-    jsonrpc: &'static str,
-    id: &'a Value,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    result: Option<Value>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    error: Option<Value>,
 }
 
 /// The client of one upstream connection; see the module documentation.
@@ -327,31 +314,10 @@ fn reply<W: AsyncWrite + Unpin + Send + 'static>(shared: &Arc<Shared<W>>, method
         tracing::debug!(%method, "upstream request not answered: too many replies waiting to be written");
         return;
     }
-    let relay = if method == "ping" { None } else { lock(&shared.relay).clone() };
+    let relay = lock(&shared.relay).clone();
     let shared = Arc::clone(shared);
     tokio::spawn(async move {
-        let answer = if method == "ping" {
-            Ok(Value::Object(Map::new()))
-        } else if let Some(relay) = relay {
-            let (answer, answered) = oneshot::channel();
-            let asked = relay.send(FromServer::Request { method: method.clone(), params, answer }).await;
-            match asked {
-                Ok(()) => answered.await.unwrap_or_else(|_| {
-                    Err(RelayError { code: -32603, message: "the call ended before its client answered".into() })
-                }),
-                Err(_) => Err(RelayError::not_supported(&method)),
-            }
-        } else {
-            tracing::debug!(%method, "upstream request the gateway does not serve");
-            Err(RelayError { code: METHOD_NOT_FOUND, message: format!("method not found: {method}") })
-        };
-        let reply = match answer {
-            Ok(result) => Reply { jsonrpc: "2.0", id: &id, result: Some(result), error: None },
-            Err(RelayError { code, message }) => {
-                let error = serde_json::json!({"code": code, "message": message});
-                Reply { jsonrpc: "2.0", id: &id, result: None, error: Some(error) }
-            }
-        };
+        let reply = relay::reply(id, relay::answer(relay, method, params).await);
         // A failed write means the connection is going; the reader sees the end of the stream next.
         let _ = shared.send_line(&reply).await;
         shared.pending_replies.fetch_sub(1, Ordering::AcqRel);
@@ -362,6 +328,9 @@ fn reply<W: AsyncWrite + Unpin + Send + 'static>(shared: &Arc<Shared<W>>, method
 mod tests {
     use super::*;
     use crate::upstream::relay::ServerEvent;
+
+    /// JSON-RPC "method not found".
+    const METHOD_NOT_FOUND: i64 = -32601;
     use crate::upstream::transport::StreamHealth;
     use serde_json::json;
     use tokio::io::{AsyncBufReadExt, BufReader, DuplexStream, duplex};

@@ -58,15 +58,10 @@ fn could_make(prefix: &str, name: &str) -> bool {
     name.starts_with(kept)
 }
 
-/// The upstream tools `identity` sees, in configuration order; with `only`, just what could be named `only`.
-pub async fn tools<'a>(
-    ctx: &GatewayContext,
-    identity: &'a Identity,
-    session: Option<&str>,
-    only: Option<&str>,
-) -> Vec<Exposed<'a>> {
+/// The upstream tools `identity` sees, in configuration order.
+pub async fn tools<'a>(ctx: &GatewayContext, identity: &'a Identity, session: Option<&str>) -> Vec<Exposed<'a>> {
     let mut found = Vec::new();
-    for (entry, prefix) in candidates(identity, only) {
+    for (entry, prefix) in candidates(identity, None) {
         match discover_visible(ctx, identity, session, entry).await {
             Ok(discovered) => found.extend(discovered.tools.iter().map(|tool| (entry, prefix.clone(), tool.clone()))),
             Err(failure) => left_out(entry, "tools", &failure),

@@ -37,7 +37,7 @@ pub struct UnknownTool(pub String);
 
 /// The upstream tools `identity` sees, as `tools/list` lists them.
 pub async fn list_tools(ctx: &GatewayContext, identity: &Identity, session: Option<&str>) -> Vec<Value> {
-    catalog::tools(ctx, identity, session, None).await.into_iter().map(catalog::Exposed::listed).collect()
+    catalog::tools(ctx, identity, session).await.into_iter().map(catalog::Exposed::listed).collect()
 }
 
 /// What a transparent call answers.

@@ -90,7 +90,7 @@ pub fn may_ask(capabilities: Option<&ClientCapabilities>, method: &str) -> Resul
         "sampling/createMessage" => capabilities.is_some_and(|c| c.sampling.is_some()),
         "elicitation/create" => capabilities.is_some_and(|c| c.elicitation.is_some()),
         "roots/list" => capabilities.is_some_and(|c| c.roots.is_some()),
-        _ => return Err(RelayError { code: -32601, message: format!("method not found: {method}") }),
+        _ => return Err(RelayError::method_not_found(method)),
     };
     if declared { Ok(()) } else { Err(RelayError::not_supported(method)) }
 }
