@@ -230,6 +230,15 @@ fn server_everything_progress_sampling_and_elicitation_reach_the_caller() {
 }
 
 async fn relays_reach(client: &rmcp::service::Peer<rmcp::RoleClient>, handler: &AnsweringClient, front: &str) {
+    relays_of(client, handler, front, "everything").await
+}
+
+async fn relays_of(
+    client: &rmcp::service::Peer<rmcp::RoleClient>,
+    handler: &AnsweringClient,
+    front: &str,
+    server: &str,
+) {
     let call = |name: &str, args: Value| {
         let mut params = rmcp::model::CallToolRequestParams::new(name.to_string());
         if let Value::Object(map) = args {
@@ -237,7 +246,7 @@ async fn relays_reach(client: &rmcp::service::Peer<rmcp::RoleClient>, handler: &
         }
         client.call_tool(params)
     };
-    let done = call("everything__trigger-long-running-operation", json!({"duration": 0.3, "steps": 3}));
+    let done = call(&format!("{server}__trigger-long-running-operation"), json!({"duration": 0.3, "steps": 3}));
     let done = serde_json::to_value(done.await.expect("long-running operation")).unwrap();
     assert!(upstream_text(&done).contains("Steps: 3"), "{front}: {done}");
     // The client handles notifications in tasks of their own: the last may be handled just after the answer.
@@ -250,12 +259,12 @@ async fn relays_reach(client: &rmcp::service::Peer<rmcp::RoleClient>, handler: &
     // rmcp's client gives every request its own token; the relayed progress carries it.
     assert!(progress.iter().all(|(token, _)| *token == progress[0].0), "{front}: {progress:?}");
 
-    let sampled = call("everything__trigger-sampling-request", json!({"prompt": "say hi", "maxTokens": 10}));
+    let sampled = call(&format!("{server}__trigger-sampling-request"), json!({"prompt": "say hi", "maxTokens": 10}));
     let sampled = serde_json::to_value(sampled.await.expect("sampling")).unwrap();
     assert!(sampled.to_string().contains("sampled by the test"), "{front}: {sampled}");
     assert!(handler.sampled.lock().unwrap()[0].to_string().contains("say hi"), "{front}");
 
-    let elicited = call("everything__trigger-elicitation-request", json!({})).await.expect("elicitation");
+    let elicited = call(&format!("{server}__trigger-elicitation-request"), json!({})).await.expect("elicitation");
     let elicited = serde_json::to_value(elicited).unwrap();
     assert!(elicited.to_string().contains("Ada Lovelace"), "{front}: {elicited}");
 }
@@ -321,5 +330,80 @@ fn stateless_clients_answer_the_upstreams_questions_in_input_required_rounds() {
         let echoed = call("everything__echo", json!({"message": "no questions"})).await.expect("a plain call");
         assert!(upstream_text(&serde_json::to_value(echoed).unwrap()).contains("no questions"));
         client.cancel().await.unwrap();
+    });
+}
+
+/// server-everything started as a remote server (`streamableHttp` or `sse` mode) on a free loopback port; ended when
+/// dropped.
+struct RemoteEverything {
+    child: std::process::Child,
+    port: u16,
+}
+
+impl RemoteEverything {
+    fn start(mode: &str) -> RemoteEverything {
+        let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+        let child = std::process::Command::new(everything_bin())
+            .arg(mode)
+            .env("PORT", port.to_string())
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .expect("start server-everything");
+        let listening = common::wait_until(std::time::Duration::from_secs(60), || {
+            std::net::TcpStream::connect(("127.0.0.1", port)).is_ok()
+        });
+        assert!(listening, "server-everything {mode} listens on {port}");
+        RemoteEverything { child, port }
+    }
+}
+
+impl Drop for RemoteEverything {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// server-everything as a remote server, over streamable HTTP and over the 2024-11-05 HTTP+SSE transport: discovered,
+/// called securely and transparently, with its progress, sampling and elicitation relayed to the caller during a call,
+/// exactly as the process is.
+#[test]
+fn remote_server_everything_over_streamable_http_and_sse() {
+    use rmcp::ServiceExt;
+    let streamable = RemoteEverything::start("streamableHttp");
+    let sse = RemoteEverything::start("sse");
+    let servers = vec![
+        json!({"server_name": "streamable",
+               "config": {"url": format!("http://127.0.0.1:{}/mcp", streamable.port), "transport": "streamable_http"}}),
+        json!({"server_name": "legacy",
+               "config": {"url": format!("http://127.0.0.1:{}/sse", sse.port), "transport": "sse"}}),
+    ];
+    let gw = TestGateway::start(&config_with(servers, json!({"tool_exposure": "both"})));
+    runtime().block_on(async {
+        let client = connect(&gw.mcp, API_KEY).await;
+        for server in ["streamable", "legacy"] {
+            let found = call(&client, "gw_discover_all_tools", json!({"server_name": server})).await;
+            assert_eq!(found["status"], json!("success"), "{server}: {found}");
+            assert!(found["server_metadata"]["name"].as_str().is_some_and(|n| n.contains("everything")), "{found}");
+            let names = sorted_tool_names(&found);
+            assert!(names.iter().any(|n| n == "echo"), "{server}: {names:?}");
+            let calls = calls(
+                server,
+                &[("echo", json!({"message": format!("hello {server}")})), ("get-sum", json!({"a": 2, "b": 40}))],
+            );
+            let answer = call(&client, "gw_secure_call_tools", calls).await;
+            let results = answer["results"].as_array().expect("results");
+            assert!(success_text(&results[0], "echo").contains(&format!("hello {server}")), "{server}: {answer}");
+            assert!(success_text(&results[1], "get-sum").contains("42"), "{server}: {answer}");
+        }
+        client.cancel().await.unwrap();
+
+        for server in ["streamable", "legacy"] {
+            let handler = AnsweringClient::default();
+            let client = handler.clone().serve(http_transport(&gw.mcp, API_KEY, &[])).await.expect("connect");
+            relays_of(&client, &handler, server, server).await;
+            client.cancel().await.unwrap();
+        }
     });
 }

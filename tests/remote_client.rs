@@ -13,6 +13,7 @@ use std::time::Duration;
 
 use mcpgw::upstream::http_client::HttpRpc;
 use mcpgw::upstream::relay::FromServer;
+use mcpgw::upstream::remote::Endpoint;
 use serde_json::{Value, json};
 use tokio::sync::mpsc;
 
@@ -44,7 +45,8 @@ fn a_remote_session_lists_calls_relays_and_survives_a_restart() {
     runtime.block_on(async {
         let http = mcpgw::outbound::client(Duration::from_secs(30)).unwrap();
         let url = reqwest::Url::parse(&format!("http://localhost:{port}/mcp")).unwrap();
-        let client = HttpRpc::new(http, url, &[("X-Api-Key".into(), "remote-key".into())], 1 << 20);
+        let client =
+            HttpRpc::new(Endpoint::new(http, &[("X-Api-Key".into(), "remote-key".into())], None), url, 1 << 20);
         let info = client.initialize().await.expect("initialize");
         assert!(info.capabilities.tools.is_some(), "{info:?}");
 
@@ -101,7 +103,7 @@ fn a_remote_server_that_is_down_fails_at_once() {
     runtime.block_on(async {
         let http = mcpgw::outbound::client(Duration::from_secs(30)).unwrap();
         let url = reqwest::Url::parse(&format!("http://127.0.0.1:{port}/mcp")).unwrap();
-        let client = HttpRpc::new(http, url, &[], 1 << 20);
+        let client = HttpRpc::new(Endpoint::new(http, &[], None), url, 1 << 20);
         let started = std::time::Instant::now();
         let failed = client.initialize().await.expect_err("nothing listens");
         assert!(failed.to_string().contains("could not be reached"), "{failed}");

@@ -16,9 +16,7 @@ const TIMEOUT: Duration = Duration::from_secs(10);
 fn mock() -> ServerSpec {
     ServerSpec {
         command: MOCK.to_string(),
-        url: None,
-        headers: vec![],
-        remote_unsupported: None,
+        remote: None,
         args: vec![],
         env: vec![],
         inherit_env: vec![],

@@ -62,7 +62,7 @@ pub struct GatewayContext {
     /// The guardrail provider of the current snapshot.
     pub guardrails: crate::guardrails::provider::ProviderCache,
     /// Upstream OAuth tokens per (server, MCP config, project).
-    pub oauth: crate::upstream::oauth::TokenManager,
+    pub oauth: Arc<crate::upstream::oauth::TokenManager>,
     /// Requests and tool calls being answered now; the drain waits for them.
     pub in_flight: InFlight,
     /// Per-key rate limits (`rate_limits`).
@@ -142,6 +142,7 @@ fn pool_settings(snapshot: &Snapshot) -> PoolSettings {
         max_processes_per_server: snapshot.settings.max_processes_per_server as usize,
         idle_timeout: snapshot.settings.idle_timeout,
         start_timeout: snapshot.settings.start_timeout,
+        connect_timeout: snapshot.settings.timeouts.connectivity,
     }
 }
 
@@ -158,7 +159,7 @@ impl GatewayContext {
             sessions: SessionRegistry::default(),
             remote_auth: Default::default(),
             guardrails: Default::default(),
-            oauth: crate::upstream::oauth::TokenManager::new(snapshot.settings.timeouts.auth),
+            oauth: Arc::new(crate::upstream::oauth::TokenManager::new(snapshot.settings.timeouts.auth)),
             in_flight: InFlight::default(),
             rate_limits: Default::default(),
             draining: Default::default(),

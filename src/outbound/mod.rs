@@ -36,6 +36,20 @@ pub fn client(timeout: Duration) -> Result<reqwest::Client, reqwest::Error> {
     client_builder(timeout).build()
 }
 
+/// An HTTP error with its causes (reqwest's own text is often just "error sending request"), without the URL (its
+/// query may hold a secret).
+pub fn describe(error: reqwest::Error) -> String {
+    let error = error.without_url();
+    let mut text = error.to_string();
+    let mut source = std::error::Error::source(&error);
+    while let Some(cause) = source {
+        text.push_str(": ");
+        text.push_str(&cause.to_string());
+        source = cause.source();
+    }
+    text
+}
+
 /// Why an answer's body could not be read whole.
 #[derive(Debug)]
 pub enum BodyReadError {

@@ -51,9 +51,7 @@ mod tests {
     fn spec(env: &[(&str, &str)], inherit: &[&str]) -> ServerSpec {
         ServerSpec {
             command: "srv".into(),
-            url: None,
-            headers: vec![],
-            remote_unsupported: None,
+            remote: None,
             args: vec![],
             env: env.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect(),
             inherit_env: inherit.iter().map(|name| name.to_string()).collect(),

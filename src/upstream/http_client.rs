@@ -10,18 +10,21 @@
 //! - A 404 on a request that named a session means the server forgot it: the session is opened again and the request
 //!   sent once more. Nothing else is retried.
 //! - What is read is bounded: a message over `max_message_bytes` fails the request.
-//! - The configured `headers` go on every request; nothing of the gateway's client (its key) ever does.
+//! - The configured `headers` and the OAuth token go on every request; nothing of the gateway's client (its key) ever
+//!   does.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
-use axum::http::{HeaderMap, HeaderName, HeaderValue, StatusCode, header};
+use axum::http::{StatusCode, header};
 use rmcp::model::ServerPeerInfo;
 use serde_json::{Value, json};
 use tokio::sync::mpsc;
 
 use super::lock;
 use super::relay::{self, FromServer, ServerEvents, server_event};
+use super::remote::Endpoint;
+use super::sse::EventReader;
 
 /// The protocol revision asked for in `initialize`.
 const PROTOCOL_VERSION: &str = "2025-11-25";
@@ -39,6 +42,8 @@ pub enum HttpRpcError {
     Server { code: i64, message: String },
     /// The answer was not MCP, or over the message limit.
     Protocol(String),
+    /// No OAuth access token could be obtained for the server.
+    Credential(String),
 }
 
 impl std::fmt::Display for HttpRpcError {
@@ -48,16 +53,15 @@ impl std::fmt::Display for HttpRpcError {
             HttpRpcError::Status(status, body) => write!(f, "the remote server answered HTTP {status}: {body}"),
             HttpRpcError::Server { code, message } => write!(f, "JSON-RPC error {code}: {message}"),
             HttpRpcError::Protocol(why) => write!(f, "the remote server's answer is not MCP: {why}"),
+            HttpRpcError::Credential(why) => write!(f, "no OAuth access token for the remote server: {why}"),
         }
     }
 }
 
 /// One MCP session of the gateway's with a remote server.
 pub struct HttpRpc {
-    http: reqwest::Client,
+    endpoint: Endpoint,
     url: reqwest::Url,
-    /// The entry's `headers`.
-    headers: HeaderMap,
     max_message_bytes: usize,
     /// The session id and protocol revision of the open session.
     session: Mutex<Option<(String, String)>>,
@@ -68,23 +72,11 @@ pub struct HttpRpc {
 }
 
 impl HttpRpc {
-    /// A client of `url` sending `headers` (names and values checked by validation; invalid ones are skipped).
-    pub fn new(
-        http: reqwest::Client,
-        url: reqwest::Url,
-        headers: &[(String, String)],
-        max_message_bytes: usize,
-    ) -> HttpRpc {
-        let mut map = HeaderMap::new();
-        for (name, value) in headers {
-            if let (Ok(name), Ok(value)) = (HeaderName::from_bytes(name.as_bytes()), HeaderValue::from_str(value)) {
-                map.append(name, value);
-            }
-        }
+    /// A client of the MCP endpoint `url`, reading messages of at most `max_message_bytes`.
+    pub fn new(endpoint: Endpoint, url: reqwest::Url, max_message_bytes: usize) -> HttpRpc {
         HttpRpc {
-            http,
+            endpoint,
             url,
-            headers: map,
             max_message_bytes,
             session: Mutex::new(None),
             info: Mutex::new(None),
@@ -155,22 +147,25 @@ impl HttpRpc {
     /// Ends the session (`DELETE`), if one is open.
     pub async fn close(&self) {
         let Some((id, _)) = lock(&self.session).take() else { return };
-        let _ =
-            self.http.delete(self.url.clone()).headers(self.headers.clone()).header(SESSION_HEADER, id).send().await;
+        let _ = self.endpoint.send(|http| http.delete(self.url.clone()).header(SESSION_HEADER, &id)).await;
     }
 
     async fn post(&self, message: &Value) -> Result<reqwest::Response, HttpRpcError> {
-        let mut request = self
-            .http
-            .post(self.url.clone())
-            .headers(self.headers.clone())
-            .header(header::ACCEPT, "application/json, text/event-stream")
-            .header(header::CONTENT_TYPE, "application/json")
-            .body(message.to_string());
-        if let Some((id, version)) = lock(&self.session).clone() {
-            request = request.header(SESSION_HEADER, id).header(VERSION_HEADER, version);
-        }
-        request.send().await.map_err(|e| HttpRpcError::Transport(e.to_string()))
+        let body = message.to_string();
+        let session = lock(&self.session).clone();
+        self.endpoint
+            .send(|http| {
+                let request = http
+                    .post(self.url.clone())
+                    .header(header::ACCEPT, "application/json, text/event-stream")
+                    .header(header::CONTENT_TYPE, "application/json")
+                    .body(body.clone());
+                match &session {
+                    Some((id, version)) => request.header(SESSION_HEADER, id).header(VERSION_HEADER, version),
+                    None => request,
+                }
+            })
+            .await
     }
 
     /// One request and its answer, with the session id the answer names.
@@ -215,26 +210,14 @@ impl HttpRpc {
         id: u64,
         relay: Option<&mpsc::Sender<FromServer>>,
     ) -> Result<Value, HttpRpcError> {
-        let mut buffer: Vec<u8> = Vec::new();
-        loop {
-            while let Some(end) = event_end(&buffer) {
-                let event: Vec<u8> = buffer.drain(..end.1).collect();
-                let Some(data) = event_data(&event[..end.0]) else { continue };
-                let Ok(message) = serde_json::from_str::<Value>(&data) else { continue };
-                if let Some(result) = self.handle(message, id, relay).await? {
-                    return Ok(result);
-                }
-            }
-            match response.chunk().await.map_err(|e| HttpRpcError::Transport(e.to_string()))? {
-                Some(chunk) => {
-                    if buffer.len() + chunk.len() > self.max_message_bytes {
-                        return Err(too_large(crate::outbound::BodyReadError::TooLarge(self.max_message_bytes)));
-                    }
-                    buffer.extend_from_slice(&chunk);
-                }
-                None => return Err(HttpRpcError::Transport("the stream ended before the response".into())),
+        let mut events = EventReader::new(self.max_message_bytes);
+        while let Some(event) = events.next(response).await? {
+            let Some(message) = event.data.and_then(|data| serde_json::from_str::<Value>(&data).ok()) else { continue };
+            if let Some(result) = self.handle(message, id, relay).await? {
+                return Ok(result);
             }
         }
+        Err(HttpRpcError::Transport("the stream ended before the response".into()))
     }
 
     /// One message of an SSE answer: the response to `id` (returned), a notification, or a request of the server's.
@@ -275,7 +258,7 @@ fn too_large(error: crate::outbound::BodyReadError) -> HttpRpcError {
         crate::outbound::BodyReadError::TooLarge(limit) => {
             HttpRpcError::Protocol(format!("a message over the limit of {limit} bytes"))
         }
-        crate::outbound::BodyReadError::Transport(e) => HttpRpcError::Transport(e.to_string()),
+        crate::outbound::BodyReadError::Transport(e) => HttpRpcError::Transport(crate::outbound::describe(e)),
     }
 }
 
@@ -295,44 +278,9 @@ fn response_of(message: Value, id: u64) -> Result<Option<Value>, HttpRpcError> {
     }
 }
 
-/// Where the first complete SSE event of `buffer` ends: (end of its lines, end with the blank line).
-fn event_end(buffer: &[u8]) -> Option<(usize, usize)> {
-    let lf = buffer.windows(2).position(|w| w == b"\n\n").map(|at| (at, at + 2));
-    let crlf = buffer.windows(4).position(|w| w == b"\r\n\r\n").map(|at| (at, at + 4));
-    match (lf, crlf) {
-        (Some(a), Some(b)) => Some(if a.0 < b.0 { a } else { b }),
-        (a, b) => a.or(b),
-    }
-}
-
-/// The `data` of one SSE event (its `data:` lines joined); `None` without any.
-fn event_data(event: &[u8]) -> Option<String> {
-    let text = String::from_utf8_lossy(event);
-    let lines: Vec<&str> = text
-        .lines()
-        .filter_map(|line| line.strip_prefix("data:"))
-        .map(|data| data.strip_prefix(' ').unwrap_or(data))
-        .collect();
-    (!lines.is_empty()).then(|| lines.join("\n"))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn sse_events_are_split_at_blank_lines_and_their_data_joined() {
-        let buffer = b"id: 1\ndata: {\"a\":1}\n\nretry: 3000\n\ndata: x\r\n\r\n";
-        let (lines, end) = event_end(buffer).unwrap();
-        assert_eq!(event_data(&buffer[..lines]).as_deref(), Some("{\"a\":1}"));
-        let rest = &buffer[end..];
-        let (lines, end2) = event_end(rest).unwrap();
-        assert_eq!(event_data(&rest[..lines]), None, "a retry hint carries no message");
-        let last = &rest[end2..];
-        let (lines, _) = event_end(last).unwrap();
-        assert_eq!(event_data(&last[..lines]).as_deref(), Some("x"));
-        assert_eq!(event_data(b"data: a\ndata: b"), Some("a\nb".into()));
-    }
 
     #[test]
     fn responses_are_matched_by_id() {

@@ -85,7 +85,15 @@ impl Lease {
                 let _relaying = relay.map(|relay| client.relay_to(relay.messages.clone()));
                 let request = client.request(method, params);
                 tokio::select! {
-                    exchanged = exchange(process, control, health.clone(), deadline, timeout, request) => exchanged,
+                    exchanged = exchange(process, Some(control), health.clone(), deadline, timeout, request) => exchanged,
+                    () = cancelled => (Err(UpstreamError::Cancelled), Verdict::Keep),
+                }
+            }
+            Link::Sse(session) => {
+                let _relaying = relay.map(|relay| session.client.relay_to(relay.messages.clone()));
+                let request = session.client.request(method, params);
+                tokio::select! {
+                    exchanged = exchange(process, None, session.health.clone(), deadline, timeout, request) => exchanged,
                     () = cancelled => (Err(UpstreamError::Cancelled), Verdict::Keep),
                 }
             }
@@ -112,10 +120,11 @@ impl Drop for Lease {
     }
 }
 
-/// Waits for `request`'s answer while watching the transport for garbage and oversized lines.
+/// Waits for `request`'s answer while watching the transport for garbage and oversized lines. `control` is the
+/// process's; a remote SSE session has none.
 async fn exchange(
     process: &UpstreamProcess,
-    control: &ProcessControl,
+    control: Option<&ProcessControl>,
     mut health: watch::Receiver<StreamHealth>,
     deadline: Instant,
     timeout: Duration,
@@ -156,12 +165,16 @@ async fn exchange(
 /// Maps a failed request to our error, and decides whether the process survives it.
 async fn service_error(
     process: &UpstreamProcess,
-    control: &ProcessControl,
+    control: Option<&ProcessControl>,
     error: RpcError,
 ) -> (Result<Value, UpstreamError>, Verdict) {
-    match error {
-        RpcError::Server { code, message } => (Err(UpstreamError::Rejected { code, message }), Verdict::Keep),
-        RpcError::Closed => {
+    match (error, control) {
+        (RpcError::Server { code, message }, _) => (Err(UpstreamError::Rejected { code, message }), Verdict::Keep),
+        (RpcError::Closed, None) => {
+            let message = "the remote server's event stream ended during the call (see the gateway's log)".to_string();
+            (Err(UpstreamError::Remote(message)), Verdict::End(StopMode::Graceful))
+        }
+        (RpcError::Closed, Some(control)) => {
             let ended = control.exit_report(EXIT_REPORT_PATIENCE).await;
             let message = format!("process {} ended during the call ({ended})", process.pid());
             (Err(UpstreamError::Crashed(message)), Verdict::End(StopMode::Kill))

@@ -30,12 +30,16 @@ pub mod oauth;
 mod pool;
 mod process;
 pub mod relay;
+pub mod remote;
 mod rpc;
 mod server_pool;
+mod sse;
+mod sse_client;
 mod stderr;
 mod supervisor;
 mod transport;
 
+use std::path::PathBuf;
 use std::sync::{Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
@@ -64,12 +68,8 @@ impl PoolKey {
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct ServerSpec {
     pub command: String,
-    /// A remote server's endpoint (`config.url`), in place of a command.
-    pub url: Option<String>,
-    /// A remote server's `config.headers` (and its OAuth bearer token).
-    pub headers: Vec<(String, String)>,
-    /// A remote server's `config.transport` and whether `config.tls` is set (neither `sse` nor `tls` is served yet).
-    pub remote_unsupported: Option<String>,
+    /// A remote server (`config.url`), reached over HTTP in place of a command.
+    pub remote: Option<RemoteSpec>,
     pub args: Vec<String>,
     /// The server's `config.env` (later also the OAuth variables), set last so they win.
     pub env: Vec<(String, String)>,
@@ -88,15 +88,17 @@ impl ServerSpec {
         let config = &entry.config;
         ServerSpec {
             command: config.command.clone(),
-            url: config.url.clone(),
-            headers: config.headers.iter().flatten().map(|(name, value)| (name.clone(), value.clone())).collect(),
-            remote_unsupported: if config.transport.as_deref() == Some(crate::config::model::SSE) {
-                Some("the sse transport".to_string())
-            } else if config.tls.is_some() {
-                Some("config.tls (a CA bundle, mutual TLS)".to_string())
-            } else {
-                None
-            },
+            remote: config.url.as_ref().map(|url| RemoteSpec {
+                url: url.clone(),
+                sse: config.transport.as_deref() == Some(crate::config::model::SSE),
+                headers: config.headers.iter().flatten().map(|(name, value)| (name.clone(), value.clone())).collect(),
+                tls: config.tls.as_ref().map(|tls| RemoteTls {
+                    ca_bundle_path: tls.ca_bundle_path.as_ref().map(PathBuf::from),
+                    client_cert_path: tls.client_cert_path.as_ref().map(PathBuf::from),
+                    client_key_path: tls.client_key_path.as_ref().map(PathBuf::from),
+                }),
+                bearer: None,
+            }),
             args: config.args.clone(),
             env: config.env.iter().flatten().map(|(name, value)| (name.clone(), value.clone())).collect(),
             inherit_env: config.inherit_env.clone().unwrap_or_default(),
@@ -111,6 +113,30 @@ impl ServerSpec {
     pub fn masked_values(&self) -> impl Iterator<Item = &str> {
         self.env.iter().map(|(_, value)| value.as_str()).chain(self.masked_settings.iter().map(String::as_str))
     }
+}
+
+/// How the gateway reaches a remote server (contract section 9).
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct RemoteSpec {
+    /// The server's endpoint: the MCP endpoint for streamable HTTP, the event stream's for `sse`.
+    pub url: String,
+    /// `transport: "sse"`: the 2024-11-05 HTTP+SSE transport (an event stream, and POSTs to the endpoint it names).
+    pub sse: bool,
+    /// The entry's `config.headers`, sent with every request.
+    pub headers: Vec<(String, String)>,
+    pub tls: Option<RemoteTls>,
+    /// The OAuth access token source, with `oauth_config` (set per caller, see `gateway::tools::discovery`).
+    pub bearer: Option<oauth::Bearer>,
+}
+
+/// `config.tls` of a remote server: PEM files, read whenever a session is opened (so rotated files are picked up).
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct RemoteTls {
+    /// Trust roots for the server's certificate, beside the system's.
+    pub ca_bundle_path: Option<PathBuf>,
+    /// The gateway's client certificate and key, for servers that require mutual TLS.
+    pub client_cert_path: Option<PathBuf>,
+    pub client_key_path: Option<PathBuf>,
 }
 
 /// Every string of an entry's `oauth_config` (its known fields and any other, enabled or not), and the values of a
@@ -140,15 +166,18 @@ pub struct PoolSettings {
     pub idle_timeout: Duration,
     /// How long one process start may take, spawn until the answer to `initialize` (`start_timeout_seconds`).
     pub start_timeout: Duration,
+    /// How long a remote server's connect may take (`timeouts.connectivity_timeout`).
+    pub connect_timeout: Duration,
 }
 
 impl Default for PoolSettings {
-    /// The contract's defaults (`upstream_pool`: 4 processes, 300 s idle, 120 s to start).
+    /// The contract's defaults (`upstream_pool`: 4 processes, 300 s idle, 120 s to start; 2 s to connect).
     fn default() -> PoolSettings {
         PoolSettings {
             max_processes_per_server: 4,
             idle_timeout: Duration::from_secs(300),
             start_timeout: Duration::from_secs(120),
+            connect_timeout: Duration::from_secs(2),
         }
     }
 }

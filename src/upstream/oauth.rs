@@ -83,6 +83,52 @@ impl std::fmt::Debug for AccessToken {
     }
 }
 
+/// One caller's access token for a remote server (contract section 9): taken from the manager's cache for each request,
+/// and fetched anew, once, when the server answers 401. Two are equal when they name the same token (key and
+/// settings), whatever the token is now: a refreshed token does not end the gateway's session with the server.
+#[derive(Clone)]
+pub struct Bearer {
+    manager: std::sync::Arc<TokenManager>,
+    key: TokenKey,
+    settings: OAuthSettings,
+}
+
+impl Bearer {
+    pub fn new(manager: std::sync::Arc<TokenManager>, key: TokenKey, settings: OAuthSettings) -> Bearer {
+        Bearer { manager, key, settings }
+    }
+
+    /// The token to send now.
+    pub async fn current(&self) -> Result<std::sync::Arc<AccessToken>, OAuthError> {
+        self.manager.token(&self.key, &self.settings).await
+    }
+
+    /// A new token, after the server refused the current one.
+    pub async fn refreshed(&self) -> Result<std::sync::Arc<AccessToken>, OAuthError> {
+        self.manager.refresh(&self.key, &self.settings).await
+    }
+}
+
+impl PartialEq for Bearer {
+    fn eq(&self, other: &Bearer) -> bool {
+        self.key == other.key && self.settings == other.settings
+    }
+}
+
+impl Eq for Bearer {}
+
+impl std::hash::Hash for Bearer {
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        self.key.hash(state);
+    }
+}
+
+impl std::fmt::Debug for Bearer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Bearer").field("key", &self.key).finish_non_exhaustive()
+    }
+}
+
 /// How long a token of `lifetime` is handed out: until [`REFRESH_BUFFER`] before it expires (spec 5.3), but at least
 /// half its lifetime or [`MIN_USE`], whichever is shorter. So 3600 s is used for 3300 s and 400 s for 100 s, while a
 /// token of 301 s is used for 60 s instead of 1 s and one of 60 s for 30 s: short-lived tokens are not fetched anew on

@@ -22,10 +22,12 @@ use tokio::sync::watch;
 use super::environment::child_environment;
 use super::http_client::HttpRpc;
 use super::relay::ServerEvents;
+use super::remote::{self, Endpoint};
 use super::rpc::{RpcClient, RpcError};
+use super::sse_client::{self, SseSession};
 use super::supervisor::{self, ProcessControl, ProcessSet, StopMode};
 use super::transport::{LineReader, StreamHealth};
-use super::{ServerSpec, UpstreamError, stderr};
+use super::{RemoteSpec, ServerSpec, UpstreamError, stderr};
 
 /// The protocol revision the gateway asks upstreams for in `initialize` (the newest one that has `initialize`).
 const PROTOCOL_VERSION: &str = "2025-11-25";
@@ -33,7 +35,7 @@ const PROTOCOL_VERSION: &str = "2025-11-25";
 const ACCEPTED_VERSIONS: [&str; 4] = ["2024-11-05", "2025-03-26", "2025-06-18", "2025-11-25"];
 
 /// A running, initialized upstream: a local process (its client and its control) or the gateway's session with a
-/// remote server (contract section 9). The pool leases both alike. Dropping it ends the process gracefully, or the
+/// remote server (contract section 9). The pool leases them alike. Dropping it ends the process gracefully, or the
 /// remote session.
 pub(crate) struct UpstreamProcess {
     link: Link,
@@ -43,8 +45,15 @@ pub(crate) struct UpstreamProcess {
 
 /// How the gateway reaches one upstream.
 pub(crate) enum Link {
-    Local { control: Arc<ProcessControl>, client: RpcClient, health: watch::Receiver<StreamHealth> },
+    Local {
+        control: Arc<ProcessControl>,
+        client: RpcClient,
+        health: watch::Receiver<StreamHealth>,
+    },
+    /// A streamable HTTP server.
     Remote(Arc<HttpRpc>),
+    /// A server of the 2024-11-05 HTTP+SSE transport: the process's client over the event stream and its POSTs.
+    Sse(SseSession),
 }
 
 impl UpstreamProcess {
@@ -52,7 +61,7 @@ impl UpstreamProcess {
     pub fn pid(&self) -> u32 {
         match &self.link {
             Link::Local { control, .. } => control.pid(),
-            Link::Remote(_) => 0,
+            Link::Remote(_) | Link::Sse(_) => 0,
         }
     }
 
@@ -70,6 +79,7 @@ impl UpstreamProcess {
         match &self.link {
             Link::Local { control, client, .. } => control.has_exited() || client.is_closed(),
             Link::Remote(_) => false,
+            Link::Sse(session) => session.client.is_closed(),
         }
     }
 
@@ -88,6 +98,8 @@ impl UpstreamProcess {
                     runtime.spawn(async move { remote.close().await });
                 }
             }
+            // Its stream closes when the session is dropped, right after this.
+            Link::Sse(_) => {}
         }
     }
 
@@ -96,6 +108,7 @@ impl UpstreamProcess {
         match &self.link {
             Link::Local { client, .. } => client.on_events(listener),
             Link::Remote(remote) => remote.on_events(listener),
+            Link::Sse(session) => session.client.on_events(listener),
         }
     }
 }
@@ -114,6 +127,8 @@ pub(crate) struct StartOptions {
     pub max_message_bytes: usize,
     /// Spawn until the answer to `initialize` (`upstream_pool.start_timeout_seconds`).
     pub start_timeout: Duration,
+    /// A remote server's connect, TCP and TLS (`timeouts.connectivity_timeout`).
+    pub connect_timeout: Duration,
 }
 
 /// How long a failed start waits for the server's last stderr lines to be read, for its error message.
@@ -134,8 +149,8 @@ pub(crate) async fn start(
     processes: &Arc<ProcessSet>,
 ) -> Result<UpstreamProcess, StartFailure> {
     let failed = |message: String| StartFailure { error: UpstreamError::Start(message), timed_out: false };
-    if let Some(url) = &spec.url {
-        return start_remote(spec, url, options).await;
+    if let Some(remote) = &spec.remote {
+        return start_remote(remote, options).await;
     }
     let environment = child_environment(spec, &|name| std::env::var_os(name));
     let masks = stderr_masks(spec, &environment);
@@ -214,7 +229,10 @@ fn stderr_masks(spec: &ServerSpec, environment: &[(OsString, OsString)]) -> stde
 /// The MCP handshake: `initialize`, then `notifications/initialized`. The gateway declares what it can relay to the
 /// client of a call (`sampling`, `elicitation`, `roots`: see [`super::relay`]); a request of the server's that no
 /// caller can answer gets a JSON-RPC error.
-async fn initialize(client: &RpcClient) -> Result<ServerPeerInfo, String> {
+async fn initialize<W>(client: &RpcClient<W>) -> Result<ServerPeerInfo, String>
+where
+    W: tokio::io::AsyncWrite + Unpin + Send + 'static,
+{
     let params = json!({
         "protocolVersion": PROTOCOL_VERSION,
         "capabilities": {"sampling": {}, "elicitation": {}, "roots": {}},
@@ -234,22 +252,36 @@ async fn initialize(client: &RpcClient) -> Result<ServerPeerInfo, String> {
     Ok(info)
 }
 
-/// Opens the gateway's session with the remote server at `url` within `options.start_timeout`.
-async fn start_remote(spec: &ServerSpec, url: &str, options: &StartOptions) -> Result<UpstreamProcess, StartFailure> {
+/// Opens the gateway's session with a remote server within `options.start_timeout`: the HTTP client (its TLS files
+/// read now), then the transport's connection and the MCP handshake.
+async fn start_remote(remote: &RemoteSpec, options: &StartOptions) -> Result<UpstreamProcess, StartFailure> {
     let failed = |message: String, timed_out| StartFailure { error: UpstreamError::Start(message), timed_out };
-    if let Some(what) = &spec.remote_unsupported {
-        return Err(failed(format!("{what} of remote servers is not served by this version yet (issue 18)"), false));
-    }
-    let url = reqwest::Url::parse(url).map_err(|e| failed(format!("{url:?} is not a URL: {e}"), false))?;
-    let http = crate::outbound::client_builder(options.start_timeout)
-        .build()
+    let url =
+        reqwest::Url::parse(&remote.url).map_err(|e| failed(format!("{:?} is not a URL: {e}", remote.url), false))?;
+    let http = remote::client(remote.tls.as_ref(), options.connect_timeout)
+        .await
         .map_err(|e| failed(format!("no HTTP client for {url}: {e}"), false))?;
-    let remote = HttpRpc::new(http, url.clone(), &spec.headers, options.max_message_bytes);
-    match tokio::time::timeout(options.start_timeout, remote.initialize()).await {
-        Ok(Ok(info)) => {
-            tracing::info!(server = %options.label, %url, "remote upstream session opened");
-            let link = Link::Remote(Arc::new(remote));
-            Ok(UpstreamProcess { link, info, max_message_bytes: options.max_message_bytes })
+    let endpoint = Endpoint::new(http, &remote.headers, remote.bearer.clone());
+    let max_message_bytes = options.max_message_bytes;
+    let opening = async {
+        if remote.sse {
+            let label = options.label.clone();
+            let session = sse_client::connect(endpoint, url.clone(), max_message_bytes, label)
+                .await
+                .map_err(|e| e.to_string())?;
+            let info = initialize(&session.client).await?;
+            Ok::<_, String>((Link::Sse(session), Arc::new(info)))
+        } else {
+            let rpc = HttpRpc::new(endpoint, url.clone(), max_message_bytes);
+            let info = rpc.initialize().await.map_err(|e| e.to_string())?;
+            Ok((Link::Remote(Arc::new(rpc)), info))
+        }
+    };
+    match tokio::time::timeout(options.start_timeout, opening).await {
+        Ok(Ok((link, info))) => {
+            let transport = if remote.sse { "sse" } else { "streamable_http" };
+            tracing::info!(server = %options.label, %url, transport, "remote upstream session opened");
+            Ok(UpstreamProcess { link, info, max_message_bytes })
         }
         Ok(Err(error)) => Err(failed(format!("{url} did not initialize: {error}"), false)),
         Err(_) => Err(failed(

@@ -240,10 +240,12 @@ impl ServerPool {
         let server = Arc::clone(self);
         let shared = &self.shared;
         shared.start_attempts.fetch_add(1, Ordering::Relaxed);
+        let settings = lock(&shared.settings).clone();
         let options = StartOptions {
             label: self.label.clone(),
             max_message_bytes: shared.max_message_bytes.load(Ordering::Relaxed),
-            start_timeout: lock(&shared.settings).start_timeout,
+            start_timeout: settings.start_timeout,
+            connect_timeout: settings.connect_timeout,
         };
         tokio::spawn(async move {
             match process::start(&server.spec, &options, &server.shared.processes).await {

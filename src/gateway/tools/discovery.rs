@@ -22,7 +22,7 @@ use crate::gateway::{CachedTools, GatewayContext};
 use crate::guardrails::strings::{self, UPSTREAM_ERROR_LIMIT};
 use crate::telemetry::spans;
 use crate::timeouts::TimeoutKind;
-use crate::upstream::oauth::{self, OAuthSettings, TokenKey};
+use crate::upstream::oauth::{self, Bearer, OAuthSettings, TokenKey};
 use crate::upstream::{PoolKey, ServerSpec, UpstreamError};
 
 /// What discovery found and where.
@@ -163,11 +163,11 @@ pub async fn upstream_spec(
             format!("could not obtain an OAuth access token for the server: {e}"),
         )
     })?;
-    oauth::inject(&token, &mut spec.env, &mut spec.args);
-    if spec.url.is_some() {
-        // A remote server gets the token as a bearer credential (contract section 9).
-        spec.headers.retain(|(name, _)| !name.eq_ignore_ascii_case("authorization"));
-        spec.headers.push(("Authorization".to_string(), format!("Bearer {}", token.secret())));
+    match &mut spec.remote {
+        // A remote server gets the token as a bearer credential with each request, refreshed on a 401 (contract
+        // section 9); the session outlives the token.
+        Some(remote) => remote.bearer = Some(Bearer::new(Arc::clone(&ctx.oauth), key, settings)),
+        None => oauth::inject(&token, &mut spec.env, &mut spec.args),
     }
     Ok(spec)
 }

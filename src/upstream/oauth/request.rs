@@ -40,7 +40,7 @@ pub(super) async fn dedicated_client(
 
 /// A client that could not be built is a local problem, not the endpoint's.
 pub(super) fn build_error(error: reqwest::Error) -> OAuthError {
-    OAuthError::Config(format!("HTTP client: {}", describe(error)))
+    OAuthError::Config(format!("HTTP client: {}", crate::outbound::describe(error)))
 }
 
 async fn read_file(field: &str, path: &std::path::Path) -> Result<Vec<u8>, OAuthError> {
@@ -54,7 +54,11 @@ pub(super) async fn request_token(
     timeout: Duration,
 ) -> Result<AccessToken, OAuthError> {
     let transport_error = |error: reqwest::Error| {
-        if error.is_timeout() { OAuthError::Timeout(timeout) } else { OAuthError::Unreachable(describe(error)) }
+        if error.is_timeout() {
+            OAuthError::Timeout(timeout)
+        } else {
+            OAuthError::Unreachable(crate::outbound::describe(error))
+        }
     };
     let mut response = client
         .post(settings.token_url.clone())
@@ -107,19 +111,6 @@ pub(super) async fn request_token(
 /// cut and filtered so a hostile endpoint cannot write into our logs.
 fn error_code(code: &str) -> String {
     code.chars().filter(|c| c.is_ascii_graphic() || *c == ' ').take(64).collect()
-}
-
-/// A reqwest error and its causes, without the URL (it is in the configuration anyway, and may carry a query).
-fn describe(error: reqwest::Error) -> String {
-    let error = error.without_url();
-    let mut text = error.to_string();
-    let mut source = std::error::Error::source(&error);
-    while let Some(cause) = source {
-        text.push_str(": ");
-        text.push_str(&cause.to_string());
-        source = cause.source();
-    }
-    text
 }
 
 #[cfg(test)]
