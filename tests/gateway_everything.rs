@@ -343,6 +343,10 @@ struct RemoteEverything {
 impl RemoteEverything {
     fn start(mode: &str) -> RemoteEverything {
         let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+        RemoteEverything::start_on(mode, port)
+    }
+
+    fn start_on(mode: &str, port: u16) -> RemoteEverything {
         let child = std::process::Command::new(everything_bin())
             .arg(mode)
             .env("PORT", port.to_string())
@@ -405,5 +409,23 @@ fn remote_server_everything_over_streamable_http_and_sse() {
             relays_of(&client, &handler, server, server).await;
             client.cancel().await.unwrap();
         }
+
+        // Both remotes restart, their sessions gone: the next calls open new ones.
+        let (streamable_port, sse_port) = (streamable.port, sse.port);
+        drop((streamable, sse));
+        let _restarted = (
+            RemoteEverything::start_on("streamableHttp", streamable_port),
+            RemoteEverything::start_on("sse", sse_port),
+        );
+        let client = connect(&gw.mcp, API_KEY).await;
+        for server in ["streamable", "legacy"] {
+            let answer =
+                call(&client, "gw_secure_call_tools", calls(server, &[("echo", json!({"message": "again"}))])).await;
+            assert!(
+                success_text(&answer["results"][0], "echo").contains("again"),
+                "{server} after a restart: {answer}"
+            );
+        }
+        client.cancel().await.unwrap();
     });
 }

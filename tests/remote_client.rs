@@ -5,8 +5,12 @@
 //! behind the gateway, discovered and called as a process is.
 
 mod common;
+#[path = "common/http_mock.rs"]
+mod http_mock;
 #[path = "common/mcp.rs"]
 mod mcp;
+#[path = "common/tls_issuer.rs"]
+mod tls_issuer;
 
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
@@ -22,8 +26,13 @@ fn free_port() -> u16 {
 }
 
 fn start_remote(port: u16) -> Child {
+    start_remote_with(port, &[])
+}
+
+fn start_remote_with(port: u16, flags: &[&str]) -> Child {
     let child = Command::new(env!("CARGO_BIN_EXE_mcpgw-conformance-upstream"))
         .args(["--http", &format!("127.0.0.1:{port}")])
+        .args(flags)
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .spawn()
@@ -135,8 +144,121 @@ fn the_gateway_serves_a_remote_server_as_it_serves_a_process() {
         assert!(!upstream_text(&direct).is_empty(), "{direct}");
         let refused = call(&client, "gw_discover_all_tools", json!({"server_name": "down"})).await;
         assert_eq!(refused["error_code"], json!("UPSTREAM_ERROR"), "{refused}");
+
+        // The remote restarts and forgets the gateway's session: the next call opens a new one and succeeds.
+        let _ = remote.kill();
+        let _ = remote.wait();
+        remote = start_remote(port);
+        let answer = call(&client, "gw_secure_call_tools", calls("remote", &[("test_simple_text", json!({}))])).await;
+        assert_eq!(answer["results"][0]["status"], json!("success"), "after the restart: {answer}");
         client.cancel().await.unwrap();
     });
+    let _ = remote.kill();
+    let _ = remote.wait();
+}
+
+/// The headers a remote server received with one call, through the gateway (`test_request_headers`).
+async fn headers_seen(client: &mcp::McpClient, server: &str) -> Value {
+    let answer =
+        mcp::call(client, "gw_secure_call_tools", mcp::calls(server, &[("test_request_headers", json!({}))])).await;
+    assert_eq!(answer["results"][0]["status"], json!("success"), "{answer}");
+    serde_json::from_str(&mcp::success_text(&answer["results"][0], "test_request_headers")).expect("headers as JSON")
+}
+
+/// A hosted server behind an OAuth issuer: the entry's headers and the access token reach it with every request and
+/// the client's own key never does; when the server stops taking the token (401), the gateway fetches a new one once
+/// and the call succeeds without the client noticing. Neither the header's value nor a token is logged.
+#[test]
+fn headers_and_the_token_reach_the_remote_a_401_refreshes_it_and_the_client_key_never_does() {
+    use mcp::*;
+    const HEADER_VALUE: &str = "remote-header-value-5f2c";
+    let issuer = http_mock::HttpMock::start(vec![(
+        "/token",
+        200,
+        json!({"access_token": "first-token-aaaa", "token_type": "Bearer", "expires_in": 3600}),
+    )]);
+    let dir = tempfile::tempdir().unwrap();
+    let accepted = dir.path().join("accepted-token");
+    std::fs::write(&accepted, "first-token-aaaa").unwrap();
+    let port = free_port();
+    let mut remote = start_remote_with(port, &["--require-bearer-file", accepted.to_str().unwrap()]);
+    let server = json!({
+        "server_name": "hosted",
+        "config": {"url": format!("http://127.0.0.1:{port}/mcp"), "headers": {"X-Api-Key": HEADER_VALUE}},
+        "oauth_config": {"enabled": true, "OAUTH_GRANT_TYPE": "client_credentials", "OAUTH_CLIENT_ID": "gw",
+                         "OAUTH_CLIENT_SECRET": "issuer-secret-9d8e", "OAUTH_TOKEN_URL": format!("{}/token", issuer.base_url)}
+    });
+    let gw = TestGateway::start(&config_with(vec![server], json!({})));
+    runtime().block_on(async {
+        let client = connect(&gw.mcp, common::API_KEY).await;
+        let headers = headers_seen(&client, "hosted").await;
+        assert_eq!(headers["x-api-key"], json!(HEADER_VALUE), "{headers}");
+        assert_eq!(headers["authorization"], json!("Bearer first-token-aaaa"), "{headers}");
+        assert!(!headers.to_string().contains(common::API_KEY), "the client's key reached the remote: {headers}");
+        assert!(headers.get("mcp-session-id").is_some(), "the gateway's own session: {headers}");
+
+        // The server stops taking the first token; the issuer now gives the second.
+        std::fs::write(&accepted, "second-token-bbbb").unwrap();
+        issuer.set(
+            "/token",
+            200,
+            json!({"access_token": "second-token-bbbb", "token_type": "Bearer", "expires_in": 3600}),
+        );
+        let headers = headers_seen(&client, "hosted").await;
+        assert_eq!(headers["authorization"], json!("Bearer second-token-bbbb"), "{headers}");
+        let fetched = issuer.seen().iter().filter(|seen| seen.path == "/token").count();
+        assert_eq!(fetched, 2, "one token, then one forced refresh");
+        // The same session went on with the new token.
+        let again = headers_seen(&client, "hosted").await;
+        assert_eq!(again["mcp-session-id"], headers["mcp-session-id"], "{again}");
+
+        // A token the server never takes: one refresh, then the call fails as UPSTREAM_ERROR, and is not repeated.
+        std::fs::write(&accepted, "nobody-gets-this").unwrap();
+        let answer =
+            call(&client, "gw_secure_call_tools", calls("hosted", &[("test_request_headers", json!({}))])).await;
+        let failed = &answer["results"][0];
+        assert_eq!(failed["error_code"], json!("UPSTREAM_ERROR"), "{answer}");
+        assert!(failed.to_string().contains("401"), "{answer}");
+        assert_eq!(issuer.seen().iter().filter(|seen| seen.path == "/token").count(), 3);
+        client.cancel().await.unwrap();
+    });
+    let logs = gw.logs();
+    for secret in [HEADER_VALUE, "first-token-aaaa", "second-token-bbbb", "issuer-secret-9d8e"] {
+        assert!(!logs.contains(secret), "{secret} in the logs:\n{logs}");
+    }
+    let _ = remote.kill();
+    let _ = remote.wait();
+}
+
+/// A remote server behind mutual TLS: with the entry's CA bundle and client certificate the gateway reaches it; an
+/// entry without the client certificate is refused in the handshake, one without the CA does not trust the server,
+/// and both are UPSTREAM_ERROR with the reason.
+#[test]
+fn mutual_tls_reaches_a_remote_that_requires_a_client_certificate() {
+    use mcp::*;
+    let port = free_port();
+    let mut remote = start_remote(port);
+    let front = tls_issuer::TlsFront::start(std::net::SocketAddr::from(([127, 0, 0, 1], port)));
+    let url = format!("https://localhost:{}/mcp", front.port);
+    let path = |name: &str| front.path(name).to_str().unwrap().to_string();
+    let servers = vec![
+        json!({"server_name": "mtls", "config": {"url": url, "tls": {"ca_bundle_path": path("ca.pem"),
+               "client_cert_path": path("client.pem"), "client_key_path": path("client-key.pem")}}}),
+        json!({"server_name": "nocert", "config": {"url": url, "tls": {"ca_bundle_path": path("ca.pem")}}}),
+        json!({"server_name": "noca", "config": {"url": url}}),
+    ];
+    let gw = TestGateway::start(&config_with(servers, json!({})));
+    runtime().block_on(async {
+        let client = connect(&gw.mcp, common::API_KEY).await;
+        let answer = call(&client, "gw_secure_call_tools", calls("mtls", &[("test_simple_text", json!({}))])).await;
+        assert_eq!(answer["results"][0]["status"], json!("success"), "{answer}");
+        for server in ["nocert", "noca"] {
+            let refused = call(&client, "gw_discover_all_tools", json!({"server_name": server})).await;
+            assert_eq!(refused["error_code"], json!("UPSTREAM_ERROR"), "{server}: {refused}");
+        }
+        client.cancel().await.unwrap();
+    });
+    assert!(*front.refused.lock().unwrap() >= 1, "the front refused the handshake without a client certificate");
     let _ = remote.kill();
     let _ = remote.wait();
 }

@@ -20,6 +20,7 @@
 //! | `test_elicitation_sep1330_enums` | `{}` | elicitation with every enum form (SEP-1330) |
 //! | `json_schema_2020_12_tool` | `{name?, address?}` | lists an input schema with `$schema` 2020-12, `$defs` and `additionalProperties: false`; answers the input |
 //! | `test_reconnection` | `{}` | waits a moment, then answers |
+//! | `test_request_headers` | `{}` | answers the HTTP headers of the request that carried the call (JSON, names in lower case; `{}` over stdio) |
 //!
 //! Resources: `test://static-text` (text), `test://static-binary` (a PNG blob), `test://watched-resource` (text, may
 //! be subscribed to), and the template `test://template/{id}/data` (JSON naming the id). Prompts: `test_simple_prompt`,
@@ -37,6 +38,9 @@
 //! - `--http ADDR` (say `127.0.0.1:3000`): serves streamable HTTP at `/mcp` and `/mcp/` instead, with sessions, until
 //!   Ctrl-C. The `Host` header must name a loopback host (`localhost`, `127.0.0.1`, `::1`, any port) or one given with
 //!   `--allow-host HOST` (may repeat; `HOST` or `HOST:PORT`); any other is refused with 403 (DNS-rebinding protection).
+//! - `--require-bearer-file PATH` (with `--http`): every request must carry `Authorization: Bearer TOKEN`, where
+//!   TOKEN is the file's content (read at each request, so a test can rotate it); any other gets 401. Stands in for a
+//!   hosted server behind an OAuth issuer.
 
 #![forbid(unsafe_code)]
 
@@ -155,6 +159,7 @@ fn tools() -> Vec<Tool> {
             &[],
         ),
         tool("test_error_handling", "Always answers a tool error.", none(), &[]),
+        tool("test_request_headers", "Answers the HTTP headers of the request that carried the call.", none(), &[]),
         tool(
             "test_sampling",
             "Asks the client to sample an LLM with the prompt and answers its response.",
@@ -430,6 +435,15 @@ impl Conformance {
                 tokio::time::sleep(Duration::from_millis(100)).await;
                 text_result("Reconnection test completed")
             }
+            "test_request_headers" => {
+                let mut headers = serde_json::Map::new();
+                if let Some(parts) = context.extensions.get::<axum::http::request::Parts>() {
+                    for (name, value) in &parts.headers {
+                        headers.insert(name.as_str().to_string(), json!(String::from_utf8_lossy(value.as_bytes())));
+                    }
+                }
+                text_result(Value::Object(headers).to_string())
+            }
             other => Err(ErrorData::invalid_params(format!("unknown tool `{other}`"), None)),
         }
     }
@@ -655,10 +669,12 @@ impl ServerHandler for Conformance {
 struct Flags {
     http: Option<SocketAddr>,
     allowed_hosts: Vec<String>,
+    bearer_file: Option<std::path::PathBuf>,
 }
 
 fn flags() -> Result<Flags, String> {
-    let mut flags = Flags { http: None, allowed_hosts: LOOPBACK_HOSTS.iter().map(|h| h.to_string()).collect() };
+    let allowed_hosts = LOOPBACK_HOSTS.iter().map(|h| h.to_string()).collect();
+    let mut flags = Flags { http: None, allowed_hosts, bearer_file: None };
     let mut args = std::env::args().skip(1);
     while let Some(arg) = args.next() {
         match arg.as_str() {
@@ -667,8 +683,13 @@ fn flags() -> Result<Flags, String> {
                 flags.http = Some(addr.parse().map_err(|e| format!("--http {addr}: {e}"))?);
             }
             "--allow-host" => flags.allowed_hosts.push(args.next().ok_or("--allow-host needs a host")?),
+            "--require-bearer-file" => {
+                flags.bearer_file = Some(args.next().ok_or("--require-bearer-file needs a path")?.into());
+            }
             "-h" | "--help" => {
-                return Err("usage: mcpgw-conformance-upstream [--http ADDR [--allow-host HOST]...]".to_string());
+                return Err("usage: mcpgw-conformance-upstream [--http ADDR [--allow-host HOST]... \
+                            [--require-bearer-file PATH]]"
+                    .to_string());
             }
             other => return Err(format!("unknown argument `{other}`")),
         }
@@ -684,14 +705,42 @@ async fn serve_stdio() -> Result<(), String> {
     server.waiting().await.map(|_| ()).map_err(|e| e.to_string())
 }
 
-async fn serve_http(addr: SocketAddr, allowed_hosts: Vec<String>) -> Result<(), String> {
+/// Refuses with 401 a request whose bearer token is not the one in `file` (see `--require-bearer-file`).
+async fn require_bearer(
+    file: Arc<std::path::PathBuf>,
+    request: axum::extract::Request,
+    next: axum::middleware::Next,
+) -> axum::response::Response {
+    let expected = std::fs::read_to_string(&*file).unwrap_or_default();
+    let presented = request.headers().get("authorization").and_then(|v| v.to_str().ok()).unwrap_or("");
+    if !expected.trim().is_empty() && presented == format!("Bearer {}", expected.trim()) {
+        return next.run(request).await;
+    }
+    eprintln!("{NAME}: refused a request without the expected bearer token");
+    axum::response::IntoResponse::into_response((
+        axum::http::StatusCode::UNAUTHORIZED,
+        [("www-authenticate", "Bearer")],
+        "invalid or missing bearer token",
+    ))
+}
+
+async fn serve_http(
+    addr: SocketAddr,
+    allowed_hosts: Vec<String>,
+    bearer_file: Option<std::path::PathBuf>,
+) -> Result<(), String> {
     let sessions = CancellationToken::new();
     let config = StreamableHttpServerConfig::default()
         .with_allowed_hosts(allowed_hosts)
         .with_cancellation_token(sessions.child_token());
     let service =
         StreamableHttpService::new(|| Ok(Conformance::new()), Arc::new(LocalSessionManager::default()), config);
-    let router = axum::Router::new().route_service("/mcp", service.clone()).route_service("/mcp/", service);
+    let mut router = axum::Router::new().route_service("/mcp", service.clone()).route_service("/mcp/", service);
+    if let Some(file) = bearer_file {
+        let file = Arc::new(file);
+        router =
+            router.layer(axum::middleware::from_fn(move |request, next| require_bearer(file.clone(), request, next)));
+    }
     let listener = tokio::net::TcpListener::bind(addr).await.map_err(|e| format!("cannot listen on {addr}: {e}"))?;
     let local = listener.local_addr().map_err(|e| e.to_string())?;
     eprintln!("{NAME}: serving streamable HTTP at http://{local}/mcp");
@@ -708,7 +757,7 @@ async fn serve_http(addr: SocketAddr, allowed_hosts: Vec<String>) -> Result<(), 
 
 #[tokio::main]
 async fn main() -> std::process::ExitCode {
-    let Flags { http, allowed_hosts } = match flags() {
+    let Flags { http, allowed_hosts, bearer_file } = match flags() {
         Ok(flags) => flags,
         Err(error) => {
             eprintln!("{NAME}: {error}");
@@ -717,7 +766,7 @@ async fn main() -> std::process::ExitCode {
     };
     eprintln!("{NAME} {} started (pid {})", env!("CARGO_PKG_VERSION"), std::process::id());
     let served = match http {
-        Some(addr) => serve_http(addr, allowed_hosts).await,
+        Some(addr) => serve_http(addr, allowed_hosts, bearer_file).await,
         None => serve_stdio().await,
     };
     match served {

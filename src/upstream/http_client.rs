@@ -7,7 +7,8 @@
 //!   answer carries the server's notifications and requests for the call first, then the response: notifications go
 //!   to the call's relay (or, for list changes and resource updates, to the listener), requests are answered with the
 //!   relay's answer (or "method not found" without one) by a POST of their own.
-//! - A 404 on a request that named a session means the server forgot it: the session is opened again and the request
+//! - A 404 on a request that named a session means the server forgot it (so does a 400 that names the session, as the
+//!   TypeScript SDK's servers answer for an unknown one): the session is opened again and the request
 //!   sent once more. Nothing else is retried.
 //! - What is read is bounded: a message over `max_message_bytes` fails the request.
 //! - The configured `headers` and the OAuth token go on every request; nothing of the gateway's client (its key) ever
@@ -124,7 +125,7 @@ impl HttpRpc {
     ) -> Result<Value, HttpRpcError> {
         let had_session = lock(&self.session).is_some();
         match self.exchange(method, params.clone(), relay).await {
-            Err(HttpRpcError::Status(404, _)) if had_session => {
+            Err(HttpRpcError::Status(status, body)) if had_session && session_forgotten(status, &body) => {
                 tracing::info!(url = %self.url, "the remote server forgot the gateway's session; opening a new one");
                 self.initialize().await?;
                 self.exchange(method, params, relay).await.map(|(result, _)| result)
@@ -262,6 +263,12 @@ fn too_large(error: crate::outbound::BodyReadError) -> HttpRpcError {
     }
 }
 
+/// Whether an HTTP error answered to a request that named a session says the server no longer knows it: 404 (the
+/// specification's answer), or a 400 that names the session. Either way the request was not carried out.
+fn session_forgotten(status: u16, body: &str) -> bool {
+    status == 404 || (status == 400 && body.to_ascii_lowercase().contains("session"))
+}
+
 /// The result of response `message` to request `id`; `None` when it answers another request.
 fn response_of(message: Value, id: u64) -> Result<Option<Value>, HttpRpcError> {
     if message.get("id").and_then(Value::as_u64) != Some(id) {
@@ -281,6 +288,14 @@ fn response_of(message: Value, id: u64) -> Result<Option<Value>, HttpRpcError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_forgotten_session_is_a_404_or_a_400_that_names_it() {
+        assert!(session_forgotten(404, ""));
+        assert!(session_forgotten(400, "Bad Request: No valid session ID provided"));
+        assert!(!session_forgotten(400, "Parse error"));
+        assert!(!session_forgotten(500, "session"));
+    }
 
     #[test]
     fn responses_are_matched_by_id() {

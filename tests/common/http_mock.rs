@@ -12,6 +12,7 @@ use serde_json::Value;
 
 /// One request as the mock saw it.
 #[derive(Debug, Clone)]
+#[allow(dead_code)]
 pub struct Seen {
     pub path: String,
     /// Header names lowercased.

@@ -2,6 +2,9 @@
 //! a server certificate for 127.0.0.1 and a client certificate, written as PEM files, and a tiny HTTP/1.1 responder on
 //! its own thread that answers every `POST` with an access token and records what it saw.
 
+// Each test file uses part of this module.
+#![allow(dead_code)]
+
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpListener;
 use std::path::PathBuf;
@@ -19,29 +22,27 @@ pub struct Seen {
     pub client_certificate: bool,
 }
 
-pub struct TlsIssuer {
-    pub token_url: String,
+/// A test CA, a server certificate for 127.0.0.1 and a client certificate (`ca.pem`, `client.pem`,
+/// `client-key.pem` in `dir`), and a server configuration that requires a client certificate of the CA.
+pub struct TestPki {
     pub dir: tempfile::TempDir,
-    pub seen: Arc<Mutex<Vec<Seen>>>,
-    /// TLS handshakes that failed (for example a client without certificate).
-    pub failed_handshakes: Arc<Mutex<u32>>,
+    pub server_config: Arc<rustls::ServerConfig>,
 }
 
-impl TlsIssuer {
-    /// Starts the issuer; every token it issues is `token`.
-    pub fn start(token: &str) -> TlsIssuer {
+impl TestPki {
+    pub fn new() -> TestPki {
         let mut ca_params = CertificateParams::new(Vec::<String>::new()).unwrap();
         ca_params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
         ca_params.distinguished_name.push(DnType::CommonName, "mcpgw test CA");
         let ca = CertifiedIssuer::self_signed(ca_params, KeyPair::generate().unwrap()).unwrap();
-        let leaf = |name: &str, usage| {
+        let leaf = |names: &[&str], usage| {
             let key = KeyPair::generate().unwrap();
-            let mut params = CertificateParams::new(vec![name.to_string()]).unwrap();
+            let mut params = CertificateParams::new(names.iter().map(|n| n.to_string()).collect::<Vec<_>>()).unwrap();
             params.extended_key_usages = vec![usage];
             (params.signed_by(&key, &ca).unwrap(), key)
         };
-        let (server_cert, server_key) = leaf("127.0.0.1", ExtendedKeyUsagePurpose::ServerAuth);
-        let (client_cert, client_key) = leaf("gw-client", ExtendedKeyUsagePurpose::ClientAuth);
+        let (server_cert, server_key) = leaf(&["127.0.0.1", "localhost"], ExtendedKeyUsagePurpose::ServerAuth);
+        let (client_cert, client_key) = leaf(&["gw-client"], ExtendedKeyUsagePurpose::ClientAuth);
         let dir = tempfile::tempdir().unwrap();
         for (name, pem) in
             [("ca.pem", ca.pem()), ("client.pem", client_cert.pem()), ("client-key.pem", client_key.serialize_pem())]
@@ -62,8 +63,23 @@ impl TlsIssuer {
             .with_client_cert_verifier(verifier)
             .with_single_cert(vec![server_cert.der().clone()], key)
             .unwrap();
-        let config = Arc::new(config);
+        TestPki { dir, server_config: Arc::new(config) }
+    }
+}
 
+pub struct TlsIssuer {
+    pub token_url: String,
+    pub dir: tempfile::TempDir,
+    pub seen: Arc<Mutex<Vec<Seen>>>,
+    /// TLS handshakes that failed (for example a client without certificate).
+    pub failed_handshakes: Arc<Mutex<u32>>,
+}
+
+impl TlsIssuer {
+    /// Starts the issuer; every token it issues is `token`.
+    pub fn start(token: &str) -> TlsIssuer {
+        let pki = TestPki::new();
+        let (dir, config) = (pki.dir, pki.server_config);
         let listener = TcpListener::bind("127.0.0.1:0").unwrap();
         let token_url = format!("https://{}/token", listener.local_addr().unwrap());
         let seen: Arc<Mutex<Vec<Seen>>> = Arc::default();
@@ -136,4 +152,48 @@ fn write_json(stream: &mut impl Write, body: &serde_json::Value) -> Option<()> {
     stream.write_all(head.as_bytes()).ok()?;
     stream.write_all(body.as_bytes()).ok()?;
     stream.flush().ok()
+}
+
+/// A TLS front that requires a client certificate of its test CA and passes the bytes on to `backend` (a plain HTTP
+/// server): a remote MCP server behind mutual TLS. Its PEM files are in `pki_dir`; handshakes it refused are counted.
+pub struct TlsFront {
+    pub port: u16,
+    pub pki_dir: tempfile::TempDir,
+    pub refused: Arc<Mutex<u32>>,
+}
+
+impl TlsFront {
+    pub fn start(backend: std::net::SocketAddr) -> TlsFront {
+        let pki = TestPki::new();
+        let acceptor = tokio_rustls::TlsAcceptor::from(Arc::clone(&pki.server_config));
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        listener.set_nonblocking(true).unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let refused: Arc<Mutex<u32>> = Arc::default();
+        let counted = Arc::clone(&refused);
+        std::thread::spawn(move || {
+            let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+            runtime.block_on(async move {
+                let listener = tokio::net::TcpListener::from_std(listener).unwrap();
+                while let Ok((tcp, _)) = listener.accept().await {
+                    let (acceptor, counted) = (acceptor.clone(), Arc::clone(&counted));
+                    tokio::spawn(async move {
+                        match acceptor.accept(tcp).await {
+                            Ok(mut tls) => {
+                                if let Ok(mut back) = tokio::net::TcpStream::connect(backend).await {
+                                    let _ = tokio::io::copy_bidirectional(&mut tls, &mut back).await;
+                                }
+                            }
+                            Err(_) => *counted.lock().unwrap() += 1,
+                        }
+                    });
+                }
+            });
+        });
+        TlsFront { port, pki_dir: pki.dir, refused }
+    }
+
+    pub fn path(&self, name: &str) -> PathBuf {
+        self.pki_dir.path().join(name)
+    }
 }
