@@ -410,6 +410,12 @@ fn remote_server_everything_over_streamable_http_and_sse() {
             client.cancel().await.unwrap();
         }
 
+        for transport in ["streamable_http", "sse"] {
+            let series = format!("mcpgw_upstream_connections{{transport=\"{transport}\"}}");
+            let open = tokio::task::block_in_place(|| metric(&gw, &series));
+            assert_eq!(open, 1.0, "{transport} sessions open");
+        }
+
         // Both remotes restart, their sessions gone: the next calls open new ones.
         let (streamable_port, sse_port) = (streamable.port, sse.port);
         drop((streamable, sse));

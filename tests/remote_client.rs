@@ -144,6 +144,13 @@ fn the_gateway_serves_a_remote_server_as_it_serves_a_process() {
         assert!(!upstream_text(&direct).is_empty(), "{direct}");
         let refused = call(&client, "gw_discover_all_tools", json!({"server_name": "down"})).await;
         assert_eq!(refused["error_code"], json!("UPSTREAM_ERROR"), "{refused}");
+        let (sessions, processes) = tokio::task::block_in_place(|| {
+            (
+                metric(&gw, r#"mcpgw_upstream_connections{transport="streamable_http"}"#),
+                metric(&gw, "mcpgw_upstream_processes"),
+            )
+        });
+        assert_eq!((sessions, processes), (1.0, 0.0), "a remote session is counted, and not as a process");
 
         // The remote restarts and forgets the gateway's session: the next call opens a new one and succeeds.
         let _ = remote.kill();
@@ -252,9 +259,10 @@ fn mutual_tls_reaches_a_remote_that_requires_a_client_certificate() {
         let client = connect(&gw.mcp, common::API_KEY).await;
         let answer = call(&client, "gw_secure_call_tools", calls("mtls", &[("test_simple_text", json!({}))])).await;
         assert_eq!(answer["results"][0]["status"], json!("success"), "{answer}");
-        for server in ["nocert", "noca"] {
+        for (server, why) in [("nocert", "CertificateRequired"), ("noca", "UnknownIssuer")] {
             let refused = call(&client, "gw_discover_all_tools", json!({"server_name": server})).await;
             assert_eq!(refused["error_code"], json!("UPSTREAM_ERROR"), "{server}: {refused}");
+            assert!(refused["message"].as_str().is_some_and(|m| m.contains(why)), "{server}: {refused}");
         }
         client.cancel().await.unwrap();
     });

@@ -242,6 +242,9 @@ impl GatewayContext {
     fn report(&self, metrics: &Metrics) {
         let pool = self.pool.stats();
         metrics.upstream_processes.set(i64::try_from(pool.processes).unwrap_or(i64::MAX));
+        for (transport, open) in crate::upstream::TRANSPORTS.iter().zip(pool.connections) {
+            metrics.upstream_connections.with_label_values(&[transport]).set(i64::try_from(open).unwrap_or(i64::MAX));
+        }
         metrics.sessions.set(i64::try_from(self.sessions.len()).unwrap_or(i64::MAX));
         catch_up(&metrics.upstream_restarts, pool.restarts);
         catch_up(&metrics.upstream_starts, pool.started);

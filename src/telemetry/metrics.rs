@@ -71,6 +71,8 @@ pub struct Metrics {
     pub cache_errors: IntCounterVec,
     /// `mcpgw_upstream_processes`: upstream processes running now.
     pub upstream_processes: IntGauge,
+    /// `mcpgw_upstream_connections{transport}`: processes and remote sessions open now.
+    pub upstream_connections: IntGaugeVec,
     /// `mcpgw_upstream_restarts_total`: upstream processes that ended abnormally (crash, hang, garbage).
     pub upstream_restarts: IntCounter,
     /// `mcpgw_upstream_starts_total`: upstream processes started.
@@ -130,6 +132,16 @@ impl Metrics {
         let cache_misses = counter_vec(r, "mcpgw_cache_misses_total", "Cache misses", &["cache"]);
         let cache_errors = counter_vec(r, "mcpgw_cache_errors_total", "Failed shared cache operations", &["cache"]);
         let upstream_processes = register(r, IntGauge::new("mcpgw_upstream_processes", "Upstream processes running"));
+        let upstream_connections = register(
+            r,
+            IntGaugeVec::new(
+                Opts::new("mcpgw_upstream_connections", "Upstream connections open: processes and remote sessions"),
+                &["transport"],
+            ),
+        );
+        for transport in crate::upstream::TRANSPORTS {
+            upstream_connections.with_label_values(&[transport]);
+        }
         let upstream_restarts =
             register(r, IntCounter::new("mcpgw_upstream_restarts_total", "Upstream processes that ended abnormally"));
         let upstream_starts = register(r, IntCounter::new("mcpgw_upstream_starts_total", "Upstream processes started"));
@@ -201,6 +213,7 @@ impl Metrics {
             cache_misses,
             cache_errors,
             upstream_processes,
+            upstream_connections,
             upstream_restarts,
             upstream_starts,
             upstream_start_failures,
@@ -283,6 +296,7 @@ mod tests {
             "mcpgw_cache_misses_total",
             "mcpgw_guardrail_blocks_total",
             "mcpgw_upstream_processes",
+            "mcpgw_upstream_connections",
             "mcpgw_upstream_restarts_total",
             "mcpgw_rate_limited_total",
         ] {

@@ -81,10 +81,11 @@ pub async fn tool_execution<E>(
     server_name: &str,
     tool_name: &str,
     project_id: &str,
+    transport: &str,
     work: impl Future<Output = Result<Value, E>>,
 ) -> Result<Value, E> {
     let span = tracing::info_span!(target: TARGET, parent: parent(), "tool_execution", server_name, tool_name, project_id,
-        success = Empty, latency_ms = Empty, otel.status_code = Empty);
+        transport, success = Empty, latency_ms = Empty, otel.status_code = Empty);
     traced(span, work, |span, result| outcome(span, result.as_ref().is_ok_and(answered_success))).await
 }
 

@@ -126,7 +126,7 @@ impl HttpRpc {
         let had_session = lock(&self.session).is_some();
         match self.exchange(method, params.clone(), relay).await {
             Err(HttpRpcError::Status(status, body)) if had_session && session_forgotten(status, &body) => {
-                tracing::info!(url = %self.url, "the remote server forgot the gateway's session; opening a new one");
+                tracing::info!(url = %super::remote::shown(&self.url), "the remote server forgot the gateway's session; opening a new one");
                 self.initialize().await?;
                 self.exchange(method, params, relay).await.map(|(result, _)| result)
             }

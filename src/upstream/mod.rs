@@ -107,6 +107,11 @@ impl ServerSpec {
         }
     }
 
+    /// How the server is reached, as [`TRANSPORTS`] names it.
+    pub fn transport(&self) -> &'static str {
+        TRANSPORTS[transport_index(self.remote.as_ref())]
+    }
+
     /// The values masked wherever the server's own output is shown (its stderr lines, and so a failed start's
     /// message): every value of its `env`, whatever the variable's name (an injected OAuth token is one of them), and
     /// [`ServerSpec::masked_settings`]. The variables it inherits are added at start, when their values are known.
@@ -208,6 +213,21 @@ pub struct PoolStats {
     pub start_failures: u64,
     /// Process starts that ran out of `start_timeout`.
     pub start_timeouts: u64,
+    /// Upstream connections alive now, by transport: processes (`stdio`) and remote sessions, in [`TRANSPORTS`]
+    /// order.
+    pub connections: [usize; 3],
+}
+
+/// The transports of upstream connections, as the `transport` label of `mcpgw_upstream_connections` names them.
+pub const TRANSPORTS: [&str; 3] = ["stdio", "streamable_http", "sse"];
+
+/// The place in [`TRANSPORTS`] of a process (`None`) or of a remote server.
+fn transport_index(remote: Option<&RemoteSpec>) -> usize {
+    match remote {
+        None => 0,
+        Some(remote) if !remote.sse => 1,
+        Some(_) => 2,
+    }
 }
 
 /// Why an upstream operation failed.

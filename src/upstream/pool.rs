@@ -320,6 +320,7 @@ impl UpstreamPool {
             start_attempts: self.shared.start_attempts.load(Ordering::Relaxed),
             start_failures: self.shared.start_failures.load(Ordering::Relaxed),
             start_timeouts: self.shared.start_timeouts.load(Ordering::Relaxed),
+            connections: self.shared.connections.counts(),
         }
     }
 

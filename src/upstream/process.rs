@@ -12,6 +12,7 @@
 use std::ffi::OsString;
 use std::process::Stdio;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use rmcp::model::ServerPeerInfo;
@@ -41,6 +42,34 @@ pub(crate) struct UpstreamProcess {
     link: Link,
     info: Arc<ServerPeerInfo>,
     max_message_bytes: usize,
+    _counted: Counted,
+}
+
+/// Upstream connections alive now, by transport ([`super::TRANSPORTS`]): `mcpgw_upstream_connections`.
+#[derive(Debug, Default)]
+pub(crate) struct Connections([AtomicUsize; 3]);
+
+impl Connections {
+    pub fn counts(&self) -> [usize; 3] {
+        [0, 1, 2].map(|i| self.0[i].load(Ordering::Relaxed))
+    }
+
+    fn open(self: &Arc<Self>, transport: usize) -> Counted {
+        self.0[transport].fetch_add(1, Ordering::Relaxed);
+        Counted { connections: Arc::clone(self), transport }
+    }
+}
+
+/// One connection counted in [`Connections`] while it lives.
+struct Counted {
+    connections: Arc<Connections>,
+    transport: usize,
+}
+
+impl Drop for Counted {
+    fn drop(&mut self) {
+        self.connections.0[self.transport].fetch_sub(1, Ordering::Relaxed);
+    }
 }
 
 /// How the gateway reaches one upstream.
@@ -129,6 +158,7 @@ pub(crate) struct StartOptions {
     pub start_timeout: Duration,
     /// A remote server's connect, TCP and TLS (`timeouts.connectivity_timeout`).
     pub connect_timeout: Duration,
+    pub connections: Arc<Connections>,
 }
 
 /// How long a failed start waits for the server's last stderr lines to be read, for its error message.
@@ -190,7 +220,8 @@ pub(crate) async fn start(
             stop_on_failure.disarm();
             let info = Arc::new(info);
             let link = Link::Local { control, client, health };
-            return Ok(UpstreamProcess { link, info, max_message_bytes: options.max_message_bytes });
+            let _counted = options.connections.open(super::transport_index(None));
+            return Ok(UpstreamProcess { link, info, max_message_bytes: options.max_message_bytes, _counted });
         }
         Ok(Err(error)) => {
             let ended = control.exit_report(Duration::from_millis(200)).await;
@@ -256,11 +287,11 @@ where
 /// read now), then the transport's connection and the MCP handshake.
 async fn start_remote(remote: &RemoteSpec, options: &StartOptions) -> Result<UpstreamProcess, StartFailure> {
     let failed = |message: String, timed_out| StartFailure { error: UpstreamError::Start(message), timed_out };
-    let url =
-        reqwest::Url::parse(&remote.url).map_err(|e| failed(format!("{:?} is not a URL: {e}", remote.url), false))?;
+    let url = reqwest::Url::parse(&remote.url).map_err(|e| failed(format!("config.url is not a URL: {e}"), false))?;
+    let shown = remote::shown(&url);
     let http = remote::client(remote.tls.as_ref(), options.connect_timeout)
         .await
-        .map_err(|e| failed(format!("no HTTP client for {url}: {e}"), false))?;
+        .map_err(|e| failed(format!("no HTTP client for {shown}: {e}"), false))?;
     let endpoint = Endpoint::new(http, &remote.headers, remote.bearer.clone());
     let max_message_bytes = options.max_message_bytes;
     let opening = async {
@@ -279,14 +310,16 @@ async fn start_remote(remote: &RemoteSpec, options: &StartOptions) -> Result<Ups
     };
     match tokio::time::timeout(options.start_timeout, opening).await {
         Ok(Ok((link, info))) => {
-            let transport = if remote.sse { "sse" } else { "streamable_http" };
-            tracing::info!(server = %options.label, %url, transport, "remote upstream session opened");
-            Ok(UpstreamProcess { link, info, max_message_bytes })
+            let transport = super::transport_index(Some(remote));
+            tracing::info!(server = %options.label, url = %shown, transport = super::TRANSPORTS[transport],
+                "remote upstream session opened");
+            let _counted = options.connections.open(transport);
+            Ok(UpstreamProcess { link, info, max_message_bytes, _counted })
         }
-        Ok(Err(error)) => Err(failed(format!("{url} did not initialize: {error}"), false)),
+        Ok(Err(error)) => Err(failed(format!("{shown} did not initialize: {error}"), false)),
         Err(_) => Err(failed(
             format!(
-                "{url} did not answer `initialize` within {} seconds (upstream_pool.start_timeout_seconds)",
+                "{shown} did not answer `initialize` within {} seconds (upstream_pool.start_timeout_seconds)",
                 options.start_timeout.as_secs_f64()
             ),
             true,

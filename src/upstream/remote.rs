@@ -50,7 +50,7 @@ impl Endpoint {
         if first.status() != StatusCode::UNAUTHORIZED || self.bearer.is_none() {
             return Ok(first);
         }
-        tracing::info!(url = %first.url(), "the remote server refused the access token (401); fetching a new one");
+        tracing::info!(url = %shown(first.url()), "the remote server refused the access token (401); fetching a new one");
         self.send_once(&build, true).await
     }
 
@@ -99,4 +99,30 @@ pub async fn client(tls: Option<&RemoteTls>, connect_timeout: Duration) -> Resul
 
 async fn read(field: &str, path: &std::path::Path) -> Result<Vec<u8>, String> {
     tokio::fs::read(path).await.map_err(|error| format!("{field}: {}: {error}", path.display()))
+}
+
+/// A URL as logs and error messages show it: without user information and query, which may hold credentials (some
+/// hosted servers take a key in the query).
+pub fn shown(url: &reqwest::Url) -> String {
+    let mut shown = url.clone();
+    let _ = shown.set_username("");
+    let _ = shown.set_password(None);
+    if shown.query().is_some() {
+        shown.set_query(Some("..."));
+    }
+    shown.set_fragment(None);
+    shown.to_string()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn shown_urls_keep_no_credentials() {
+        let url = reqwest::Url::parse("https://user:pw@mcp.example.com:8443/mcp?api_key=s3cret#x").unwrap();
+        assert_eq!(shown(&url), "https://mcp.example.com:8443/mcp?...");
+        let plain = reqwest::Url::parse("http://svc.ns.svc:8080/mcp").unwrap();
+        assert_eq!(shown(&plain), "http://svc.ns.svc:8080/mcp");
+    }
 }

@@ -26,7 +26,7 @@ use tokio::sync::futures::Notified;
 use tokio::time::Instant;
 
 use super::lease::Verdict;
-use super::process::{self, StartOptions, UpstreamProcess};
+use super::process::{self, Connections, StartOptions, UpstreamProcess};
 use super::relay::ServerEvent;
 use super::supervisor::{ProcessSet, StopMode};
 use super::{PoolKey, PoolSettings, ServerSpec, UpstreamError, lock};
@@ -40,6 +40,7 @@ pub(super) const MAX_COOL_DOWN: Duration = Duration::from_secs(60);
 #[derive(Debug, Default)]
 pub(super) struct Shared {
     pub processes: Arc<ProcessSet>,
+    pub connections: Arc<Connections>,
     pub settings: Mutex<PoolSettings>,
     pub max_message_bytes: AtomicUsize,
     pub calls_per_process: AtomicUsize,
@@ -246,6 +247,7 @@ impl ServerPool {
             max_message_bytes: shared.max_message_bytes.load(Ordering::Relaxed),
             start_timeout: settings.start_timeout,
             connect_timeout: settings.connect_timeout,
+            connections: Arc::clone(&shared.connections),
         };
         tokio::spawn(async move {
             match process::start(&server.spec, &options, &server.shared.processes).await {

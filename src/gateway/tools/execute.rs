@@ -230,7 +230,9 @@ impl<'a> ServerCalls<'a> {
         let relay = self.relay.as_ref();
         let upstream = UpstreamService { ctx, identity, session, key, spec, operation, relay };
         let (server, tool, project) = (&self.entry.server_name, call.name.clone(), &self.identity.project_id);
-        spans::tool_execution(server, &tool, project, guarded_call(self.guardrails.layer(upstream), call)).await
+        let transport = spec.transport();
+        spans::tool_execution(server, &tool, project, transport, guarded_call(self.guardrails.layer(upstream), call))
+            .await
     }
 }
 
