@@ -13,7 +13,9 @@
 //! - the gateway's idle RSS (goal: at most 20 MiB) and the time from start to ready (goal: within 100 ms);
 //! - the cost of local guardrails (keywords on input and output, PII redaction and restoration) on the same call;
 //! - cold starts (`support/cold_start.rs`): the first call to a server that starts in 0.5 s and in 5 s, against the
-//!   same start made directly, and a burst of 64 cold clients (successes, starts, p50 and p99).
+//!   same start made directly, and a burst of 64 cold clients (successes, starts, p50 and p99);
+//! - a remote streamable HTTP upstream (rmcp's server) through the gateway against the same server called directly:
+//!   p50 at c=1 and throughput at c=16 (`MCPGW_BENCH_REMOTE_ONLY=1` runs that section alone).
 //!
 //! Knobs: `MCPGW_BENCH_CALLS` (latency samples, default 2000), `MCPGW_BENCH_SECONDS` (per throughput run, default 3),
 //! `MCPGW_BENCH_PROCESSES` (the gateway's `max_processes_per_server`, default 4), `MCPGW_BENCH_CALLS_PER_PROCESS`
@@ -474,6 +476,73 @@ async fn against_baseline(baseline: &str, processes: u64, calls_per_process: u64
     }
 }
 
+/// A remote streamable HTTP upstream (rmcp's server: `mcpgw-conformance-upstream --http`, its `test_simple_text`)
+/// through the gateway (`gw_secure_call_tools`), against the same upstream called directly, in this run: p50 at c=1
+/// and throughput at c=16, light clients on both sides (one raw keep-alive connection and session per caller), with the
+/// CPU time per call of the client, the gateway and the remote server.
+async fn remote_upstream(processes: u64, calls: u64, seconds: u64) {
+    println!("-- a remote streamable HTTP upstream (rmcp's server), light clients --");
+    let port = free_port();
+    let addr = format!("127.0.0.1:{port}");
+    let mut remote = Command::new(env!("CARGO_BIN_EXE_mcpgw-conformance-upstream"))
+        .args(["--http", &addr])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("start the remote server");
+    let started = Instant::now();
+    while std::net::TcpStream::connect(&addr).is_err() {
+        assert!(started.elapsed() < Duration::from_secs(10), "the remote server did not listen");
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    let url = format!("http://{addr}/mcp");
+    let gw = start_gateway(processes, 1, |config| {
+        if let Some(servers) = config["mcp_configs"]["c1"]["mcp_config"].as_array_mut() {
+            servers.push(json!({"server_name": "remote", "config": {"url": url}}));
+        }
+    });
+    const EXPECT: &str = "simple text response";
+    let direct = |_| async {
+        let client = RawHttp::connect(&addr, "unused", false).await;
+        let request = client.tool_call("test_simple_text", json!({}));
+        Caller::Http(Box::new(client), request, EXPECT)
+    };
+    let secure = json!({"server_name": "remote", "tool_calls": [{"name": "test_simple_text", "args": {}}]});
+    let via = |_| async {
+        let client = RawHttp::connect(&gw.addr, KEY, false).await;
+        let request = client.tool_call("gw_secure_call_tools", secure.clone());
+        Caller::Http(Box::new(client), request, EXPECT)
+    };
+    let (d50, d99) = latency(direct(0).await, calls).await;
+    let (g50, g99) = latency(via(0).await, calls).await;
+    println!("latency c=1 ({calls} calls): direct p50 {} p99 {}; through the gateway p50 {} p99 {}; added p50 {}, ratio p50 {:.2}x",
+        ms(d50), ms(d99), ms(g50), ms(g99), ms(g50.saturating_sub(d50)), g50.as_secs_f64() / d50.as_secs_f64());
+    let concurrency = 16;
+    let (me, gw_pid, remote_pid) = (std::process::id(), gw.child.id(), remote.id());
+    let mut callers = Vec::with_capacity(concurrency);
+    for i in 0..concurrency {
+        callers.push(direct(i).await);
+    }
+    let cpu = CpuSplit::start(vec![("client", Box::new(move || vec![me])), ("remote", Box::new(move || vec![remote_pid]))]);
+    let direct_rate = throughput(callers, seconds).await;
+    let direct_cpu = cpu.per_call(direct_rate * seconds as f64);
+    let mut callers = Vec::with_capacity(concurrency);
+    for i in 0..concurrency {
+        callers.push(via(i).await);
+    }
+    let cpu = CpuSplit::start(vec![
+        ("client", Box::new(move || vec![me])),
+        ("gateway", Box::new(move || vec![gw_pid])),
+        ("remote", Box::new(move || vec![remote_pid])),
+    ]);
+    let gateway_rate = throughput(callers, seconds).await;
+    println!("throughput c={concurrency} (2 cores shared by client, gateway and remote): direct {direct_rate:.0} calls/s (CPU per call: {direct_cpu}); through the gateway {gateway_rate:.0} calls/s, ratio {:.2} (up to {processes} sessions with the remote; CPU per call: {})",
+        gateway_rate / direct_rate, cpu.per_call(gateway_rate * seconds as f64));
+    drop(gw);
+    let _ = remote.kill();
+    let _ = remote.wait();
+}
+
 fn mode_name(stateless: bool) -> &'static str {
     if stateless { "stateless 2026-07-28" } else { "session 2025-11-25" }
 }
@@ -489,6 +558,9 @@ fn main() {
         let baseline = std::env::var("MCPGW_BENCH_BASELINE").ok();
         if let (Some(baseline), Ok(_)) = (&baseline, std::env::var("MCPGW_BENCH_BASELINE_ONLY")) {
             return against_baseline(baseline, processes, calls_per_process, calls, seconds).await;
+        }
+        if std::env::var("MCPGW_BENCH_REMOTE_ONLY").is_ok() {
+            return remote_upstream(processes, calls, seconds).await;
         }
         let gw = start_gateway(processes, calls_per_process, |_| {});
         let idle_rss = rss_kib(gw.child.id());
@@ -590,6 +662,7 @@ fn main() {
         let _ = direct.cancel().await;
         println!("gateway RSS after the runs: {:.1} MiB", rss_kib(gw.child.id()) as f64 / 1024.0);
         drop(gw);
+        remote_upstream(processes, calls, seconds).await;
         cold_start::cold_starts(processes).await;
     });
 }

@@ -270,3 +270,29 @@ fn mutual_tls_reaches_a_remote_that_requires_a_client_certificate() {
     let _ = remote.kill();
     let _ = remote.wait();
 }
+
+/// `session_affinity: "per_session"` on a remote server: each client session gets a session of its own with the
+/// remote (the gateway's MCP session id the remote sees differs), kept across that client's calls.
+#[test]
+fn per_session_affinity_gives_each_client_session_its_own_remote_session() {
+    use mcp::*;
+    let port = free_port();
+    let mut remote = start_remote(port);
+    let server = json!({"server_name": "affine",
+                        "config": {"url": format!("http://127.0.0.1:{port}/mcp"), "session_affinity": "per_session"}});
+    let gw = TestGateway::start(&config_with(vec![server], json!({})));
+    runtime().block_on(async {
+        let first = connect(&gw.mcp, common::API_KEY).await;
+        let second = connect(&gw.mcp, common::API_KEY).await;
+        let a = headers_seen(&first, "affine").await["mcp-session-id"].clone();
+        let b = headers_seen(&second, "affine").await["mcp-session-id"].clone();
+        let a_again = headers_seen(&first, "affine").await["mcp-session-id"].clone();
+        assert!(a.is_string() && b.is_string(), "{a} {b}");
+        assert_ne!(a, b, "two client sessions share one remote session");
+        assert_eq!(a, a_again, "a client session keeps its remote session");
+        first.cancel().await.unwrap();
+        second.cancel().await.unwrap();
+    });
+    let _ = remote.kill();
+    let _ = remote.wait();
+}

@@ -743,6 +743,11 @@ async fn serve_http(
     }
     let listener = tokio::net::TcpListener::bind(addr).await.map_err(|e| format!("cannot listen on {addr}: {e}"))?;
     let local = listener.local_addr().map_err(|e| e.to_string())?;
+    // Answers are written in pieces (headers, then each event); without TCP_NODELAY a small last piece would wait for
+    // the client's delayed ACK (40 ms).
+    let listener = axum::serve::ListenerExt::tap_io(listener, |tcp| {
+        let _ = tcp.set_nodelay(true);
+    });
     eprintln!("{NAME}: serving streamable HTTP at http://{local}/mcp");
     axum::serve(listener, router)
         .with_graceful_shutdown(async move {

@@ -89,7 +89,7 @@ pub enum ConfigAction {
         config: String,
         server: String,
     },
-    /// Add an upstream server (stdio command) to a configuration.
+    /// Add an upstream server (a stdio command, or a remote server with --url) to a configuration.
     ///
     /// Example: mcpgw config add-server production --name github --command npx --arg -y
     ///   --arg @modelcontextprotocol/server-github --env GITHUB_TOKEN=ghp_xxx --description "GitHub"

@@ -194,7 +194,9 @@ impl HttpRpc {
             .and_then(|v| v.to_str().ok())
             .is_some_and(|v| v.starts_with("text/event-stream"));
         let result = if sse {
-            self.read_stream(&mut response, id, relay).await?
+            let result = self.read_stream(&mut response, id, relay).await?;
+            finish_in_background(response);
+            result
         } else {
             let body = crate::outbound::read_body(&mut response, self.max_message_bytes).await.map_err(too_large)?;
             let message: Value =
@@ -252,6 +254,21 @@ impl HttpRpc {
             (None, None) => Ok(None),
         }
     }
+}
+
+/// How long the rest of an SSE answer is read after its response, so that its connection goes back to the pool.
+const FINISH_PATIENCE: std::time::Duration = std::time::Duration::from_secs(2);
+
+/// Reads what is left of an SSE answer after its response (the stream's end, in practice), in a task of its own: an
+/// answer dropped unfinished closes its connection, and the next request would pay a new one. A server that keeps the
+/// stream open longer than [`FINISH_PATIENCE`] loses the connection.
+fn finish_in_background(mut response: reqwest::Response) {
+    tokio::spawn(async move {
+        let _ = tokio::time::timeout(FINISH_PATIENCE, async {
+            while let Ok(Some(_)) = response.chunk().await {}
+        })
+        .await;
+    });
 }
 
 fn too_large(error: crate::outbound::BodyReadError) -> HttpRpcError {
