@@ -515,15 +515,23 @@ async fn remote_upstream(processes: u64, calls: u64, seconds: u64) {
     };
     let (d50, d99) = latency(direct(0).await, calls).await;
     let (g50, g99) = latency(via(0).await, calls).await;
-    println!("latency c=1 ({calls} calls): direct p50 {} p99 {}; through the gateway p50 {} p99 {}; added p50 {}, ratio p50 {:.2}x",
-        ms(d50), ms(d99), ms(g50), ms(g99), ms(g50.saturating_sub(d50)), g50.as_secs_f64() / d50.as_secs_f64());
+    println!(
+        "latency c=1 ({calls} calls): direct p50 {} p99 {}; through the gateway p50 {} p99 {}; added p50 {}, ratio p50 {:.2}x",
+        ms(d50),
+        ms(d99),
+        ms(g50),
+        ms(g99),
+        ms(g50.saturating_sub(d50)),
+        g50.as_secs_f64() / d50.as_secs_f64()
+    );
     let concurrency = 16;
     let (me, gw_pid, remote_pid) = (std::process::id(), gw.child.id(), remote.id());
     let mut callers = Vec::with_capacity(concurrency);
     for i in 0..concurrency {
         callers.push(direct(i).await);
     }
-    let cpu = CpuSplit::start(vec![("client", Box::new(move || vec![me])), ("remote", Box::new(move || vec![remote_pid]))]);
+    let cpu =
+        CpuSplit::start(vec![("client", Box::new(move || vec![me])), ("remote", Box::new(move || vec![remote_pid]))]);
     let direct_rate = throughput(callers, seconds).await;
     let direct_cpu = cpu.per_call(direct_rate * seconds as f64);
     let mut callers = Vec::with_capacity(concurrency);
@@ -536,8 +544,11 @@ async fn remote_upstream(processes: u64, calls: u64, seconds: u64) {
         ("remote", Box::new(move || vec![remote_pid])),
     ]);
     let gateway_rate = throughput(callers, seconds).await;
-    println!("throughput c={concurrency} (2 cores shared by client, gateway and remote): direct {direct_rate:.0} calls/s (CPU per call: {direct_cpu}); through the gateway {gateway_rate:.0} calls/s, ratio {:.2} (up to {processes} sessions with the remote; CPU per call: {})",
-        gateway_rate / direct_rate, cpu.per_call(gateway_rate * seconds as f64));
+    println!(
+        "throughput c={concurrency} (2 cores shared by client, gateway and remote): direct {direct_rate:.0} calls/s (CPU per call: {direct_cpu}); through the gateway {gateway_rate:.0} calls/s, ratio {:.2} (up to {processes} sessions with the remote; CPU per call: {})",
+        gateway_rate / direct_rate,
+        cpu.per_call(gateway_rate * seconds as f64)
+    );
     drop(gw);
     let _ = remote.kill();
     let _ = remote.wait();

@@ -264,10 +264,8 @@ const FINISH_PATIENCE: std::time::Duration = std::time::Duration::from_secs(2);
 /// stream open longer than [`FINISH_PATIENCE`] loses the connection.
 fn finish_in_background(mut response: reqwest::Response) {
     tokio::spawn(async move {
-        let _ = tokio::time::timeout(FINISH_PATIENCE, async {
-            while let Ok(Some(_)) = response.chunk().await {}
-        })
-        .await;
+        let _ =
+            tokio::time::timeout(FINISH_PATIENCE, async { while let Ok(Some(_)) = response.chunk().await {} }).await;
     });
 }
 
