@@ -139,9 +139,7 @@ impl Metrics {
                 &["transport"],
             ),
         );
-        for transport in crate::upstream::TRANSPORTS {
-            upstream_connections.with_label_values(&[transport]);
-        }
+        // Every transport's series is set at each scrape (`gateway::GatewayContext::report`), zeros included.
         let upstream_restarts =
             register(r, IntCounter::new("mcpgw_upstream_restarts_total", "Upstream processes that ended abnormally"));
         let upstream_starts = register(r, IntCounter::new("mcpgw_upstream_starts_total", "Upstream processes started"));
@@ -296,7 +294,6 @@ mod tests {
             "mcpgw_cache_misses_total",
             "mcpgw_guardrail_blocks_total",
             "mcpgw_upstream_processes",
-            "mcpgw_upstream_connections",
             "mcpgw_upstream_restarts_total",
             "mcpgw_rate_limited_total",
         ] {
