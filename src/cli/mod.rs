@@ -220,6 +220,8 @@ fn check_config(args: &ConfigArg) -> ExitCode {
     }
 }
 
+const WORKER_STACK_BYTES: usize = 8 * 1024 * 1024;
+
 fn serve(args: ServeArgs) -> ExitCode {
     let opts = ServeOptions {
         config_path: args.config.path(),
@@ -229,10 +231,14 @@ fn serve(args: ServeArgs) -> ExitCode {
         metrics_addr: args.metrics_addr,
         shutdown_grace: Duration::from_secs(args.shutdown_grace),
     };
-    let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
-        Ok(rt) => rt,
-        Err(e) => return fail(format!("cannot start the async runtime: {e}")),
-    };
+    // Worker stacks of 8 MiB (tokio's default is 2): a call nests the request path, the tools, discovery and the pool,
+    // and unoptimised builds give each of those futures' poll functions frames of several pages. Only the pages used
+    // are ever resident.
+    let runtime =
+        match tokio::runtime::Builder::new_multi_thread().thread_stack_size(WORKER_STACK_BYTES).enable_all().build() {
+            Ok(rt) => rt,
+            Err(e) => return fail(format!("cannot start the async runtime: {e}")),
+        };
     let result = runtime.block_on(app::serve(opts));
     // A read of stdin (the stdio front) sits on a blocking thread that nothing can interrupt; waiting for it would
     // keep the process alive after the drain, so the runtime's leftover blocking threads are not waited for.

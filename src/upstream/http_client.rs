@@ -148,7 +148,7 @@ impl HttpRpc {
     /// Ends the session (`DELETE`), if one is open.
     pub async fn close(&self) {
         let Some((id, _)) = lock(&self.session).take() else { return };
-        let _ = self.endpoint.send(|http| http.delete(self.url.clone()).header(SESSION_HEADER, &id)).await;
+        let _ = self.endpoint.send_as_is(|http| http.delete(self.url.clone()).header(SESSION_HEADER, &id)).await;
     }
 
     async fn post(&self, message: &Value) -> Result<reqwest::Response, HttpRpcError> {

@@ -180,7 +180,8 @@ pub(crate) async fn start(
 ) -> Result<UpstreamProcess, StartFailure> {
     let failed = |message: String| StartFailure { error: UpstreamError::Start(message), timed_out: false };
     if let Some(remote) = &spec.remote {
-        return start_remote(remote, options).await;
+        // Boxed: its HTTP futures are large, and the start future of every process would carry them.
+        return Box::pin(start_remote(remote, options)).await;
     }
     let environment = child_environment(spec, &|name| std::env::var_os(name));
     let masks = stderr_masks(spec, &environment);

@@ -54,6 +54,15 @@ impl Endpoint {
         self.send_once(&build, true).await
     }
 
+    /// Sends the request `build` makes with the entry's headers and the current token, without a refresh on a 401
+    /// (for the end of a session: a server that refuses it has nothing to end).
+    pub async fn send_as_is(
+        &self,
+        build: impl Fn(&reqwest::Client) -> reqwest::RequestBuilder,
+    ) -> Result<reqwest::Response, HttpRpcError> {
+        self.send_once(&build, false).await
+    }
+
     async fn send_once(
         &self,
         build: &impl Fn(&reqwest::Client) -> reqwest::RequestBuilder,
