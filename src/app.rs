@@ -106,6 +106,7 @@ pub async fn serve(opts: ServeOptions) -> Result<(), ServeError> {
         started: Instant::now(),
         ready: Arc::new(AtomicBool::new(false)),
         external_cache: Arc::clone(&ctx.external_cache),
+        jwks: Arc::clone(&ctx.jwks),
         refusals: telemetry::refusals::RefusalLog::new("admin"),
     });
 

@@ -142,6 +142,8 @@ pub struct GatewayError {
     retry_after: Option<u64>,
     /// Ask the client to close the connection (`Connection: close`).
     close: bool,
+    /// `AUTH_FAILED` for a valid token without a required scope: 403 `insufficient_scope` (contract section 10).
+    insufficient_scope: bool,
 }
 
 impl GatewayError {
@@ -153,7 +155,19 @@ impl GatewayError {
             extra: Vec::new(),
             retry_after: None,
             close: false,
+            insufficient_scope: false,
         }
+    }
+
+    /// An `AUTH_FAILED` for a token without a required scope: 403 rather than 401.
+    pub fn insufficient_scope(mut self) -> GatewayError {
+        self.insufficient_scope = true;
+        self
+    }
+
+    /// Whether this refusal is of a token without a required scope.
+    pub fn is_insufficient_scope(&self) -> bool {
+        self.insufficient_scope
     }
 
     /// The answer's `status` is `blocked`: a guardrail stopped the call.
@@ -195,7 +209,10 @@ impl GatewayError {
     /// The HTTP answer for a request refused before the protocol: the code's status and headers, and a JSON-RPC
     /// error whose `data` is the answer object. `id`: the JSON-RPC id of the request, when it was read.
     pub fn response(&self, id: Option<&Value>) -> Response<Body> {
-        let (status, code, message) = self.code.http();
+        let (mut status, code, message) = self.code.http();
+        if self.insufficient_scope {
+            status = StatusCode::FORBIDDEN;
+        }
         let mut response = jsonrpc_error(status, code, message, self.answer(), id);
         let headers = response.headers_mut();
         if self.code == ErrorCode::AuthFailed {

@@ -18,6 +18,8 @@ pub struct AppState {
     pub ready: Arc<AtomicBool>,
     /// The shared cache's state, for the health report (the gateway context owns it).
     pub external_cache: Arc<crate::cache::ExternalCache>,
+    /// The OAuth issuer's keys (provider `oauth`), for the health report (the gateway context owns them).
+    pub jwks: Arc<crate::auth::jwks::Jwks>,
     /// The bound on the records of refused admin requests (`request_log.rs`).
     pub refusals: RefusalLog,
 }

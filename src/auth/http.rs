@@ -9,6 +9,7 @@
 use axum::http::{HeaderMap, header};
 
 use super::identity::{AuthFailure, Credentials};
+use crate::config::client_oauth::ClientOAuth;
 use crate::config::settings::Settings;
 use crate::error::{ErrorCode, GatewayError};
 
@@ -52,16 +53,46 @@ fn header_str<'a>(headers: &'a HeaderMap, name: &str) -> Option<&'a str> {
     headers.get(name).and_then(|v| v.to_str().ok())
 }
 
+/// The gateway's public base URL for the `oauth` provider's metadata: `public_url`, or else built from the request's
+/// `Host` (`https` when `X-Forwarded-Proto` says so, else `http`, as the gateway itself serves).
+pub fn public_base(config: &ClientOAuth, headers: &HeaderMap) -> String {
+    if let Some(base) = &config.public_url {
+        return base.clone();
+    }
+    let host = header_str(headers, "host").filter(|h| h.bytes().all(|b| b.is_ascii_graphic())).unwrap_or("localhost");
+    let https = header_str(headers, "x-forwarded-proto").is_some_and(|p| p.trim().eq_ignore_ascii_case("https"));
+    format!("{}://{host}", if https { "https" } else { "http" })
+}
+
+/// The `WWW-Authenticate` value of a refused request under the `oauth` provider (contract section 10): where the
+/// protected resource metadata is, and `error="invalid_token"` when a token was sent and failed, or
+/// `error="insufficient_scope"` (with the scopes needed) when it lacked a required scope.
+pub fn oauth_challenge(
+    config: &ClientOAuth,
+    headers: &HeaderMap,
+    token_sent: bool,
+    insufficient_scope: bool,
+) -> String {
+    let metadata = super::oauth::metadata_url(&public_base(config, headers));
+    let mut challenge = format!("Bearer resource_metadata=\"{metadata}\"");
+    if insufficient_scope {
+        challenge.push_str(&format!(", error=\"insufficient_scope\", scope=\"{}\"", config.required_scopes.join(" ")));
+    } else if token_sent {
+        challenge.push_str(", error=\"invalid_token\"");
+    }
+    challenge
+}
+
 /// The credentials of an HTTP request.
 pub fn credentials(headers: &HeaderMap) -> Result<Credentials, AuthFailure> {
     let Some(value) = headers.get(header::AUTHORIZATION) else {
-        return Err(AuthFailure("missing Authorization header: send Authorization: Bearer <gateway key>".into()));
+        return Err(AuthFailure::new("missing Authorization header: send Authorization: Bearer <gateway key>"));
     };
-    let value = value.to_str().map_err(|_| AuthFailure("invalid Authorization header".into()))?;
+    let value = value.to_str().map_err(|_| AuthFailure::new("invalid Authorization header"))?;
     let key = value
         .strip_prefix("Bearer ")
         .or_else(|| value.strip_prefix("bearer "))
-        .ok_or_else(|| AuthFailure("the Authorization header must be Bearer <gateway key>".into()))?;
+        .ok_or_else(|| AuthFailure::new("the Authorization header must be Bearer <gateway key>"))?;
     let project_id = header_str(headers, "x-gw-project-id").or_else(|| header_str(headers, "project_id"));
     let user_id = header_str(headers, "x-gw-user-id").or_else(|| header_str(headers, "user_id"));
     Ok(Credentials {

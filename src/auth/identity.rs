@@ -14,6 +14,7 @@
 
 use std::sync::Arc;
 
+use super::jwks::Jwks;
 use super::remote::{RemoteAuth, RemoteAuthError, RemoteIdentity};
 use crate::cache::{ExternalCache, TtlCache};
 use crate::config::Snapshot;
@@ -44,6 +45,8 @@ pub struct Identity {
     /// Servers supplied by a remote authentication service; `None`: the MCP configuration `mcp_config_id` of the
     /// snapshot.
     pub servers: Option<Arc<Vec<ServerEntry>>>,
+    /// When the credential stops being valid (a token's `exp`, seconds since the epoch); `None` for an API key.
+    pub expires_at: Option<u64>,
 }
 
 impl Identity {
@@ -57,15 +60,30 @@ impl Identity {
     }
 }
 
-/// Why authentication failed; the text is the `details` of the `AUTH_FAILED` answer.
+/// Why authentication failed; `details` is the `details` of the `AUTH_FAILED` answer.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("{0}")]
-pub struct AuthFailure(pub String);
+#[error("{details}")]
+pub struct AuthFailure {
+    pub details: String,
+    /// A valid token without a required scope (403 `insufficient_scope` over HTTP, contract section 10).
+    pub insufficient_scope: bool,
+}
+
+impl AuthFailure {
+    pub fn new(details: impl Into<String>) -> AuthFailure {
+        AuthFailure { details: details.into(), insufficient_scope: false }
+    }
+
+    pub fn insufficient_scope(details: impl Into<String>) -> AuthFailure {
+        AuthFailure { details: details.into(), insufficient_scope: true }
+    }
+}
 
 impl From<AuthFailure> for GatewayError {
     /// `AUTH_FAILED`, with why in `details`.
     fn from(failure: AuthFailure) -> GatewayError {
-        GatewayError::new(ErrorCode::AuthFailed, "authentication failed").with("details", failure.0)
+        let error = GatewayError::new(ErrorCode::AuthFailed, "authentication failed").with("details", failure.details);
+        if failure.insufficient_scope { error.insufficient_scope() } else { error }
     }
 }
 
@@ -86,9 +104,11 @@ pub async fn authenticate(
     cache: &GatewayConfigCache,
     remote: &RemoteAuthCache,
     external: &ExternalCache,
+    jwks: &Jwks,
 ) -> Result<Arc<Identity>, AuthFailure> {
     match snapshot.settings.auth.provider.as_str() {
         "local_apikey" => authenticate_local(snapshot, creds, cache),
+        "oauth" => super::oauth::authenticate(snapshot, creds, cache, jwks).await,
         "gw" => {
             let key = presented_key(creds)?;
             let digest = secrets::digest(key);
@@ -104,7 +124,7 @@ pub async fn authenticate(
             };
             check_context(identity, creds)
         }
-        other => Err(AuthFailure(format!("authentication provider {other:?} is not available"))),
+        other => Err(AuthFailure::new(format!("authentication provider {other:?} is not available"))),
     }
 }
 
@@ -123,11 +143,11 @@ async fn remote_answer(
         return Ok(RemoteIdentity::from(answer));
     }
     let client = remote.get(snapshot, remote_client);
-    let client = client.as_ref().as_ref().map_err(|e| AuthFailure(e.to_string()))?;
+    let client = client.as_ref().as_ref().map_err(|e| AuthFailure::new(e.to_string()))?;
     let answer =
         client.resolve(key, non_empty(&creds.project_id), non_empty(&creds.user_id)).await.map_err(|e| match e {
-            RemoteAuthError::Refused(why) => AuthFailure(why),
-            other => AuthFailure(format!("the authentication service is unavailable: {other}")),
+            RemoteAuthError::Refused(why) => AuthFailure::new(why),
+            other => AuthFailure::new(format!("the authentication service is unavailable: {other}")),
         })?;
     if shared {
         // A Redis that is down was counted and logged by the external cache; the answer still serves this instance.
@@ -140,10 +160,10 @@ fn non_empty(value: &Option<String>) -> Option<&str> {
     value.as_deref().filter(|v| !v.is_empty())
 }
 
-fn presented_key(creds: &Credentials) -> Result<&str, AuthFailure> {
+pub(super) fn presented_key(creds: &Credentials) -> Result<&str, AuthFailure> {
     let key = creds.key.trim();
     if key.is_empty() {
-        return Err(AuthFailure("missing API key: send Authorization: Bearer <gateway key>".into()));
+        return Err(AuthFailure::new("missing API key: send Authorization: Bearer <gateway key>"));
     }
     Ok(key)
 }
@@ -162,7 +182,7 @@ fn from_remote(snapshot: &Arc<Snapshot>, digest: [u8; 32], answer: RemoteIdentit
                 .collect();
             if !problems.is_empty() {
                 tracing::warn!(problems = %problems.join("; "), "the authentication service sent servers that are not valid");
-                return Err(AuthFailure("the authentication service returned an invalid gateway configuration".into()));
+                return Err(AuthFailure::new("the authentication service returned an invalid gateway configuration"));
             }
             Some(Arc::new(entries))
         }
@@ -184,6 +204,7 @@ fn from_remote(snapshot: &Arc<Snapshot>, digest: [u8; 32], answer: RemoteIdentit
         user_id: answer.user_id,
         mcp_config_id,
         servers,
+        expires_at: None,
     })
 }
 
@@ -207,32 +228,32 @@ pub fn authenticate_local(
 }
 
 /// Counts a lookup of `identity` in its scope (`gw_get_cache_status` shows each caller its own configuration's counts).
-fn counted(cache: &GatewayConfigCache, identity: Arc<Identity>, hit: bool) -> Arc<Identity> {
+pub(super) fn counted(cache: &GatewayConfigCache, identity: Arc<Identity>, hit: bool) -> Arc<Identity> {
     cache.record_in(&identity.cache_scope(), hit);
     identity
 }
 
 /// The optional project and user the client named must be the identity's.
-fn check_context(identity: Arc<Identity>, creds: &Credentials) -> Result<Arc<Identity>, AuthFailure> {
+pub(super) fn check_context(identity: Arc<Identity>, creds: &Credentials) -> Result<Arc<Identity>, AuthFailure> {
     if let Some(project) = creds.project_id.as_deref().filter(|p| !p.is_empty())
         && project != identity.project_id
         && project != identity.project_name
     {
-        return Err(AuthFailure("the project id does not match the API key's project".into()));
+        return Err(AuthFailure::new("the project id does not match the API key's project"));
     }
     if let Some(user) = creds.user_id.as_deref().filter(|u| !u.is_empty())
         && user != identity.user_id
         && !user.eq_ignore_ascii_case(&identity.email)
     {
-        return Err(AuthFailure("the user id does not match the API key's user".into()));
+        return Err(AuthFailure::new("the user id does not match the API key's user"));
     }
     Ok(identity)
 }
 
 fn resolve(snapshot: &Arc<Snapshot>, key: &str, digest: [u8; 32]) -> Result<Identity, AuthFailure> {
-    let entry = snapshot.lookup_key(key).ok_or_else(|| AuthFailure("invalid API key".into()))?;
+    let entry = snapshot.lookup_key(key).ok_or_else(|| AuthFailure::new("invalid API key"))?;
     if entry.disabled {
-        return Err(AuthFailure("the API key is disabled".into()));
+        return Err(AuthFailure::new("the API key is disabled"));
     }
     let project = snapshot.file.projects.get(&entry.project_id);
     let user = snapshot.file.users.get(&entry.user_id);
@@ -246,6 +267,7 @@ fn resolve(snapshot: &Arc<Snapshot>, key: &str, digest: [u8; 32]) -> Result<Iden
         email: user.map(|u| u.email.clone()).unwrap_or_default(),
         mcp_config_id: entry.mcp_config_id.clone(),
         servers: None,
+        expires_at: None,
     })
 }
 

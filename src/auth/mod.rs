@@ -7,10 +7,15 @@
 //!   `Host`/`Origin` checks that protect a local gateway from DNS rebinding.
 //!
 //! The gateway's admission step (`gateway/middleware/admission.rs`) runs these under `auth_timeout` and applies the
-//! key's rate limit; client OAuth (contract section 10) will be a third provider here.
+//! key's rate limit.
+//! - [`oauth`]: provider `oauth` (contract section 10), clients' JWTs verified ([`jwt`]) against the issuer's keys
+//!   ([`jwks`]), the gateway as an OAuth resource server.
 
 pub mod http;
 pub mod identity;
+pub mod jwks;
+pub mod jwt;
+pub mod oauth;
 pub mod remote;
 
 pub use identity::{AuthFailure, Credentials, GatewayConfigCache, Identity, RemoteAuthCache, authenticate};

@@ -273,7 +273,7 @@ pub fn run_file(op: &Op, store: &ConfigStore) -> Result<Outcome, CliError> {
         }
         Op::KeyDelete { key } => write(store, "API key deleted", |f, s| api_keys::delete(f, s, key)),
         Op::Health => {
-            let mut data = system::health(store, Duration::ZERO, true, None);
+            let mut data = system::health(store, Duration::ZERO, true, None, Vec::new());
             // Uptime and listeners describe a running process; file mode reports only the file's state.
             if let Value::Object(map) = &mut data {
                 map.remove("uptime_seconds");

@@ -188,6 +188,8 @@ pub struct Settings {
     pub allowed_hosts: Vec<String>,
     pub allowed_origins: Vec<String>,
     pub auth: PluginSetting,
+    /// Provider `oauth`'s settings (contract section 10), read from `auth.config`.
+    pub client_oauth: Option<std::sync::Arc<super::client_oauth::ClientOAuth>>,
     pub guardrails: Option<PluginSetting>,
     pub telemetry: Option<PluginSetting>,
     /// `gw_backup_dir` as the file gives it (checked: a non-empty path); see [`Settings::backup_dir_for`].
@@ -232,6 +234,7 @@ impl Settings {
         let empty = CommonConfig::default();
         let c = file.common_mcp_gateway_config.as_ref().unwrap_or(&empty);
         let p = "common_mcp_gateway_config";
+        let auth = resolve_auth(file.plugins.as_ref(), problems);
         let log_level = match c.gw_log_level.as_deref() {
             None => LogLevel::Info,
             Some(name) => LogLevel::parse(name).unwrap_or_else(|| {
@@ -325,7 +328,10 @@ impl Settings {
                 .clone()
                 .unwrap_or_else(|| vec!["localhost".into(), "127.0.0.1".into(), "::1".into()]),
             allowed_origins: c.gw_allowed_origins.clone().unwrap_or_default(),
-            auth: resolve_auth(file.plugins.as_ref(), problems),
+            auth: auth.clone(),
+            client_oauth: (auth.provider == "oauth")
+                .then(|| super::client_oauth::read(&auth.config, problems).map(std::sync::Arc::new))
+                .flatten(),
             guardrails: resolve_plugin(
                 file.plugins.as_ref().and_then(|p| p.guardrails.as_ref()),
                 "guardrails",
@@ -387,6 +393,7 @@ fn threshold(value: Option<&Number>, path: &str, problems: &mut Problems) -> f64
 const PROVIDERS: &[(&str, &str, &[&str])] = &[
     ("auth", "local_apikey", &[]),
     ("auth", "gw", &["base_url", "api_key"]),
+    ("auth", "oauth", &[]),
     ("guardrails", "gw", &["base_url", "api_key"]),
     ("guardrails", "thirdparty_moderation", &["base_url", "api_key"]),
     ("guardrails", "custom_keyword", &[]),

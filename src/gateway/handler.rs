@@ -166,7 +166,7 @@ impl GatewayHandler {
                 .get::<axum::http::request::Parts>()
                 .and_then(|parts| parts.extensions.get::<Arc<Identity>>())
                 .cloned()
-                .ok_or_else(|| GatewayError::from(AuthFailure("no credentials reached the gateway".into())))?
+                .ok_or_else(|| GatewayError::from(AuthFailure::new("no credentials reached the gateway")))?
         };
         Ok(identity)
     }

@@ -27,6 +27,21 @@ use super::middleware::step::StepLayer;
 use super::middleware::{admission, drain, jsonrpc, limits, origin, request_metrics, sessions};
 use crate::error::{ErrorCode, GatewayError, jsonrpc_error};
 
+/// `GET /.well-known/oauth-protected-resource[/mcp]`: the gateway's protected resource metadata (RFC 9728) under the
+/// `oauth` provider; 404 under the others.
+fn protected_resource(ctx: &GatewayContext, headers: &axum::http::HeaderMap) -> Response<Body> {
+    let snapshot = ctx.store.snapshot();
+    let Some(config) = snapshot.settings.client_oauth.as_deref() else {
+        return GatewayError::new(ErrorCode::NotFound, "the gateway does not use OAuth for its clients").response(None);
+    };
+    let base = crate::auth::http::public_base(config, headers);
+    let body = crate::auth::oauth::resource_metadata(config, &base).to_string();
+    let mut response = Response::new(Body::from(body));
+    response.headers_mut().insert(header::CONTENT_TYPE, header::HeaderValue::from_static("application/json"));
+    response.headers_mut().insert(header::CACHE_CONTROL, header::HeaderValue::from_static("max-age=300"));
+    response
+}
+
 /// What rmcp may buffer of a body: the JSON-RPC guard has already held it to `limits.max_request_body_bytes`, which
 /// is at most this.
 const PROTOCOL_BODY_CAP: usize = 256 * 1024 * 1024;
@@ -73,9 +88,17 @@ pub fn router(ctx: Arc<GatewayContext>, sessions: CancellationToken) -> Router {
         .layer(FastToolCallLayer::new(Arc::clone(&ctx), sessions))
         // rmcp: every other message of the protocol, then the handler (gateway/handler.rs).
         .service(protocol);
+    let metadata = Arc::clone(&ctx);
+    let metadata = axum::routing::get(move |headers: axum::http::HeaderMap| {
+        let ctx = Arc::clone(&metadata);
+        async move { protected_resource(&ctx, &headers) }
+    });
     Router::new()
         .route_service("/mcp", stack.clone())
         .route_service("/mcp/", stack)
+        // RFC 9728 metadata for clients of the `oauth` provider; public, like the issuer's own documents.
+        .route("/.well-known/oauth-protected-resource", metadata.clone())
+        .route("/.well-known/oauth-protected-resource/mcp", metadata)
         .fallback(|| async { GatewayError::new(ErrorCode::NotFound, "the MCP endpoint is /mcp/").response(None) })
 }
 

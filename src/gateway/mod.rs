@@ -63,6 +63,8 @@ pub struct GatewayContext {
     pub guardrails: crate::guardrails::provider::ProviderCache,
     /// Upstream OAuth tokens per (server, MCP config, project).
     pub oauth: Arc<crate::upstream::oauth::TokenManager>,
+    /// The OAuth issuer's signing keys, for provider `oauth` (clients' tokens).
+    pub jwks: Arc<crate::auth::jwks::Jwks>,
     /// Requests and tool calls being answered now; the drain waits for them.
     pub in_flight: InFlight,
     /// Per-key rate limits (`rate_limits`).
@@ -160,6 +162,7 @@ impl GatewayContext {
             remote_auth: Default::default(),
             guardrails: Default::default(),
             oauth: Arc::new(crate::upstream::oauth::TokenManager::new(snapshot.settings.timeouts.auth)),
+            jwks: crate::auth::jwks::Jwks::new(),
             in_flight: InFlight::default(),
             rate_limits: Default::default(),
             draining: Default::default(),
@@ -177,6 +180,7 @@ impl GatewayContext {
                 pool.end_session(session);
             }
         });
+        ctx.prefetch_keys(&snapshot);
         let weak = Arc::downgrade(&ctx);
         ctx.pool.on_events(Arc::new(move |key, event| {
             if let Some(ctx) = weak.upgrade() {
@@ -294,6 +298,15 @@ impl GatewayContext {
         self.pool.set_max_message_bytes(settings.limits.max_tool_result_bytes);
         self.pool.retain(&live);
         self.prestart(snapshot);
+        self.prefetch_keys(snapshot);
+    }
+
+    /// Under the `oauth` provider, fetches the issuer's keys now (at start and after each reload), so that the health
+    /// report knows at once whether they can be fetched and the first client does not wait for them.
+    fn prefetch_keys(&self, snapshot: &Snapshot) {
+        let Some(config) = snapshot.settings.client_oauth.clone() else { return };
+        let (jwks, timeout) = (Arc::clone(&self.jwks), snapshot.settings.timeouts.auth);
+        tokio::spawn(async move { jwks.prefetch(&config, timeout).await });
     }
 
     /// With `upstream_pool.prestart`, starts the first process of each server that is new or changed in `snapshot`.
@@ -313,7 +326,8 @@ impl GatewayContext {
         snapshot: &Arc<Snapshot>,
         creds: &Credentials,
     ) -> Result<Arc<Identity>, AuthFailure> {
-        crate::auth::authenticate(snapshot, creds, &self.config_cache, &self.remote_auth, &self.external_cache).await
+        let (cache, remote, external) = (&self.config_cache, &self.remote_auth, &self.external_cache);
+        crate::auth::authenticate(snapshot, creds, cache, remote, external, &self.jwks).await
     }
 
     /// Ends every upstream process.

@@ -23,8 +23,15 @@ const APIKEY_LABEL: &str = "mcpgw-backup/1 apikey";
 const BACKUP_META: [&str; 4] = ["backup_format", "created_at", "gateway_version", "encryption"];
 
 /// The `data` of `GET /api/v1/system/health`. `listeners_up` is false while starting or draining; `external` is the
-/// shared cache's report when it is on (unreachable Redis: `degraded`, named in `degraded_reasons`).
-pub fn health(store: &ConfigStore, uptime: Duration, listeners_up: bool, external: Option<ExternalReport>) -> Value {
+/// shared cache's report when it is on (unreachable Redis: `degraded`, named in `degraded_reasons`); `more` are other
+/// reasons to report `degraded` (the OAuth issuer's keys that cannot be fetched).
+pub fn health(
+    store: &ConfigStore,
+    uptime: Duration,
+    listeners_up: bool,
+    external: Option<ExternalReport>,
+    more: Vec<String>,
+) -> Value {
     let snap = store.snapshot();
     let status = store.status();
     let mut reasons = Vec::new();
@@ -35,6 +42,7 @@ pub fn health(store: &ConfigStore, uptime: Duration, listeners_up: bool, externa
         reasons.push("starting or draining".to_string());
     }
     reasons.extend(external.as_ref().and_then(ExternalReport::degraded_reason));
+    reasons.extend(more);
     if crate::telemetry::traces::exporter_status().failing {
         reasons.push("telemetry exporter failing".to_string());
     }

@@ -23,12 +23,14 @@ use super::step::{Next, Step, forward};
 use serde_json::{Map, Value};
 
 use super::jsonrpc::ParsedMessage;
+use crate::auth::http::oauth_challenge;
 use crate::auth::{AuthFailure, Credentials, Identity};
 use crate::config::Snapshot;
-use crate::error::GatewayError;
+use crate::error::{ErrorCode, GatewayError};
 use crate::gateway::GatewayContext;
 use crate::telemetry::metrics::GW_TOOLS;
 use crate::timeouts::TimeoutKind;
+use axum::http::{HeaderValue, header};
 
 /// Resolves `presented` against `snapshot` under `auth_timeout`, then takes one cell of the key's rate limit.
 pub async fn admit(
@@ -65,7 +67,7 @@ pub async fn identify(
             }
         })
         .await
-        .unwrap_or_else(|t| Err(AuthFailure(t.to_string())));
+        .unwrap_or_else(|t| Err(AuthFailure::new(t.to_string())));
     // Refusals are logged at most 10 a second, the next record counting those left out (contract section 13).
     resolved.map_err(|failure| {
         if let Some(left_out) = ctx.refusals.admit() {
@@ -148,6 +150,18 @@ async fn admit_http(ctx: Arc<GatewayContext>, mut req: Request, next: impl Next)
             req.extensions_mut().insert(identity);
             forward(next, req).await
         }
-        Err(refused) => refused.response(None),
+        Err(refused) => {
+            let mut response = refused.response(None);
+            if refused.code == ErrorCode::AuthFailed
+                && let Some(config) = snapshot.settings.client_oauth.as_deref()
+            {
+                let sent = presented.as_ref().is_ok_and(|creds| !creds.key.trim().is_empty());
+                let challenge = oauth_challenge(config, req.headers(), sent, refused.is_insufficient_scope());
+                if let Ok(value) = HeaderValue::from_str(&challenge) {
+                    response.headers_mut().insert(header::WWW_AUTHENTICATE, value);
+                }
+            }
+            response
+        }
     }
 }
