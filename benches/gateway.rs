@@ -15,7 +15,9 @@
 //! - cold starts (`support/cold_start.rs`): the first call to a server that starts in 0.5 s and in 5 s, against the
 //!   same start made directly, and a burst of 64 cold clients (successes, starts, p50 and p99);
 //! - a remote streamable HTTP upstream (rmcp's server) through the gateway against the same server called directly:
-//!   p50 at c=1 and throughput at c=16 (`MCPGW_BENCH_REMOTE_ONLY=1` runs that section alone).
+//!   p50 at c=1 and throughput at c=16 (`MCPGW_BENCH_REMOTE_ONLY=1` runs that section alone);
+//! - a call authenticated by a JWT (provider `oauth`) against one authenticated by an API key: p50 at c=1 and
+//!   throughput at c=16 (`MCPGW_BENCH_OAUTH_ONLY=1` runs that section alone).
 //!
 //! Knobs: `MCPGW_BENCH_CALLS` (latency samples, default 2000), `MCPGW_BENCH_SECONDS` (per throughput run, default 3),
 //! `MCPGW_BENCH_PROCESSES` (the gateway's `max_processes_per_server`, default 4), `MCPGW_BENCH_CALLS_PER_PROCESS`
@@ -49,6 +51,12 @@ mod cold_start;
 #[path = "support/launch.rs"]
 #[allow(dead_code)]
 mod launch;
+// The tests' local authorization server (OpenID configuration and JWKS over HTTP, tokens signed with ring).
+#[path = "../tests/common/http_mock.rs"]
+#[allow(dead_code)]
+mod http_mock;
+#[path = "../tests/common/jwt_issuer.rs"]
+mod jwt_issuer;
 use launch::{free_port, ready, spawn_serve_binary};
 
 const KEY: &str = "gw_bench-key-0000000000000000000000000000000000";
@@ -554,6 +562,60 @@ async fn remote_upstream(processes: u64, calls: u64, seconds: u64) {
     let _ = remote.wait();
 }
 
+/// A call authenticated by a JWT (provider `oauth`, the tests' local issuer, RS256) against the same call
+/// authenticated by an API key, on one gateway, in this run: p50 at c=1 of the secure echo, measured key, token, key
+/// again, token again; and throughput at c=16 of each. The token is verified once and then served from the cache, as
+/// a client's token is for its lifetime.
+async fn client_oauth(processes: u64, calls: u64, seconds: u64) {
+    println!("-- OAuth for clients: a JWT (RS256) against an API key, light clients --");
+    let issuer = jwt_issuer::JwtIssuer::start();
+    let gw = start_gateway(processes, 1, |config| {
+        config["plugins"]["auth"] = json!({"provider": "oauth", "config": {
+            "issuer": issuer.issuer, "audience": jwt_issuer::AUDIENCE, "required_scopes": ["mcp"]}});
+    });
+    let mut claims = issuer.claims("bench@example.com", "bench");
+    claims["exp"] = json!(jwt_issuer::now() + 3600);
+    let token = issuer.sign(&claims);
+    let caller = |credential: String| {
+        let addr = gw.addr.clone();
+        async move {
+            let client = RawHttp::connect(&addr, &credential, false).await;
+            let request = client.tool_call("gw_secure_call_tools", secure_echo("mock", "hello"));
+            Caller::Http(Box::new(client), request, "hello")
+        }
+    };
+    let mut figures = Vec::new();
+    for (name, credential) in
+        [("API key", KEY.to_string()), ("JWT", token.clone()), ("API key", KEY.to_string()), ("JWT", token.clone())]
+    {
+        let (p50, p99) = latency(caller(credential).await, calls).await;
+        println!("latency c=1 ({calls} calls), secure echo with {name}: p50 {} p99 {}", ms(p50), ms(p99));
+        figures.push(p50);
+    }
+    let key_p50 = (figures[0] + figures[2]) / 2;
+    let jwt_p50 = (figures[1] + figures[3]) / 2;
+    println!(
+        "JWT against API key: p50 {} against {}, added {} (goal <= 0.050 ms)",
+        ms(jwt_p50),
+        ms(key_p50),
+        if jwt_p50 >= key_p50 { ms(jwt_p50 - key_p50) } else { format!("-{}", ms(key_p50 - jwt_p50)) }
+    );
+    let concurrency = 16;
+    let gw_pid = gw.child.id();
+    for (name, credential) in [("API key", KEY.to_string()), ("JWT", token.clone())] {
+        let mut callers = Vec::with_capacity(concurrency);
+        for _ in 0..concurrency {
+            callers.push(caller(credential.clone()).await);
+        }
+        let cpu = CpuSplit::start(vec![("gateway", Box::new(move || vec![gw_pid]))]);
+        let rate = throughput(callers, seconds).await;
+        println!(
+            "throughput c={concurrency} with {name} (2 cores shared by client, gateway and upstreams): {rate:.0} calls/s; CPU per call: {}",
+            cpu.per_call(rate * seconds as f64)
+        );
+    }
+}
+
 fn mode_name(stateless: bool) -> &'static str {
     if stateless { "stateless 2026-07-28" } else { "session 2025-11-25" }
 }
@@ -572,6 +634,9 @@ fn main() {
         }
         if std::env::var("MCPGW_BENCH_REMOTE_ONLY").is_ok() {
             return remote_upstream(processes, calls, seconds).await;
+        }
+        if std::env::var("MCPGW_BENCH_OAUTH_ONLY").is_ok() {
+            return client_oauth(processes, calls, seconds).await;
         }
         let gw = start_gateway(processes, calls_per_process, |_| {});
         let idle_rss = rss_kib(gw.child.id());
@@ -674,6 +739,7 @@ fn main() {
         println!("gateway RSS after the runs: {:.1} MiB", rss_kib(gw.child.id()) as f64 / 1024.0);
         drop(gw);
         remote_upstream(processes, calls, seconds).await;
+        client_oauth(processes, calls, seconds).await;
         cold_start::cold_starts(processes).await;
     });
 }

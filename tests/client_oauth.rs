@@ -285,3 +285,42 @@ fn a_wrong_oauth_config_is_refused_with_every_problem_named() {
         assert!(err.contains(&format!("plugins.auth.config.{field}:")), "{field} not named:\n{err}");
     }
 }
+
+/// A session opened with one user's token cannot be used with another user's, and a client whose token is refreshed
+/// keeps its session (sessions belong to the issuer, user and project).
+#[test]
+fn sessions_belong_to_the_tokens_user_and_project() {
+    let issuer = JwtIssuer::start();
+    let gw = oauth_gateway(&issuer, vec![mock_server("mock")], json!({}));
+    let alice = issuer.sign(&issuer.claims(ALICE, PROJECT_NAME));
+    let client = http();
+    let session = open_session(&client, &gw.mcp, &alice, "2025-11-25");
+    let headers = [("mcp-session-id", session.as_str()), ("mcp-protocol-version", "2025-11-25")];
+    let list = json!({"jsonrpc": "2.0", "id": 2, "method": "tools/list", "params": {}});
+    let bob = issuer.sign(&issuer.claims(BOB, PROJECT_NAME));
+    let taken = post(&client, &gw.mcp, Some(&bob), &headers, &list);
+    assert!(taken.status == 404 || taken.status == 403, "another user's token on the session: {}", taken.text);
+    let mut refreshed = issuer.claims(ALICE, PROJECT_NAME);
+    refreshed["iat"] = json!(now() + 1);
+    refreshed["exp"] = json!(now() + 900);
+    let refreshed = issuer.sign(&refreshed);
+    assert_ne!(refreshed, alice);
+    let listed = post(&client, &gw.mcp, Some(&refreshed), &headers, &list);
+    assert_eq!(listed.status, 200, "the same user with a refreshed token: {}", listed.text);
+}
+
+/// The provider follows config reloads like every other setting: a gateway started with API keys takes tokens
+/// once the file says `oauth`.
+#[test]
+fn switching_to_oauth_takes_effect_on_reload() {
+    let issuer = JwtIssuer::start();
+    let gw = TestGateway::start(&config_with(vec![], json!({})));
+    let token = issuer.sign(&issuer.claims(ALICE, PROJECT_NAME));
+    assert_eq!(initialize(&gw, Some(&token)).status, 401);
+    let mut config = config_with(vec![], json!({}));
+    config["plugins"]["auth"] = json!({"provider": "oauth", "config": {"issuer": issuer.issuer, "audience": AUDIENCE}});
+    std::fs::write(gw.config_path(), serde_json::to_vec_pretty(&config).unwrap()).unwrap();
+    let switched = common::wait_until(common::RELOAD_DEADLINE * 4, || initialize(&gw, Some(&token)).status == 200);
+    assert!(switched, "the token is accepted after the reload");
+    assert_eq!(initialize(&gw, Some(API_KEY)).status, 200, "API keys still work");
+}
