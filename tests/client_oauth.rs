@@ -39,27 +39,13 @@ fn origin(gw: &TestGateway) -> String {
     gw.mcp.trim_end_matches('/').trim_end_matches("/mcp").to_string()
 }
 
-fn start_remote(port: u16) -> std::process::Child {
-    let child = std::process::Command::new(env!("CARGO_BIN_EXE_mcpgw-conformance-upstream"))
-        .args(["--http", &format!("127.0.0.1:{port}")])
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
-        .spawn()
-        .expect("start the remote server");
-    let up = common::wait_until(std::time::Duration::from_secs(20), || {
-        std::net::TcpStream::connect(("127.0.0.1", port)).is_ok()
-    });
-    assert!(up, "the remote server listens on {port}");
-    child
-}
-
 /// A token from the issuer is a user of a project: the client lists and calls as that user, the log names the user
 /// and project (not the token), and an upstream, local or remote, never sees the token.
 #[test]
 fn a_token_from_the_issuer_runs_as_its_user_and_project() {
     let issuer = JwtIssuer::start();
     let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
-    let mut remote = start_remote(port);
+    let mut remote = start_conformance_http(port, &[]);
     let servers = vec![
         mock_server("mock"),
         json!({"server_name": "remote", "config": {"url": format!("http://127.0.0.1:{port}/mcp")}}),

@@ -12,7 +12,7 @@ mod mcp;
 #[path = "common/tls_issuer.rs"]
 mod tls_issuer;
 
-use std::process::{Child, Command, Stdio};
+use std::process::Child;
 use std::time::Duration;
 
 use mcpgw::upstream::http_client::HttpRpc;
@@ -26,20 +26,7 @@ fn free_port() -> u16 {
 }
 
 fn start_remote(port: u16) -> Child {
-    start_remote_with(port, &[])
-}
-
-fn start_remote_with(port: u16, flags: &[&str]) -> Child {
-    let child = Command::new(env!("CARGO_BIN_EXE_mcpgw-conformance-upstream"))
-        .args(["--http", &format!("127.0.0.1:{port}")])
-        .args(flags)
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("start the remote server");
-    let up = common::wait_until(Duration::from_secs(20), || std::net::TcpStream::connect(("127.0.0.1", port)).is_ok());
-    assert!(up, "the remote server listens on {port}");
-    child
+    mcp::start_conformance_http(port, &[])
 }
 
 fn text(result: &Value) -> String {
@@ -188,7 +175,7 @@ fn headers_and_the_token_reach_the_remote_a_401_refreshes_it_and_the_client_key_
     let accepted = dir.path().join("accepted-token");
     std::fs::write(&accepted, "first-token-aaaa").unwrap();
     let port = free_port();
-    let mut remote = start_remote_with(port, &["--require-bearer-file", accepted.to_str().unwrap()]);
+    let mut remote = mcp::start_conformance_http(port, &["--require-bearer-file", accepted.to_str().unwrap()]);
     let server = json!({
         "server_name": "hosted",
         "config": {"url": format!("http://127.0.0.1:{port}/mcp"), "headers": {"X-Api-Key": HEADER_VALUE}},

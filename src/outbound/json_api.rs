@@ -173,14 +173,7 @@ fn classify(error: reqwest::Error) -> CallError {
         return CallError::Timeout;
     }
     let connect = error.is_connect() || error.is_request();
-    let error = error.without_url();
-    let mut reason = error.to_string();
-    let mut source = std::error::Error::source(&error);
-    while let Some(cause) = source {
-        reason.push_str(": ");
-        reason.push_str(&cause.to_string());
-        source = cause.source();
-    }
+    let reason = super::describe(error);
     if connect { CallError::Unreachable(reason) } else { CallError::BadAnswer(reason) }
 }
 

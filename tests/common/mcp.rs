@@ -717,3 +717,20 @@ pub fn sorted_tool_names(value: &Value) -> Vec<String> {
     names.sort();
     names
 }
+
+/// `mcpgw-conformance-upstream --http 127.0.0.1:PORT` (rmcp's streamable HTTP server) with `flags`, once it listens:
+/// a real remote MCP server for the tests of remote upstreams.
+pub fn start_conformance_http(port: u16, flags: &[&str]) -> std::process::Child {
+    let child = Command::new(env!("CARGO_BIN_EXE_mcpgw-conformance-upstream"))
+        .args(["--http", &format!("127.0.0.1:{port}")])
+        .args(flags)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("start the remote server");
+    let up = crate::common::wait_until(Duration::from_secs(20), || {
+        std::net::TcpStream::connect(("127.0.0.1", port)).is_ok()
+    });
+    assert!(up, "the remote server listens on {port}");
+    child
+}
