@@ -50,6 +50,9 @@ pub enum ErrorCode {
     ServerNotFound,
     ToolNotFound,
     ToolNotAllowed,
+    /// The tool's definition is quarantined: a poisoning finding under `tool_scan: "block"`, or a changed or new
+    /// definition under `tool_pinning: "enforce"` (contract section 11).
+    ToolQuarantined,
     Timeout,
     UpstreamError,
     UpstreamUnavailable,
@@ -86,6 +89,7 @@ impl ErrorCode {
             ErrorCode::ServerNotFound => "SERVER_NOT_FOUND",
             ErrorCode::ToolNotFound => "TOOL_NOT_FOUND",
             ErrorCode::ToolNotAllowed => "TOOL_NOT_ALLOWED",
+            ErrorCode::ToolQuarantined => "TOOL_QUARANTINED",
             ErrorCode::Timeout => "TIMEOUT",
             ErrorCode::UpstreamError => "UPSTREAM_ERROR",
             ErrorCode::UpstreamUnavailable => "UPSTREAM_UNAVAILABLE",

@@ -25,7 +25,10 @@
 //! or `uvx` do while they download), and `--starts-file PATH` appends one line (its pid) to PATH at every start, so a
 //! test can count the starts. To play a careless or hostile server's stderr, at start, before its `started` line:
 //! `--stderr-env NAME` writes `NAME=<its value>` (a server that prints its configuration), `--stderr-text TEXT` writes
-//! TEXT, and `--stderr-bytes N` writes one line of N `x` characters (each flag may repeat).
+//! TEXT, and `--stderr-bytes N` writes one line of N `x` characters (each flag may repeat). To play a server whose
+//! tool definitions change (a rug pull) or carry instructions for the model: `--tools-file PATH` reads a JSON array of
+//! tool definitions at start and lists them beside (or in place of, by name) the built-in ones; calling one of them
+//! answers `called <name>`.
 
 #![forbid(unsafe_code)]
 
@@ -47,9 +50,20 @@ const MAX_LARGE_BYTES: u64 = 256 * 1024 * 1024;
 
 struct MockUpstream {
     tools: Vec<Tool>,
+    /// The names of the tools of `--tools-file`.
+    extra: Vec<String>,
 }
 
 impl MockUpstream {
+    /// The built-in tools, with `extra` listed beside them (one of the same name replaces the built-in one).
+    fn with_extra(extra: Vec<Tool>) -> MockUpstream {
+        let mut mock = MockUpstream::new();
+        mock.tools.retain(|tool| !extra.iter().any(|e| e.name == tool.name));
+        mock.extra = extra.iter().map(|tool| tool.name.to_string()).collect();
+        mock.tools.extend(extra);
+        mock
+    }
+
     fn new() -> MockUpstream {
         let tools = vec![
             tool("echo", "Answers the given text.", json!({"text": {"type": "string"}}), &["text"]),
@@ -93,7 +107,7 @@ impl MockUpstream {
             ),
             tool("changed", "Sends notifications/tools/list_changed, then answers.", json!({}), &[]),
         ];
-        MockUpstream { tools }
+        MockUpstream { tools, extra: Vec::new() }
     }
 }
 
@@ -231,6 +245,9 @@ impl ServerHandler for MockUpstream {
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
         let args = request.arguments.unwrap_or_default();
+        if self.extra.iter().any(|name| *name == request.name) {
+            return Ok(CallToolResponse::Complete(text(format!("called {}", request.name))));
+        }
         if request.name == "changed" {
             context
                 .peer
@@ -293,6 +310,8 @@ struct StartFlags {
     starts_file: Option<String>,
     /// Lines written on stderr at start, in order.
     stderr_lines: Vec<String>,
+    /// Tool definitions of `--tools-file`.
+    extra_tools: Vec<Tool>,
 }
 
 /// Reads the start flags; unknown arguments are ignored.
@@ -312,6 +331,12 @@ fn start_flags() -> Result<StartFlags, String> {
                 flags.stderr_lines.push(format!("{name}={value}"));
             }
             "--stderr-text" => flags.stderr_lines.push(args.next().ok_or("--stderr-text needs a text")?),
+            "--tools-file" => {
+                let path = args.next().ok_or("--tools-file needs a path")?;
+                let text = std::fs::read_to_string(&path).map_err(|e| format!("--tools-file {path}: {e}"))?;
+                flags.extra_tools = serde_json::from_str(&text)
+                    .map_err(|e| format!("--tools-file {path}: not tool definitions: {e}"))?;
+            }
             "--stderr-bytes" => {
                 let bytes = args.next().and_then(|v| v.parse::<usize>().ok()).ok_or("--stderr-bytes needs a number")?;
                 flags.stderr_lines.push("x".repeat(bytes.min(MAX_LARGE_BYTES as usize)));
@@ -324,7 +349,7 @@ fn start_flags() -> Result<StartFlags, String> {
 
 #[tokio::main]
 async fn main() -> std::process::ExitCode {
-    let StartFlags { delay, starts_file, stderr_lines } = match start_flags() {
+    let StartFlags { delay, starts_file, stderr_lines, extra_tools } = match start_flags() {
         Ok(flags) => flags,
         Err(error) => {
             eprintln!("{NAME}: {error}");
@@ -346,7 +371,7 @@ async fn main() -> std::process::ExitCode {
         tokio::time::sleep(delay).await;
     }
     eprintln!("{NAME} {} started (pid {})", env!("CARGO_PKG_VERSION"), std::process::id());
-    let server = match Mock(MockUpstream::new()).serve(rmcp::transport::stdio_pipes()).await {
+    let server = match Mock(MockUpstream::with_extra(extra_tools)).serve(rmcp::transport::stdio_pipes()).await {
         Ok(server) => server,
         Err(error) => {
             eprintln!("{NAME}: initialization failed: {error}");

@@ -111,6 +111,12 @@ impl<K: Eq + Hash + Clone, V> TtlCache<K, V> {
         CacheStats { entries, hits, misses, expiry_seconds: self.lifetime().as_secs() }
     }
 
+    /// Calls `visit` with each live entry.
+    pub fn for_each(&self, mut visit: impl FnMut(&K, &V)) {
+        let now = Instant::now();
+        self.map().iter().filter(|(_, e)| e.expires > now).for_each(|(k, e)| visit(k, &e.value));
+    }
+
     /// Removes one entry.
     pub fn remove(&self, key: &K) {
         self.map().remove(key);

@@ -76,6 +76,9 @@ pub struct CommonConfig {
     /// Between a server's name and its tool's in an exposed name (default `__`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub tool_name_separator: Option<String>,
+    /// Poisoning checks on discovered tools: `"off"`, `"warn"` (default) or `"block"` (contract section 11).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tool_scan: Option<String>,
     #[serde(flatten)]
     pub extra: Map<String, Value>,
 }

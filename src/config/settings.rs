@@ -160,6 +160,18 @@ pub struct PluginSetting {
     pub config: Map<String, Value>,
 }
 
+/// What the poisoning checks do with a finding (`tool_scan`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum ScanMode {
+    /// No checks.
+    Off,
+    /// Logged, counted and reported in `gw_discover_all_tools`; the tool stays usable.
+    #[default]
+    Warn,
+    /// As `Warn`, and the tool is quarantined: listed nowhere, calls refused with `TOOL_QUARANTINED`.
+    Block,
+}
+
 /// Everything the gateway runs with, defaults applied.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Settings {
@@ -194,6 +206,8 @@ pub struct Settings {
     pub telemetry: Option<PluginSetting>,
     /// `gw_backup_dir` as the file gives it (checked: a non-empty path); see [`Settings::backup_dir_for`].
     pub backup_dir: Option<PathBuf>,
+    /// `tool_scan`: what the poisoning checks on discovered tools do (contract section 11).
+    pub tool_scan: ScanMode,
     /// `tool_exposure` and `tool_name_separator` of `common_mcp_gateway_config`; see [`Snapshot::exposure`].
     ///
     /// [`Snapshot::exposure`]: super::Snapshot::exposure
@@ -340,6 +354,16 @@ impl Settings {
             telemetry: resolve_plugin(file.plugins.as_ref().and_then(|p| p.telemetry.as_ref()), "telemetry", problems),
             backup_dir: backup_dir(c.gw_backup_dir.as_deref(), problems),
             exposure: Exposure::resolve(c.tool_exposure.as_deref(), c.tool_name_separator.as_deref(), p, problems),
+            tool_scan: match c.tool_scan.as_deref() {
+                None | Some("warn") => ScanMode::Warn,
+                Some("off") => ScanMode::Off,
+                Some("block") => ScanMode::Block,
+                Some(other) => {
+                    problems
+                        .push(format!("{p}.tool_scan: must be one of \"off\", \"warn\", \"block\", found {other:?}"));
+                    ScanMode::Warn
+                }
+            },
         }
     }
 }

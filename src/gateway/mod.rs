@@ -45,6 +45,9 @@ pub struct CachedTools {
     pub server_metadata: Value,
     /// The server entry they were discovered with; a changed entry drops them.
     pub entry: ServerEntry,
+    /// The review's findings and the tools it quarantined (left out of `tools`), contract section 11.
+    pub findings: Arc<Vec<crate::guardrails::tool_scan::Finding>>,
+    pub quarantined: Arc<Vec<String>>,
 }
 
 /// Everything the gateway's tools need, shared by both fronts.

@@ -15,6 +15,7 @@ pub mod provider;
 pub mod remote;
 pub mod stage;
 pub mod strings;
+pub mod tool_scan;
 
 /// One finding of a check, as it appears in a blocked result's `violations` (contract 4).
 #[derive(Debug, Clone, PartialEq, Serialize)]

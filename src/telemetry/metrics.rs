@@ -73,6 +73,8 @@ pub struct Metrics {
     pub upstream_processes: IntGauge,
     /// `mcpgw_upstream_connections{transport}`: processes and remote sessions open now.
     pub upstream_connections: IntGaugeVec,
+    /// `mcpgw_tool_scan_findings_total{server,kind}`: poisoning findings on discovered tool definitions.
+    pub tool_scan_findings: IntCounterVec,
     /// `mcpgw_upstream_restarts_total`: upstream processes that ended abnormally (crash, hang, garbage).
     pub upstream_restarts: IntCounter,
     /// `mcpgw_upstream_starts_total`: upstream processes started.
@@ -138,6 +140,12 @@ impl Metrics {
                 Opts::new("mcpgw_upstream_connections", "Upstream connections open: processes and remote sessions"),
                 &["transport"],
             ),
+        );
+        let tool_scan_findings = counter_vec(
+            r,
+            "mcpgw_tool_scan_findings_total",
+            "Poisoning findings on discovered tool definitions, by server and kind",
+            &["server", "kind"],
         );
         // Every transport's series is set at each scrape (`gateway::GatewayContext::report`), zeros included.
         let upstream_restarts =
@@ -212,6 +220,7 @@ impl Metrics {
             cache_errors,
             upstream_processes,
             upstream_connections,
+            tool_scan_findings,
             upstream_restarts,
             upstream_starts,
             upstream_start_failures,

@@ -108,6 +108,7 @@ fn decode_common(mut f: Fields<'_>) -> CommonConfig {
         gw_backup_dir: f.string("gw_backup_dir"),
         tool_exposure: f.string("tool_exposure"),
         tool_name_separator: f.string("tool_name_separator"),
+        tool_scan: f.string("tool_scan"),
         extra: f.rest(),
     }
 }

@@ -11,6 +11,7 @@ use std::sync::Arc;
 
 use serde_json::{Value, json};
 
+use super::review::{Reviewed, review};
 use super::{DiscoverInput, ListServersInput, ServerInput};
 use crate::auth::Identity;
 use crate::cache::ExternalError;
@@ -20,6 +21,7 @@ use crate::error::{ErrorCode, GatewayError};
 use crate::gateway::exposure::filter::Curation;
 use crate::gateway::{CachedTools, GatewayContext};
 use crate::guardrails::strings::{self, UPSTREAM_ERROR_LIMIT};
+use crate::guardrails::tool_scan::Finding;
 use crate::telemetry::spans;
 use crate::timeouts::TimeoutKind;
 use crate::upstream::oauth::{self, Bearer, OAuthSettings, TokenKey};
@@ -31,6 +33,9 @@ pub struct DiscoveryResult {
     pub tools: Arc<Vec<Value>>,
     pub source: &'static str,
     pub server_metadata: Option<Value>,
+    /// The review's poisoning findings, and the tools it quarantined (not in `tools`), contract section 11.
+    pub findings: Arc<Vec<Finding>>,
+    pub quarantined: Arc<Vec<String>>,
 }
 
 impl DiscoveryResult {
@@ -46,7 +51,18 @@ impl DiscoveryResult {
         if let Some(meta) = &self.server_metadata {
             out["server_metadata"] = meta.clone();
         }
+        if !self.findings.is_empty() {
+            out["findings"] = json!(*self.findings);
+        }
+        if !self.quarantined.is_empty() {
+            out["quarantined"] = json!(*self.quarantined);
+        }
         out
+    }
+
+    /// A result with no review (configured tools, a shared cache's answer).
+    fn unreviewed(tools: Arc<Vec<Value>>, source: &'static str, server_metadata: Option<Value>) -> DiscoveryResult {
+        DiscoveryResult { tools, source, server_metadata, findings: Arc::default(), quarantined: Arc::default() }
     }
 }
 
@@ -208,11 +224,13 @@ async fn discover_untraced(
         )
         .await;
     if let Ok((Some(hit), _)) = cached {
-        return Ok(DiscoveryResult { tools: Arc::clone(&hit.tools), source: "cache", server_metadata: None });
+        let tools = Arc::clone(&hit.tools);
+        let (findings, quarantined) = (Arc::clone(&hit.findings), Arc::clone(&hit.quarantined));
+        return Ok(DiscoveryResult { tools, source: "cache", server_metadata: None, findings, quarantined });
     }
     let configured = configured_tools(entry);
     if !configured.is_empty() {
-        return Ok(DiscoveryResult { tools: Arc::new(configured), source: "config", server_metadata: None });
+        return Ok(DiscoveryResult::unreviewed(Arc::new(configured), "config", None));
     }
     let limit = settings.timeouts.discovery;
     let spec = upstream_spec(ctx, identity, entry).await?;
@@ -226,7 +244,8 @@ async fn discover_untraced(
         .await
         .map_err(|t| GatewayError::new(ErrorCode::Timeout, t.to_string()))?
         .map_err(|e| upstream_failure(ctx, &e))?;
-    let tools: Arc<Vec<Value>> = Arc::new(live.tools.iter().filter_map(|t| serde_json::to_value(t).ok()).collect());
+    let tools: Vec<Value> = live.tools.iter().filter_map(|t| serde_json::to_value(t).ok()).collect();
+    let Reviewed { tools, findings, quarantined } = review(ctx, identity, entry, &key, tools);
     let metadata = json!({
         "name": live.server_name,
         "version": live.server_version,
@@ -238,9 +257,15 @@ async fn discover_untraced(
         let _ =
             ctx.external_cache.put_tools(id, server, fingerprint, &tools, &metadata, settings.tool_cache_expiry).await;
     }
-    let cached = CachedTools { tools: Arc::clone(&tools), server_metadata: metadata.clone(), entry: entry.clone() };
+    let cached = CachedTools {
+        tools: Arc::clone(&tools),
+        server_metadata: metadata.clone(),
+        entry: entry.clone(),
+        findings: Arc::clone(&findings),
+        quarantined: Arc::clone(&quarantined),
+    };
     ctx.tool_cache.insert(key, Arc::new(cached));
-    Ok(DiscoveryResult { tools, source: "discovery", server_metadata: Some(metadata) })
+    Ok(DiscoveryResult { tools, source: "discovery", server_metadata: Some(metadata), findings, quarantined })
 }
 
 /// Step (1) of discovery: the shared cache when `fingerprint` is given (external cache on) and Redis answers, else the
@@ -259,6 +284,8 @@ async fn cached_tools(
                     tools: Arc::new(found.tools),
                     server_metadata: found.server_metadata,
                     entry: entry.clone(),
+                    findings: Arc::default(),
+                    quarantined: Arc::default(),
                 });
                 // Kept locally too, as the fallback for when Redis goes away.
                 ctx.tool_cache.insert(key.clone(), Arc::clone(&hit));

@@ -213,6 +213,10 @@ impl<'a> ServerCalls<'a> {
             None => return Err(GatewayError::new(ErrorCode::UpstreamError, "the server's tools were not discovered")),
         };
         if !found.tools.iter().any(|t| t.get("name").and_then(Value::as_str) == Some(name)) {
+            if found.quarantined.iter().any(|q| q == name) {
+                let why = format!("tool {name:?} of server {server:?} is quarantined: its definition is under review");
+                return Err(GatewayError::new(ErrorCode::ToolQuarantined, why));
+            }
             return Err(GatewayError::new(ErrorCode::ToolNotFound, format!("server {server:?} has no tool {name:?}")));
         }
         Ok(())

@@ -7,6 +7,7 @@
 
 mod discovery;
 mod execute;
+mod review;
 mod status;
 
 use std::sync::Arc;

@@ -137,6 +137,19 @@ pub async fn find_prompt<'a>(
     prompts(ctx, identity, session, Some(name)).await.into_iter().find(|prompt| prompt.name == name)
 }
 
+/// Whether `name` is the exposed name of a tool the review quarantined (contract section 11): such a call answers
+/// `TOOL_QUARANTINED` rather than "unknown tool". Only asked after a name was not found.
+pub async fn is_quarantined(ctx: &GatewayContext, identity: &Identity, session: Option<&str>, name: &str) -> bool {
+    for (entry, prefix) in candidates(identity, Some(name)) {
+        if let Ok(discovered) = discover_visible(ctx, identity, session, entry).await
+            && discovered.quarantined.iter().any(|q| names::exposes(&prefix, q, name))
+        {
+            return true;
+        }
+    }
+    false
+}
+
 /// The servers of the caller's configuration with the prefix of their exposed names; with `only`, those that could
 /// have made that name.
 fn candidates<'a>(identity: &'a Identity, only: Option<&str>) -> Vec<(&'a ServerEntry, String)> {

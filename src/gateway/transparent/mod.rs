@@ -26,6 +26,7 @@ use rmcp::ErrorData as McpError;
 use super::tools::{Operation, ServerCalls, ToolCall, record};
 use crate::auth::Identity;
 use crate::config::model::ServerEntry;
+use crate::error::{ErrorCode, GatewayError};
 use crate::guardrails::provider::Provider;
 use crate::telemetry::spans;
 use crate::upstream::relay::Relay;
@@ -59,6 +60,10 @@ pub async fn call_tool(
     relay: Option<Relay>,
 ) -> Result<CallAnswer, UnknownTool> {
     let Some((tool, discovered)) = catalog::find(ctx, identity, session, name).await else {
+        if catalog::is_quarantined(ctx, identity, session, name).await {
+            let why = format!("tool {name:?} is quarantined: its definition is under review");
+            return Ok(CallAnswer::Gateway(GatewayError::new(ErrorCode::ToolQuarantined, why).answer()));
+        }
         return Err(UnknownTool(name.to_string()));
     };
     let started = std::time::Instant::now();
