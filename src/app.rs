@@ -107,6 +107,7 @@ pub async fn serve(opts: ServeOptions) -> Result<(), ServeError> {
         ready: Arc::new(AtomicBool::new(false)),
         external_cache: Arc::clone(&ctx.external_cache),
         jwks: Arc::clone(&ctx.jwks),
+        pins: Arc::clone(&ctx.pins),
         refusals: telemetry::refusals::RefusalLog::new("admin"),
     });
 

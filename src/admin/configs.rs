@@ -21,6 +21,9 @@ pub fn routes() -> Router<Arc<AppState>> {
         .route("/api/v1/configs/{config}/copy", post(copy))
         .route("/api/v1/configs/{config}/servers", get(list_servers).post(add_server))
         .route("/api/v1/configs/{config}/servers/{server}", get(get_server).put(replace_server).delete(delete_server))
+        .route("/api/v1/configs/{config}/servers/{server}/tool-pins", get(tool_pins))
+        .route("/api/v1/configs/{config}/servers/{server}/tool-pins/{tool}", axum::routing::delete(forget_pin))
+        .route("/api/v1/configs/{config}/servers/{server}/tool-pins/{tool}/approve", post(approve_tool))
 }
 
 async fn list(State(st): St) -> Response {
@@ -66,6 +69,23 @@ async fn replace_server(
 ) -> Response {
     let result = write(&st, move |file, snap| configs::replace_server(file, snap, &config, &server, body)).await;
     answer(result, "server updated")
+}
+
+async fn tool_pins(State(st): St, Path((config, server)): Path<(String, String)>) -> Response {
+    answer(configs::tool_pins(&st.store.snapshot(), &st.pins, &config, &server).map_err(Into::into), "tool pins")
+}
+
+async fn approve_tool(State(st): St, Path((config, server, tool)): Path<(String, String, String)>) -> Response {
+    let book = Arc::clone(&st.pins);
+    let result = write(&st, move |file, snap| configs::approve_tool(file, snap, &book, &config, &server, &tool)).await;
+    answer(result, "tool definition approved")
+}
+
+async fn forget_pin(State(st): St, Path((config, server, tool)): Path<(String, String, String)>) -> Response {
+    answer(
+        write(&st, move |file, snap| configs::forget_pin(file, snap, &config, &server, &tool)).await,
+        "tool pin removed",
+    )
 }
 
 async fn delete_server(State(st): St, Path((config, server)): Path<(String, String)>) -> Response {

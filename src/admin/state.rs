@@ -20,6 +20,8 @@ pub struct AppState {
     pub external_cache: Arc<crate::cache::ExternalCache>,
     /// The OAuth issuer's keys (provider `oauth`), for the health report (the gateway context owns them).
     pub jwks: Arc<crate::auth::jwks::Jwks>,
+    /// The last discovery of each server against its pins (the gateway context fills it).
+    pub pins: Arc<crate::config::pins::PinBook>,
     /// The bound on the records of refused admin requests (`request_log.rs`).
     pub refusals: RefusalLog,
 }

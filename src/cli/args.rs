@@ -89,6 +89,24 @@ pub enum ConfigAction {
         config: String,
         server: String,
     },
+    /// Show a server's tool pins: each tool of the gateway's last discovery against its pin (pinned, changed, new,
+    /// missing). The last discovery lives in the running gateway: use --admin-url to see it; on a file, the pins alone.
+    ///
+    /// Example: mcpgw config pins production github --admin-url http://127.0.0.1:8001
+    Pins {
+        #[arg(id = "config_ident", value_name = "CONFIG")]
+        config: String,
+        server: String,
+    },
+    /// Approve a tool's current definition (pin what the gateway's last discovery found); needs --admin-url.
+    ///
+    /// Example: mcpgw config approve-tool production github create_issue --admin-url http://127.0.0.1:8001
+    ApproveTool {
+        #[arg(id = "config_ident", value_name = "CONFIG")]
+        config: String,
+        server: String,
+        tool: String,
+    },
     /// Add an upstream server (a stdio command, or a remote server with --url) to a configuration.
     ///
     /// Example: mcpgw config add-server production --name github --command npx --arg -y

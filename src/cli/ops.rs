@@ -25,6 +25,8 @@ pub enum Op {
     ConfigDelete { config: String },
     ServerList { config: String },
     ServerGet { config: String, server: String },
+    ToolPins { config: String, server: String },
+    ApproveTool { config: String, server: String, tool: String },
     ServerAdd { config: String, entry: Value },
     ServerUpdate { config: String, server: String, edit: Box<ServerEdit> },
     ServerRemove { config: String, server: String },
@@ -152,6 +154,12 @@ impl Op {
             Op::ServerList { config } => route(M::GET, &["configs", config, "servers"], None),
             Op::ServerAdd { config, .. } => route(M::POST, &["configs", config, "servers"], body),
             Op::ServerGet { config, server } => route(M::GET, &["configs", config, "servers", server], None),
+            Op::ToolPins { config, server } => {
+                route(M::GET, &["configs", config, "servers", server, "tool-pins"], None)
+            }
+            Op::ApproveTool { config, server, tool } => {
+                route(M::POST, &["configs", config, "servers", server, "tool-pins", tool, "approve"], None)
+            }
             Op::ServerUpdate { config, server, .. } => route(M::PUT, &["configs", config, "servers", server], None),
             Op::ServerRemove { config, server } => route(M::DELETE, &["configs", config, "servers", server], None),
             Op::ProjectList => route(M::GET, &["projects"], None),
@@ -229,6 +237,13 @@ pub fn run_file(op: &Op, store: &ConfigStore) -> Result<Outcome, CliError> {
         Op::ConfigDelete { config } => write(store, "configuration deleted", |f, s| configs::delete(f, s, config)),
         Op::ServerList { config } => read("servers", configs::list_servers(&snap, config)),
         Op::ServerGet { config, server } => read("server", configs::get_server(&snap, config, server)),
+        // A file holds no discovery: the pins alone, and approving needs the running gateway.
+        Op::ToolPins { config, server } => {
+            read("tool pins", configs::tool_pins(&snap, &Default::default(), config, server))
+        }
+        Op::ApproveTool { server, tool, .. } => Err(CliError::Usage(format!(
+            "approving {tool:?} of {server:?} pins what the running gateway discovered: add --admin-url (and GW_ADMIN_APIKEY)"
+        ))),
         Op::ServerAdd { config, .. } => write(store, "server added", |f, s| configs::add_server(f, s, config, body)),
         Op::ServerUpdate { config, server, edit } => write(store, "server updated", |f, s| {
             let entry = edit.apply(configs::get_server(s, config, server)?)?;

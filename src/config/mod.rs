@@ -8,6 +8,7 @@ pub mod fsutil;
 pub mod model;
 pub mod oauth;
 pub mod per_snapshot;
+pub mod pins;
 pub mod remote;
 pub mod settings;
 pub mod snapshot;

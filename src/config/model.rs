@@ -79,6 +79,9 @@ pub struct CommonConfig {
     /// Poisoning checks on discovered tools: `"off"`, `"warn"` (default) or `"block"` (contract section 11).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub tool_scan: Option<String>,
+    /// Tool pinning: `"off"`, `"warn"` (default) or `"enforce"` (contract section 11).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tool_pinning: Option<String>,
     #[serde(flatten)]
     pub extra: Map<String, Value>,
 }
@@ -225,6 +228,10 @@ pub struct ServerEntry {
     /// Which of this server's tools a client may see and call, by upstream tool name.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub tool_filter: Option<ToolFilter>,
+    /// The approved definition of each tool, `sha256:<hex>` (contract section 11); written at the first live
+    /// discovery when absent (trust on first use), or by hand, GitOps or the admin API.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub pinned_tools: Option<IndexMap<String, String>>,
     #[serde(flatten)]
     pub extra: Map<String, Value>,
 }

@@ -172,6 +172,18 @@ pub enum ScanMode {
     Block,
 }
 
+/// What a tool whose definition differs from its pin does (`tool_pinning`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum PinMode {
+    /// No pins.
+    Off,
+    /// Pinned on first use; a change is logged, counted and audited, and the tool stays usable.
+    #[default]
+    Warn,
+    /// As `Warn`, and a changed or new tool is quarantined until approved.
+    Enforce,
+}
+
 /// Everything the gateway runs with, defaults applied.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Settings {
@@ -208,6 +220,8 @@ pub struct Settings {
     pub backup_dir: Option<PathBuf>,
     /// `tool_scan`: what the poisoning checks on discovered tools do (contract section 11).
     pub tool_scan: ScanMode,
+    /// `tool_pinning`: what a tool definition that differs from its pin does (contract section 11).
+    pub tool_pinning: PinMode,
     /// `tool_exposure` and `tool_name_separator` of `common_mcp_gateway_config`; see [`Snapshot::exposure`].
     ///
     /// [`Snapshot::exposure`]: super::Snapshot::exposure
@@ -354,6 +368,17 @@ impl Settings {
             telemetry: resolve_plugin(file.plugins.as_ref().and_then(|p| p.telemetry.as_ref()), "telemetry", problems),
             backup_dir: backup_dir(c.gw_backup_dir.as_deref(), problems),
             exposure: Exposure::resolve(c.tool_exposure.as_deref(), c.tool_name_separator.as_deref(), p, problems),
+            tool_pinning: match c.tool_pinning.as_deref() {
+                None | Some("warn") => PinMode::Warn,
+                Some("off") => PinMode::Off,
+                Some("enforce") => PinMode::Enforce,
+                Some(other) => {
+                    problems.push(format!(
+                        "{p}.tool_pinning: must be one of \"off\", \"warn\", \"enforce\", found {other:?}"
+                    ));
+                    PinMode::Warn
+                }
+            },
             tool_scan: match c.tool_scan.as_deref() {
                 None | Some("warn") => ScanMode::Warn,
                 Some("off") => ScanMode::Off,

@@ -68,6 +68,8 @@ pub struct GatewayContext {
     pub oauth: Arc<crate::upstream::oauth::TokenManager>,
     /// The OAuth issuer's signing keys, for provider `oauth` (clients' tokens).
     pub jwks: Arc<crate::auth::jwks::Jwks>,
+    /// What the last discovery of each server found against its pins, and pins kept in memory (contract section 11).
+    pub pins: Arc<crate::config::pins::PinBook>,
     /// Requests and tool calls being answered now; the drain waits for them.
     pub in_flight: InFlight,
     /// Per-key rate limits (`rate_limits`).
@@ -166,6 +168,7 @@ impl GatewayContext {
             guardrails: Default::default(),
             oauth: Arc::new(crate::upstream::oauth::TokenManager::new(snapshot.settings.timeouts.auth)),
             jwks: crate::auth::jwks::Jwks::new(),
+            pins: Arc::default(),
             in_flight: InFlight::default(),
             rate_limits: Default::default(),
             draining: Default::default(),

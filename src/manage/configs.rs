@@ -5,6 +5,7 @@ use serde_json::{Value, json};
 
 use super::{ManageError, ManageResult, decode_body, required_name, views};
 use crate::config::model::{McpConfig, ServerEntry, decode_server_at};
+use crate::config::pins::{PinBook, PinRow, PinStatus};
 use crate::config::snapshot::check_server_name;
 use crate::config::{ConfigFile, Snapshot};
 use crate::ids::{new_id, timestamp};
@@ -176,4 +177,74 @@ pub fn delete_server(file: &mut ConfigFile, snap: &Snapshot, ident: &str, server
     let Some(cfg) = file.mcp_configs.get_mut(&id) else { return Err(ManageError::NotFound(ident.to_string())) };
     let removed = cfg.mcp_config.remove(index);
     Ok(views::server(&removed))
+}
+
+/// The tool pins of a server (contract section 11): each tool of the last discovery against its pin, or, before any
+/// discovery, the pins alone.
+pub fn tool_pins(snap: &Snapshot, book: &PinBook, ident: &str, server: &str) -> ManageResult {
+    let id = resolve(snap, ident)?;
+    let index = server_index(&snap.file, &id, ident, server)?;
+    let entry = &snap.file.mcp_configs[&id].mcp_config[index];
+    let rows: Vec<PinRow> = match book.last(&id, &entry.server_name) {
+        Some(rows) => rows,
+        None => {
+            let pins =
+                entry.pinned_tools.clone().or_else(|| book.in_memory(&id, &entry.server_name)).unwrap_or_default();
+            pins.into_iter()
+                .map(|(tool_name, pin)| PinRow {
+                    tool_name,
+                    pinned: Some(pin),
+                    current: None,
+                    status: PinStatus::Pinned,
+                    current_definition: None,
+                })
+                .collect()
+        }
+    };
+    Ok(json!({"server_name": entry.server_name, "tool_pins": rows}))
+}
+
+/// Pins the definition of `tool` that the last discovery found (`POST …/tool-pins/{tool}/approve`).
+pub fn approve_tool(
+    file: &mut ConfigFile,
+    snap: &Snapshot,
+    book: &PinBook,
+    ident: &str,
+    server: &str,
+    tool: &str,
+) -> ManageResult {
+    let id = resolve(snap, ident)?;
+    let index = server_index(file, &id, ident, server)?;
+    let Some(entry) = file.mcp_configs.get_mut(&id).map(|cfg| &mut cfg.mcp_config[index]) else {
+        return Err(ManageError::NotFound(ident.to_string()));
+    };
+    let rows = book.last(&id, &entry.server_name).ok_or_else(|| {
+        ManageError::Conflict(format!(
+            "server {server:?} has not been discovered since the gateway started: discover its tools first"
+        ))
+    })?;
+    let row = rows.into_iter().find(|row| row.tool_name == tool).ok_or_else(|| {
+        ManageError::NotFound(format!("the last discovery of server {server:?} has no tool {tool:?}"))
+    })?;
+    let Some(current) = row.current.clone() else {
+        return Err(ManageError::Conflict(format!("tool {tool:?} is no longer offered by server {server:?}")));
+    };
+    let mut pins = entry.pinned_tools.clone().or_else(|| book.in_memory(&id, &entry.server_name)).unwrap_or_default();
+    pins.insert(tool.to_string(), current.clone());
+    entry.pinned_tools = Some(pins);
+    Ok(json!({"server_name": entry.server_name, "tool_name": tool, "pinned": current}))
+}
+
+/// Removes the pin of `tool` (`DELETE …/tool-pins/{tool}`): the next discovery treats the tool as new.
+pub fn forget_pin(file: &mut ConfigFile, snap: &Snapshot, ident: &str, server: &str, tool: &str) -> ManageResult {
+    let id = resolve(snap, ident)?;
+    let index = server_index(file, &id, ident, server)?;
+    let Some(entry) = file.mcp_configs.get_mut(&id).map(|cfg| &mut cfg.mcp_config[index]) else {
+        return Err(ManageError::NotFound(ident.to_string()));
+    };
+    let removed = entry.pinned_tools.as_mut().and_then(|pins| pins.shift_remove(tool));
+    match removed {
+        Some(pin) => Ok(json!({"server_name": entry.server_name, "tool_name": tool, "removed": pin})),
+        None => Err(ManageError::NotFound(format!("server {server:?} has no pin for tool {tool:?}"))),
+    }
 }

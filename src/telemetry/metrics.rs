@@ -75,6 +75,8 @@ pub struct Metrics {
     pub upstream_connections: IntGaugeVec,
     /// `mcpgw_tool_scan_findings_total{server,kind}`: poisoning findings on discovered tool definitions.
     pub tool_scan_findings: IntCounterVec,
+    /// `mcpgw_tool_pin_mismatches_total{server}`: tool definitions that changed or are new against their pins.
+    pub tool_pin_mismatches: IntCounterVec,
     /// `mcpgw_upstream_restarts_total`: upstream processes that ended abnormally (crash, hang, garbage).
     pub upstream_restarts: IntCounter,
     /// `mcpgw_upstream_starts_total`: upstream processes started.
@@ -146,6 +148,12 @@ impl Metrics {
             "mcpgw_tool_scan_findings_total",
             "Poisoning findings on discovered tool definitions, by server and kind",
             &["server", "kind"],
+        );
+        let tool_pin_mismatches = counter_vec(
+            r,
+            "mcpgw_tool_pin_mismatches_total",
+            "Tool definitions that changed or are new against their pins, by server",
+            &["server"],
         );
         // Every transport's series is set at each scrape (`gateway::GatewayContext::report`), zeros included.
         let upstream_restarts =
@@ -221,6 +229,7 @@ impl Metrics {
             upstream_processes,
             upstream_connections,
             tool_scan_findings,
+            tool_pin_mismatches,
             upstream_restarts,
             upstream_starts,
             upstream_start_failures,

@@ -109,6 +109,7 @@ fn decode_common(mut f: Fields<'_>) -> CommonConfig {
         tool_exposure: f.string("tool_exposure"),
         tool_name_separator: f.string("tool_name_separator"),
         tool_scan: f.string("tool_scan"),
+        tool_pinning: f.string("tool_pinning"),
         extra: f.rest(),
     }
 }
@@ -198,6 +199,14 @@ pub fn decode_server_at(value: Value, path: &str, problems: &mut Problems) -> Op
     let oauth_config = f.nested("oauth_config", decode_oauth);
     let tool_prefix = f.string("tool_prefix");
     let tool_filter = f.nested("tool_filter", decode_tool_filter);
+    let pinned_tools = f.string_map("pinned_tools");
+    if let Some(pins) = &pinned_tools {
+        for (tool, pin) in pins {
+            if !crate::config::pins::is_pin(pin) {
+                f.problem("pinned_tools", format!("{tool:?}: must be \"sha256:\" and 64 lower-case hex digits"));
+            }
+        }
+    }
     let extra = f.rest();
     Some(ServerEntry {
         server_name: server_name?,
@@ -209,6 +218,7 @@ pub fn decode_server_at(value: Value, path: &str, problems: &mut Problems) -> Op
         oauth_config,
         tool_prefix,
         tool_filter,
+        pinned_tools,
         extra,
     })
 }

@@ -1,5 +1,8 @@
 //! The review of a server's tool definitions at each live discovery (contract section 11): the poisoning checks
-//! (`guardrails/tool_scan.rs`) under `tool_scan`. What the review quarantines is left out of the tools every listing and
+//! (`guardrails/tool_scan.rs`) under `tool_scan`, and the pins (`config/pins.rs`) under `tool_pinning`. A server
+//! without pins is pinned now (trust on first use): the pins are written into its entry in the configuration file,
+//! or kept in memory when the file cannot be written. A server with pins has each tool compared: a changed or a new
+//! definition is logged, counted and, under `enforce`, quarantined until approved. What the review quarantines is left out of the tools every listing and
 //! every call path reads (the tool cache), and remembered by name, so that a call of it answers `TOOL_QUARANTINED`
 //! rather than "no such tool".
 
@@ -9,7 +12,8 @@ use serde_json::Value;
 
 use crate::auth::Identity;
 use crate::config::model::ServerEntry;
-use crate::config::settings::ScanMode;
+use crate::config::pins::{PinRow, PinStatus, pin_of};
+use crate::config::settings::{PinMode, ScanMode};
 use crate::gateway::GatewayContext;
 use crate::guardrails::tool_scan::{self, Finding};
 use crate::upstream::PoolKey;
@@ -33,21 +37,20 @@ pub fn review(
     tools: Vec<Value>,
 ) -> Reviewed {
     let mode = identity.snapshot.settings.tool_scan;
-    if mode == ScanMode::Off {
-        return Reviewed { tools: Arc::new(tools), ..Reviewed::default() };
-    }
-    let findings = tool_scan::scan(&tools, &sibling_tool_names(ctx, key));
+    let mut quarantined = pin_review(ctx, identity, entry, key, &tools);
+    let findings =
+        if mode == ScanMode::Off { Vec::new() } else { tool_scan::scan(&tools, &sibling_tool_names(ctx, key)) };
     let server = entry.server_name.as_str();
     for finding in &findings {
         ctx.store.metrics().tool_scan_findings.with_label_values(&[server, finding.kind]).inc();
         tracing::warn!(server_name = server, tool_name = %finding.tool_name, kind = finding.kind,
             excerpt = %finding.excerpt, blocked = mode == ScanMode::Block, "tool definition finding");
     }
-    let mut quarantined: Vec<String> = Vec::new();
     if mode == ScanMode::Block {
-        quarantined = findings.iter().map(|f| f.tool_name.clone()).collect();
-        quarantined.dedup();
+        quarantined.extend(findings.iter().map(|f| f.tool_name.clone()));
     }
+    quarantined.sort();
+    quarantined.dedup();
     let tools = if quarantined.is_empty() {
         tools
     } else {
@@ -68,4 +71,109 @@ fn sibling_tool_names(ctx: &GatewayContext, key: &PoolKey) -> Vec<String> {
         }
     });
     names
+}
+
+/// Compares `tools` with the pins of `entry` (pinning them on first use); returns the tools to quarantine.
+fn pin_review(
+    ctx: &GatewayContext,
+    identity: &Identity,
+    entry: &ServerEntry,
+    key: &PoolKey,
+    tools: &[Value],
+) -> Vec<String> {
+    let mode = identity.snapshot.settings.tool_pinning;
+    // Servers a remote authentication service supplied have no entry in the file to pin them in.
+    if mode == PinMode::Off || identity.servers.is_some() {
+        return Vec::new();
+    }
+    let (config_id, server) = (key.mcp_config_id.as_str(), entry.server_name.as_str());
+    let current: Vec<(&str, String, &Value)> = tools
+        .iter()
+        .map(|tool| (tool.get("name").and_then(Value::as_str).unwrap_or_default(), pin_of(tool), tool))
+        .collect();
+    let pinned = entry.pinned_tools.clone().or_else(|| ctx.pins.in_memory(config_id, server));
+    let Some(pinned) = pinned else {
+        pin_on_first_use(ctx, config_id, server, &current);
+        let rows =
+            current.iter().map(|(name, pin, _)| row(name, Some(pin), Some(pin), PinStatus::Pinned, None)).collect();
+        ctx.pins.record(config_id, server, rows);
+        return Vec::new();
+    };
+    let mut rows = Vec::new();
+    let mut quarantined = Vec::new();
+    for (name, pin, tool) in &current {
+        let status = match pinned.get(*name) {
+            Some(approved) if approved == pin => PinStatus::Pinned,
+            Some(approved) => {
+                tracing::warn!(server_name = server, tool_name = name, pinned = %approved, current = %pin,
+                    enforced = mode == PinMode::Enforce, "tool definition changed");
+                PinStatus::Changed
+            }
+            None => {
+                tracing::warn!(server_name = server, tool_name = name, current = %pin, enforced = mode == PinMode::Enforce,
+                    "new tool");
+                PinStatus::New
+            }
+        };
+        if status != PinStatus::Pinned {
+            ctx.store.metrics().tool_pin_mismatches.with_label_values(&[server]).inc();
+            if mode == PinMode::Enforce {
+                quarantined.push(name.to_string());
+            }
+        }
+        let definition = (status != PinStatus::Pinned).then(|| (*tool).clone());
+        rows.push(row(name, pinned.get(*name).map(String::as_str), Some(pin), status, definition));
+    }
+    for (name, approved) in &pinned {
+        if !current.iter().any(|(n, _, _)| n == name) {
+            tracing::warn!(server_name = server, tool_name = %name, pinned = %approved, "pinned tool missing");
+            rows.push(row(name, Some(approved), None, PinStatus::Missing, None));
+        }
+    }
+    ctx.pins.record(config_id, server, rows);
+    quarantined
+}
+
+fn row(
+    name: &str,
+    pinned: Option<&str>,
+    current: Option<&str>,
+    status: PinStatus,
+    definition: Option<Value>,
+) -> PinRow {
+    PinRow {
+        tool_name: name.to_string(),
+        pinned: pinned.map(str::to_string),
+        current: current.map(str::to_string),
+        status,
+        current_definition: definition,
+    }
+}
+
+/// Writes the pins of `current` into the server's entry (only if it still has none), or keeps them in memory when the
+/// file cannot be written.
+fn pin_on_first_use(ctx: &GatewayContext, config_id: &str, server: &str, current: &[(&str, String, &Value)]) {
+    let pins: indexmap::IndexMap<String, String> =
+        current.iter().map(|(name, pin, _)| (name.to_string(), pin.clone())).collect();
+    let written = ctx.store.update(|file, _| -> Result<bool, crate::config::WriteError> {
+        let entry = file
+            .mcp_configs
+            .get_mut(config_id)
+            .and_then(|config| config.mcp_config.iter_mut().find(|entry| entry.server_name == server));
+        match entry {
+            Some(entry) if entry.pinned_tools.is_none() => {
+                entry.pinned_tools = Some(pins.clone());
+                Ok(true)
+            }
+            _ => Ok(false),
+        }
+    });
+    match written {
+        Ok(_) => tracing::info!(server_name = server, tools = pins.len(), "tools pinned on first use"),
+        Err(error) => {
+            tracing::warn!(server_name = server, tools = pins.len(), %error,
+                "tools pinned on first use in memory only: the configuration file could not be written");
+            ctx.pins.keep_in_memory(config_id, server, pins);
+        }
+    }
 }

@@ -1,0 +1,138 @@
+//! Tool pins (contract section 11): what a tool definition is pinned by, and what the last live discovery of each
+//! server found against its pins, for the admin API's review (`GET …/tool-pins`).
+//!
+//! A pin is `sha256:` and the hex SHA-256 of the tool's definition (name, title, description, inputSchema,
+//! outputSchema, annotations) as JSON with its object keys sorted at every depth, so the same definition pins the same
+//! whatever order a server writes its keys in.
+
+use std::collections::HashMap;
+use std::sync::Mutex;
+
+use serde_json::{Map, Value};
+use sha2::{Digest, Sha256};
+
+/// The fields of a tool definition a pin covers.
+pub const PINNED_FIELDS: [&str; 6] = ["name", "title", "description", "inputSchema", "outputSchema", "annotations"];
+
+/// The pin of one tool definition.
+pub fn pin_of(tool: &Value) -> String {
+    let mut covered = Map::new();
+    for field in PINNED_FIELDS {
+        if let Some(value) = tool.get(field) {
+            covered.insert(field.to_string(), value.clone());
+        }
+    }
+    let mut text = String::new();
+    canonical(&Value::Object(covered), &mut text);
+    let digest = Sha256::digest(text.as_bytes());
+    let hex: String = digest.iter().map(|b| format!("{b:02x}")).collect();
+    format!("sha256:{hex}")
+}
+
+/// Whether `value` has the form of a pin.
+pub fn is_pin(value: &str) -> bool {
+    value
+        .strip_prefix("sha256:")
+        .is_some_and(|hex| hex.len() == 64 && hex.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f')))
+}
+
+/// JSON with sorted object keys (serde_json's own escaping for strings and numbers).
+fn canonical(value: &Value, out: &mut String) {
+    match value {
+        Value::Object(map) => {
+            let mut keys: Vec<&String> = map.keys().collect();
+            keys.sort();
+            out.push('{');
+            for (i, key) in keys.into_iter().enumerate() {
+                if i > 0 {
+                    out.push(',');
+                }
+                out.push_str(&Value::String(key.clone()).to_string());
+                out.push(':');
+                canonical(&map[key], out);
+            }
+            out.push('}');
+        }
+        Value::Array(items) => {
+            out.push('[');
+            for (i, item) in items.iter().enumerate() {
+                if i > 0 {
+                    out.push(',');
+                }
+                canonical(item, out);
+            }
+            out.push(']');
+        }
+        other => out.push_str(&other.to_string()),
+    }
+}
+
+/// How one tool stands against its pin.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum PinStatus {
+    Pinned,
+    Changed,
+    New,
+    Missing,
+}
+
+/// One tool of the last discovery of a server against its pins.
+#[derive(Clone, Debug, serde::Serialize)]
+pub struct PinRow {
+    pub tool_name: String,
+    pub pinned: Option<String>,
+    pub current: Option<String>,
+    pub status: PinStatus,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub current_definition: Option<Value>,
+}
+
+/// What the last live discovery of each (configuration, server) found, and the pins kept in memory for servers whose
+/// file could not be written (trust on first use with a read-only configuration).
+#[derive(Default)]
+pub struct PinBook {
+    reviews: Mutex<HashMap<(String, String), Vec<PinRow>>>,
+    in_memory: Mutex<HashMap<(String, String), indexmap::IndexMap<String, String>>>,
+}
+
+impl PinBook {
+    pub fn record(&self, config_id: &str, server: &str, rows: Vec<PinRow>) {
+        lock(&self.reviews).insert((config_id.to_string(), server.to_string()), rows);
+    }
+
+    /// The rows of the last discovery of `server`, if there was one.
+    pub fn last(&self, config_id: &str, server: &str) -> Option<Vec<PinRow>> {
+        lock(&self.reviews).get(&(config_id.to_string(), server.to_string())).cloned()
+    }
+
+    /// Pins kept in memory for `server` (its file is read-only).
+    pub fn in_memory(&self, config_id: &str, server: &str) -> Option<indexmap::IndexMap<String, String>> {
+        lock(&self.in_memory).get(&(config_id.to_string(), server.to_string())).cloned()
+    }
+
+    pub fn keep_in_memory(&self, config_id: &str, server: &str, pins: indexmap::IndexMap<String, String>) {
+        lock(&self.in_memory).insert((config_id.to_string(), server.to_string()), pins);
+    }
+}
+
+fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn pins_ignore_key_order_and_other_fields_but_see_every_covered_change() {
+        let a = json!({"name": "t", "description": "d", "inputSchema": {"type": "object", "properties": {"x": {"type": "string"}}}});
+        let b = json!({"inputSchema": {"properties": {"x": {"type": "string"}}, "type": "object"}, "description": "d", "name": "t", "_meta": {"z": 1}});
+        assert_eq!(pin_of(&a), pin_of(&b));
+        assert!(is_pin(&pin_of(&a)));
+        let changed = json!({"name": "t", "description": "d!", "inputSchema": {"type": "object", "properties": {"x": {"type": "string"}}}});
+        assert_ne!(pin_of(&a), pin_of(&changed));
+        assert!(!is_pin("sha256:XYZ") && !is_pin("md5:00"));
+    }
+}
