@@ -412,7 +412,9 @@ fn tool_review(c: &mut Criterion) {
     let tools = tool_definitions(1000);
     let others: Vec<String> = (0..200).map(|i| format!("other_tool_{i}")).collect();
     let mut group = c.benchmark_group("tool_review_1000");
-    group.bench_function("scan", |b| b.iter(|| black_box(mcpgw::guardrails::tool_scan::scan(black_box(&tools), &others))));
+    group.bench_function("scan", |b| {
+        b.iter(|| black_box(mcpgw::guardrails::tool_scan::scan(black_box(&tools), &others)))
+    });
     group.bench_function("pins", |b| {
         b.iter(|| tools.iter().map(|t| mcpgw::config::pins::pin_of(black_box(t))).collect::<Vec<_>>())
     });

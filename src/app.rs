@@ -108,6 +108,7 @@ pub async fn serve(opts: ServeOptions) -> Result<(), ServeError> {
         external_cache: Arc::clone(&ctx.external_cache),
         jwks: Arc::clone(&ctx.jwks),
         pins: Arc::clone(&ctx.pins),
+        audit: Arc::clone(&ctx.audit),
         refusals: telemetry::refusals::RefusalLog::new("admin"),
     });
 

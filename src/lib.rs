@@ -11,6 +11,7 @@
 
 pub mod admin;
 pub mod app;
+pub mod audit;
 pub mod auth;
 pub mod body_limit;
 pub mod cache;

@@ -89,7 +89,15 @@ where
     F: FnOnce(&mut ConfigFile, &Snapshot) -> ManageResult + Send + 'static,
 {
     let store = Arc::clone(&state.store);
-    blocking(move || store.update(change)).await
+    let written = blocking(move || store.update(change)).await;
+    // Recorded before the answer goes; the revision is that of the file as written.
+    state.audit.record(crate::audit::Event {
+        event: "admin_write",
+        outcome: Some(if written.is_ok() { "ok" } else { "refused" }),
+        config_revision: Some(crate::audit::revision(&state.store.snapshot().source_digest)),
+        ..Default::default()
+    });
+    written
 }
 
 /// Runs a blocking management call (file I/O, fsync) off the async workers.

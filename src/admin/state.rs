@@ -22,6 +22,8 @@ pub struct AppState {
     pub jwks: Arc<crate::auth::jwks::Jwks>,
     /// The last discovery of each server against its pins (the gateway context fills it).
     pub pins: Arc<crate::config::pins::PinBook>,
+    /// The audit log: every admin write is recorded (the gateway context configures it).
+    pub audit: Arc<crate::audit::AuditLog>,
     /// The bound on the records of refused admin requests (`request_log.rs`).
     pub refusals: RefusalLog,
 }

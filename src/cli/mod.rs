@@ -41,6 +41,13 @@ pub struct Cli {
     pub command: Command,
 }
 
+/// `mcpgw audit` actions.
+#[derive(Debug, Subcommand)]
+pub enum AuditAction {
+    /// Check the hash chain of an audit log file.
+    Verify { path: std::path::PathBuf },
+}
+
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// Write a fresh config with new admin and gateway keys.
@@ -59,6 +66,14 @@ pub enum Command {
     ///
     /// Example: mcpgw config list
     Config(Box<args::ConfigCommand>),
+    /// The audit log: `verify PATH` checks its hash chain (exit 0 and the record count when it holds; exit 1 and the
+    /// first broken record when a record was changed, removed or inserted).
+    ///
+    /// Example: mcpgw audit verify /var/lib/mcpgw/audit.jsonl
+    Audit {
+        #[command(subcommand)]
+        action: AuditAction,
+    },
     /// Manage projects and their members.
     ///
     /// Example: mcpgw project create payments --mcp-config default_config
@@ -156,6 +171,7 @@ pub fn run(args: impl IntoIterator<Item = OsString>) -> ExitCode {
         Command::CheckConfig(args) => check_config(&args),
         Command::Serve(args) => serve(args),
         Command::Config(cmd) => manage::config(*cmd),
+        Command::Audit { action: AuditAction::Verify { path } } => audit_verify(&path),
         Command::Project(cmd) => manage::project(cmd),
         Command::User(cmd) => manage::user(cmd),
         Command::Key(cmd) => manage::key(cmd),
@@ -217,6 +233,21 @@ fn check_config(args: &ConfigArg) -> ExitCode {
         }
         Err(LoadError::Invalid { path, problems }) => print_invalid(&path, &problems),
         Err(e) => fail(e),
+    }
+}
+
+/// `mcpgw audit verify PATH`.
+fn audit_verify(path: &std::path::Path) -> ExitCode {
+    match crate::audit::verify(path) {
+        Ok(count) => {
+            println!("{}: the chain holds ({count} records)", path.display());
+            ExitCode::SUCCESS
+        }
+        Err(crate::audit::VerifyError::Broken(broken)) => {
+            eprintln!("mcpgw: {}: the chain breaks at record seq {}: {}", path.display(), broken.seq, broken.why);
+            ExitCode::FAILURE
+        }
+        Err(crate::audit::VerifyError::Io(why)) => fail(why),
     }
 }
 

@@ -82,6 +82,9 @@ pub struct CommonConfig {
     /// Tool pinning: `"off"`, `"warn"` (default) or `"enforce"` (contract section 11).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub tool_pinning: Option<String>,
+    /// The audit log: `{"enabled": false, "path": "<file>"}` (contract section 11).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub audit_log: Option<AuditLogConfig>,
     #[serde(flatten)]
     pub extra: Map<String, Value>,
 }
@@ -276,6 +279,17 @@ pub struct ServerCommand {
     /// TLS toward a remote server: a CA bundle, and a client certificate for mutual TLS.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub tls: Option<TlsConfig>,
+    #[serde(flatten)]
+    pub extra: Map<String, Value>,
+}
+
+/// `common_mcp_gateway_config.audit_log`.
+#[derive(Debug, Clone, Default, Serialize, PartialEq)]
+pub struct AuditLogConfig {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub enabled: Option<bool>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub path: Option<String>,
     #[serde(flatten)]
     pub extra: Map<String, Value>,
 }

@@ -22,8 +22,7 @@ pub fn pin_of(tool: &Value) -> String {
             covered.insert(field.to_string(), value.clone());
         }
     }
-    let mut text = String::new();
-    canonical(&Value::Object(covered), &mut text);
+    let text = canonical_json(&Value::Object(covered));
     let digest = Sha256::digest(text.as_bytes());
     let hex: String = digest.iter().map(|b| format!("{b:02x}")).collect();
     format!("sha256:{hex}")
@@ -36,7 +35,14 @@ pub fn is_pin(value: &str) -> bool {
         .is_some_and(|hex| hex.len() == 64 && hex.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f')))
 }
 
-/// JSON with sorted object keys (serde_json's own escaping for strings and numbers).
+/// `value` as JSON with its object keys sorted at every depth (serde_json's own escaping for strings and numbers): the
+/// form pins and audit hashes are taken of.
+pub fn canonical_json(value: &Value) -> String {
+    let mut text = String::new();
+    canonical(value, &mut text);
+    text
+}
+
 fn canonical(value: &Value, out: &mut String) {
     match value {
         Value::Object(map) => {

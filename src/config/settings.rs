@@ -222,6 +222,8 @@ pub struct Settings {
     pub tool_scan: ScanMode,
     /// `tool_pinning`: what a tool definition that differs from its pin does (contract section 11).
     pub tool_pinning: PinMode,
+    /// `audit_log.path` when `audit_log.enabled` (contract section 11); see [`Settings::audit_path_for`].
+    pub audit_log: Option<PathBuf>,
     /// `tool_exposure` and `tool_name_separator` of `common_mcp_gateway_config`; see [`Snapshot::exposure`].
     ///
     /// [`Snapshot::exposure`]: super::Snapshot::exposure
@@ -241,6 +243,16 @@ impl Settings {
         } else {
             fsutil::parent_dir(config_path).join(configured)
         }
+    }
+
+    /// The audit log's file, when enabled: a relative `audit_log.path` is taken from the config file's folder.
+    pub fn audit_path_for(&self, config_path: &Path) -> Option<PathBuf> {
+        let configured = self.audit_log.as_deref()?;
+        Some(if configured.is_absolute() {
+            configured.to_path_buf()
+        } else {
+            fsutil::parent_dir(config_path).join(configured)
+        })
     }
 
     /// Whether telemetry export is switched on.
@@ -368,6 +380,17 @@ impl Settings {
             telemetry: resolve_plugin(file.plugins.as_ref().and_then(|p| p.telemetry.as_ref()), "telemetry", problems),
             backup_dir: backup_dir(c.gw_backup_dir.as_deref(), problems),
             exposure: Exposure::resolve(c.tool_exposure.as_deref(), c.tool_name_separator.as_deref(), p, problems),
+            audit_log: match &c.audit_log {
+                Some(audit) if audit.enabled == Some(true) => match audit.path.as_deref().map(str::trim) {
+                    Some(path) if !path.is_empty() && !path.contains('\0') => Some(PathBuf::from(path)),
+                    _ => {
+                        problems
+                            .push(format!("{p}.audit_log.path: is required (a file) when the audit log is enabled"));
+                        None
+                    }
+                },
+                _ => None,
+            },
             tool_pinning: match c.tool_pinning.as_deref() {
                 None | Some("warn") => PinMode::Warn,
                 Some("off") => PinMode::Off,

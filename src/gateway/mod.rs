@@ -70,6 +70,8 @@ pub struct GatewayContext {
     pub jwks: Arc<crate::auth::jwks::Jwks>,
     /// What the last discovery of each server found against its pins, and pins kept in memory (contract section 11).
     pub pins: Arc<crate::config::pins::PinBook>,
+    /// The audit log (contract section 11), following `audit_log` in the configuration.
+    pub audit: Arc<crate::audit::AuditLog>,
     /// Requests and tool calls being answered now; the drain waits for them.
     pub in_flight: InFlight,
     /// Per-key rate limits (`rate_limits`).
@@ -169,6 +171,7 @@ impl GatewayContext {
             oauth: Arc::new(crate::upstream::oauth::TokenManager::new(snapshot.settings.timeouts.auth)),
             jwks: crate::auth::jwks::Jwks::new(),
             pins: Arc::default(),
+            audit: Arc::default(),
             in_flight: InFlight::default(),
             rate_limits: Default::default(),
             draining: Default::default(),
@@ -187,6 +190,7 @@ impl GatewayContext {
             }
         });
         ctx.prefetch_keys(&snapshot);
+        ctx.audit.configure(snapshot.settings.audit_path_for(ctx.store.path()).as_deref());
         let weak = Arc::downgrade(&ctx);
         ctx.pool.on_events(Arc::new(move |key, event| {
             if let Some(ctx) = weak.upgrade() {
@@ -305,6 +309,13 @@ impl GatewayContext {
         self.pool.retain(&live);
         self.prestart(snapshot);
         self.prefetch_keys(snapshot);
+        self.audit.configure(settings.audit_path_for(self.store.path()).as_deref());
+        self.audit.record(crate::audit::Event {
+            event: "config_reload",
+            outcome: Some("ok"),
+            config_revision: Some(crate::audit::revision(&snapshot.source_digest)),
+            ..Default::default()
+        });
     }
 
     /// Under the `oauth` provider, fetches the issuer's keys now (at start and after each reload), so that the health

@@ -6,9 +6,9 @@ use serde_json::Value;
 
 use super::fields::{Fields, Problems, type_name};
 use crate::config::model::{
-    ApiKeyRecord, CommonConfig, ConfigFile, GuardrailPolicy, LimitsConfig, McpConfig, OAuthConfig, PluginChoice,
-    Plugins, Project, RateLimits, ServerCommand, ServerEntry, TIMEOUT_NAMES, TimeoutSettings, TlsConfig, ToolFilter,
-    UpstreamPool, User,
+    ApiKeyRecord, AuditLogConfig, CommonConfig, ConfigFile, GuardrailPolicy, LimitsConfig, McpConfig, OAuthConfig,
+    PluginChoice, Plugins, Project, RateLimits, ServerCommand, ServerEntry, TIMEOUT_NAMES, TimeoutSettings, TlsConfig,
+    ToolFilter, UpstreamPool, User,
 };
 
 /// The whole file, for [`ConfigFile::parse`]: each section decoded, the unknown top-level keys kept.
@@ -110,6 +110,11 @@ fn decode_common(mut f: Fields<'_>) -> CommonConfig {
         tool_name_separator: f.string("tool_name_separator"),
         tool_scan: f.string("tool_scan"),
         tool_pinning: f.string("tool_pinning"),
+        audit_log: f.nested("audit_log", |mut a| AuditLogConfig {
+            enabled: a.bool("enabled"),
+            path: a.string("path"),
+            extra: a.rest(),
+        }),
         extra: f.rest(),
     }
 }

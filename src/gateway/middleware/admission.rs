@@ -73,6 +73,13 @@ pub async fn identify(
         if let Some(left_out) = ctx.refusals.admit() {
             tracing::info!(reason = %failure, left_out, "gateway request refused");
         }
+        ctx.audit.record(crate::audit::Event {
+            event: "auth_failure",
+            outcome: Some("refused"),
+            error_code: Some("AUTH_FAILED"),
+            config_revision: Some(crate::audit::revision(&snapshot.source_digest)),
+            ..Default::default()
+        });
         GatewayError::from(failure)
     })
 }

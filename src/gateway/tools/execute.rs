@@ -13,6 +13,7 @@ use serde_json::{Map, Value, json};
 
 use super::discovery::{DiscoveryResult, discover, find_server, upstream_failure, upstream_spec};
 use super::{SecureCallInput, ToolCall};
+use crate::audit;
 use crate::auth::Identity;
 use crate::config::model::ServerEntry;
 use crate::error::{ErrorCode, GatewayError};
@@ -176,12 +177,30 @@ impl<'a> ServerCalls<'a> {
     pub async fn call(&mut self, call: ToolCall) -> Value {
         let started = Instant::now();
         let tool_name = call.name.clone();
+        // The audit log keeps a hash of the arguments, never the arguments.
+        let args_sha256 =
+            self.ctx.audit.enabled().then(|| audit::sha256_of(call.args.as_ref().unwrap_or(&Value::Null)));
         let result = match self.check(&call.name).await {
             Ok(()) => self.upstream(Operation::CallTool, call).await,
             Err(refused) => Err(refused),
         };
         let result = result.unwrap_or_else(|f| f.answer());
         record_upstream_call(self.ctx, &self.entry.server_name, &tool_name, started.elapsed(), &result);
+        if let Some(args_sha256) = args_sha256 {
+            let identity = self.identity;
+            self.ctx.audit.record(audit::Event {
+                event: "tool_call",
+                project_id: Some(&identity.project_id),
+                user_id: Some(&identity.user_id),
+                key_id: Some(&identity.key_id),
+                server_name: Some(&self.entry.server_name),
+                tool_name: Some(&tool_name),
+                args_sha256: Some(args_sha256),
+                outcome: result.get("status").and_then(Value::as_str),
+                error_code: result.get("error_code").and_then(Value::as_str),
+                config_revision: Some(audit::revision(&identity.snapshot.source_digest)),
+            });
+        }
         result
     }
 

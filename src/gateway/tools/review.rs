@@ -45,6 +45,16 @@ pub fn review(
         ctx.store.metrics().tool_scan_findings.with_label_values(&[server, finding.kind]).inc();
         tracing::warn!(server_name = server, tool_name = %finding.tool_name, kind = finding.kind,
             excerpt = %finding.excerpt, blocked = mode == ScanMode::Block, "tool definition finding");
+        ctx.audit.record(crate::audit::Event {
+            event: "tool_finding",
+            project_id: Some(&identity.project_id),
+            server_name: Some(server),
+            tool_name: Some(&finding.tool_name),
+            outcome: Some(if mode == ScanMode::Block { "quarantined" } else { "warned" }),
+            error_code: Some(finding.kind),
+            config_revision: Some(crate::audit::revision(&identity.snapshot.source_digest)),
+            ..Default::default()
+        });
     }
     if mode == ScanMode::Block {
         quarantined.extend(findings.iter().map(|f| f.tool_name.clone()));
@@ -117,6 +127,16 @@ fn pin_review(
         };
         if status != PinStatus::Pinned {
             ctx.store.metrics().tool_pin_mismatches.with_label_values(&[server]).inc();
+            let quarantine = mode == PinMode::Enforce;
+            ctx.audit.record(crate::audit::Event {
+                event: if status == PinStatus::Changed { "tool_definition_changed" } else { "tool_new" },
+                project_id: Some(&identity.project_id),
+                server_name: Some(server),
+                tool_name: Some(name),
+                outcome: Some(if quarantine { "quarantined" } else { "warned" }),
+                config_revision: Some(crate::audit::revision(&identity.snapshot.source_digest)),
+                ..Default::default()
+            });
             if mode == PinMode::Enforce {
                 quarantined.push(name.to_string());
             }
@@ -167,6 +187,12 @@ fn pin_on_first_use(ctx: &GatewayContext, config_id: &str, server: &str, current
             }
             _ => Ok(false),
         }
+    });
+    ctx.audit.record(crate::audit::Event {
+        event: "tools_pinned",
+        server_name: Some(server),
+        outcome: Some(if written.is_ok() { "written" } else { "in_memory" }),
+        ..Default::default()
     });
     match written {
         Ok(_) => tracing::info!(server_name = server, tools = pins.len(), "tools pinned on first use"),
