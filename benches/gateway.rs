@@ -17,7 +17,9 @@
 //! - a remote streamable HTTP upstream (rmcp's server) through the gateway against the same server called directly:
 //!   p50 at c=1 and throughput at c=16 (`MCPGW_BENCH_REMOTE_ONLY=1` runs that section alone);
 //! - a call authenticated by a JWT (provider `oauth`) against one authenticated by an API key: p50 at c=1 and
-//!   throughput at c=16 (`MCPGW_BENCH_OAUTH_ONLY=1` runs that section alone).
+//!   throughput at c=16 (`MCPGW_BENCH_OAUTH_ONLY=1` runs that section alone);
+//! - the costs of INFO logs, traces, the audit log and the Redis cache, each against the base gateway measured just
+//!   before it (`MCPGW_BENCH_COSTS_ONLY=1` runs that section alone).
 //!
 //! Knobs: `MCPGW_BENCH_CALLS` (latency samples, default 2000), `MCPGW_BENCH_SECONDS` (per throughput run, default 3),
 //! `MCPGW_BENCH_PROCESSES` (the gateway's `max_processes_per_server`, default 4), `MCPGW_BENCH_CALLS_PER_PROCESS`
@@ -393,13 +395,19 @@ async fn secure_echo_figures(gw: &Gateway, calls: u64, seconds: u64) -> (Duratio
 /// What logs, traces and the shared Redis cache cost: the same secure echo on gateways with them on, each against
 /// the base gateway (`WARNING` logs, no traces, local cache) measured again just before it.
 async fn costs(base: &Gateway, processes: u64, calls_per_process: u64, calls: u64, seconds: u64) {
-    println!("-- cost of logs, traces and the Redis cache (secure echo, light client, session) --");
+    println!("-- cost of logs, traces, the audit log and the Redis cache (secure echo, light client, session) --");
     let redis = Redis::start();
     type Variant = Box<dyn FnOnce(&mut Value)>;
     let mut variants: Vec<(&str, Variant)> = vec![
         (
             "INFO logs (two JSON lines per call)",
             Box::new(|c: &mut Value| c["common_mcp_gateway_config"]["gw_log_level"] = json!("INFO")),
+        ),
+        (
+            "audit log (one hash-chained line per call, written before the answer)",
+            Box::new(|c: &mut Value| {
+                c["common_mcp_gateway_config"]["audit_log"] = json!({"enabled": true, "path": "audit.jsonl"});
+            }),
         ),
         (
             "INFO logs and traces (stdout provider)",
@@ -637,6 +645,10 @@ fn main() {
         }
         if std::env::var("MCPGW_BENCH_OAUTH_ONLY").is_ok() {
             return client_oauth(processes, calls, seconds).await;
+        }
+        if std::env::var("MCPGW_BENCH_COSTS_ONLY").is_ok() {
+            let base = start_gateway(processes, calls_per_process, |_| {});
+            return costs(&base, processes, calls_per_process, calls.min(1000), seconds).await;
         }
         let gw = start_gateway(processes, calls_per_process, |_| {});
         let idle_rss = rss_kib(gw.child.id());

@@ -17,6 +17,7 @@
 
 use std::sync::LazyLock;
 
+use aho_corasick::AhoCorasick;
 use regex::Regex;
 use serde_json::Value;
 
@@ -103,25 +104,23 @@ fn distinctive(name: &str) -> bool {
             || name.as_bytes().windows(2).any(|w| w[0].is_ascii_lowercase() && w[1].is_ascii_uppercase()))
 }
 
-/// Whether `text` names `name` as a whole word (not inside a longer identifier).
-fn names(text: &str, name: &str) -> Option<usize> {
+/// Where `text` first names one of `others` (by their automaton) as a whole word, not inside a longer identifier,
+/// and not `own` (the same tool name on two servers is common when one server is configured twice).
+fn names_another(text: &str, others: &AhoCorasick, names: &[&str], own: &str) -> Option<usize> {
     let word = |c: char| c.is_alphanumeric() || c == '_' || c == '-';
-    let mut from = 0;
-    while let Some(at) = text[from..].find(name).map(|i| i + from) {
-        let before = text[..at].chars().next_back();
-        let after = text[at + name.len()..].chars().next();
-        if !before.is_some_and(word) && !after.is_some_and(word) {
-            return Some(at);
-        }
-        from = at + name.len().max(1);
-    }
-    None
+    others.find_overlapping_iter(text).find_map(|m| {
+        let (at, end) = (m.start(), m.end());
+        let whole = !text[..at].chars().next_back().is_some_and(word) && !text[end..].chars().next().is_some_and(word);
+        (whole && names[m.pattern().as_usize()] != own).then_some(at)
+    })
 }
 
 /// The findings on `tools` (one server's definitions); `others` are the tool names of the other servers of the same
 /// configuration, for shadowing.
 pub fn scan(tools: &[Value], others: &[String]) -> Vec<Finding> {
-    let others: Vec<&str> = others.iter().map(String::as_str).filter(|n| distinctive(n)).collect();
+    let names: Vec<&str> = others.iter().map(String::as_str).filter(|n| distinctive(n)).collect();
+    // One pass over each text for all the other servers' names, however many there are.
+    let automaton = (!names.is_empty()).then(|| AhoCorasick::new(&names).ok()).flatten();
     let mut findings = Vec::new();
     for tool in tools {
         let tool_name = tool.get("name").and_then(Value::as_str).unwrap_or_default();
@@ -140,13 +139,8 @@ pub fn scan(tools: &[Value], others: &[String]) -> Vec<Finding> {
             if let Some(m) = SECRETS.as_ref().and_then(|re| re.find(text)) {
                 found("secrets", excerpt(text, m.start()));
             }
-            for other in &others {
-                if *other != tool_name
-                    && let Some(at) = names(text, other)
-                {
-                    found("shadowing", excerpt(text, at));
-                    break;
-                }
+            if let Some(at) = automaton.as_ref().and_then(|a| names_another(text, a, &names, tool_name)) {
+                found("shadowing", excerpt(text, at));
             }
         }
     }
