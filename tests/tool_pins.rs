@@ -94,6 +94,7 @@ fn a_rug_pull_is_quarantined_under_enforce_until_approved() {
         assert!(
             row("notes")["current_definition"]["description"].as_str().unwrap_or_default().contains("reads your mail")
         );
+        assert_eq!(row("notes")["pinned_definition"]["description"], json!("Saves a note."), "side by side");
         assert_eq!(row("extra")["status"], json!("new"));
         assert_eq!(row("echo")["status"], json!("pinned"));
 

@@ -90,6 +90,10 @@ pub struct PinRow {
     pub pinned: Option<String>,
     pub current: Option<String>,
     pub status: PinStatus,
+    /// The definition the pin was taken of, when this gateway saw it (at the first use, an approval, or a discovery
+    /// that matched the pin since it started): shown beside the current one when they differ.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub pinned_definition: Option<Value>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub current_definition: Option<Value>,
 }
@@ -99,6 +103,8 @@ pub struct PinRow {
 #[derive(Default)]
 pub struct PinBook {
     reviews: Mutex<HashMap<(String, String), Vec<PinRow>>>,
+    /// Definitions seen with their pin, by pin (what a pin stands for, for the review).
+    seen: Mutex<HashMap<String, Value>>,
     in_memory: Mutex<HashMap<(String, String), indexmap::IndexMap<String, String>>>,
 }
 
@@ -110,6 +116,19 @@ impl PinBook {
     /// The rows of the last discovery of `server`, if there was one.
     pub fn last(&self, config_id: &str, server: &str) -> Option<Vec<PinRow>> {
         lock(&self.reviews).get(&(config_id.to_string(), server.to_string())).cloned()
+    }
+
+    /// Remembers that `definition` is what `pin` stands for.
+    pub fn saw(&self, pin: &str, definition: &Value) {
+        let mut seen = lock(&self.seen);
+        if !seen.contains_key(pin) {
+            seen.insert(pin.to_string(), definition.clone());
+        }
+    }
+
+    /// The definition `pin` stands for, if this gateway saw it.
+    pub fn definition_of(&self, pin: &str) -> Option<Value> {
+        lock(&self.seen).get(pin).cloned()
     }
 
     /// Pins kept in memory for `server` (its file is read-only).

@@ -196,6 +196,7 @@ pub fn tool_pins(snap: &Snapshot, book: &PinBook, ident: &str, server: &str) -> 
                     pinned: Some(pin),
                     current: None,
                     status: PinStatus::Pinned,
+                    pinned_definition: None,
                     current_definition: None,
                 })
                 .collect()

@@ -104,6 +104,9 @@ fn pin_review(
     let pinned = entry.pinned_tools.clone().or_else(|| ctx.pins.in_memory(config_id, server));
     let Some(pinned) = pinned else {
         pin_on_first_use(ctx, config_id, server, &current);
+        for (_, pin, tool) in &current {
+            ctx.pins.saw(pin, tool);
+        }
         let rows =
             current.iter().map(|(name, pin, _)| row(name, Some(pin), Some(pin), PinStatus::Pinned, None)).collect();
         ctx.pins.record(config_id, server, rows);
@@ -141,8 +144,14 @@ fn pin_review(
                 quarantined.push(name.to_string());
             }
         }
-        let definition = (status != PinStatus::Pinned).then(|| (*tool).clone());
-        rows.push(row(name, pinned.get(*name).map(String::as_str), Some(pin), status, definition));
+        // What each pin stands for is remembered, so that a later change can be shown beside what was approved.
+        ctx.pins.saw(pin, tool);
+        let mut entry = row(name, pinned.get(*name).map(String::as_str), Some(pin), status, None);
+        if status != PinStatus::Pinned {
+            entry.current_definition = Some((*tool).clone());
+            entry.pinned_definition = pinned.get(*name).and_then(|approved| ctx.pins.definition_of(approved));
+        }
+        rows.push(entry);
     }
     for (name, approved) in &pinned {
         if !current.iter().any(|(n, _, _)| n == name) {
@@ -166,6 +175,7 @@ fn row(
         pinned: pinned.map(str::to_string),
         current: current.map(str::to_string),
         status,
+        pinned_definition: None,
         current_definition: definition,
     }
 }
