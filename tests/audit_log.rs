@@ -55,6 +55,20 @@ fn events_are_chained_without_secrets_and_tampering_shows() {
         assert_eq!(initialize_status(&gw, "wrong-key-0123456789"), 401);
         let created = admin(&gw, reqwest::Method::POST, "/api/v1/users", Some(&json!({"email": "carol@example.com"})));
         assert!(created.status < 300, "{}", created.text);
+        // A reload of an edited file, and one of a file that is not valid.
+        let mut edited = config.clone();
+        edited["users"]["u-dave"] = json!({"email": "dave@example.com"});
+        std::fs::write(gw.config_path(), serde_json::to_vec_pretty(&edited).unwrap()).unwrap();
+        let reloaded = common::wait_until(common::RELOAD_DEADLINE * 4, || {
+            records(&path).iter().any(|r| r["event"] == json!("config_reload") && r["outcome"] == json!("ok"))
+        });
+        assert!(reloaded, "the reload is recorded: {:?}", events(&path));
+        std::fs::write(gw.config_path(), b"{ not json").unwrap();
+        let failed = common::wait_until(common::RELOAD_DEADLINE * 4, || {
+            records(&path).iter().any(|r| r["event"] == json!("config_reload") && r["outcome"] == json!("error"))
+        });
+        assert!(failed, "the failed reload is recorded: {:?}", events(&path));
+        std::fs::write(gw.config_path(), serde_json::to_vec_pretty(&edited).unwrap()).unwrap();
         let seen = events(&path);
         for event in ["tool_call", "auth_failure", "admin_write"] {
             assert!(seen.contains(&event.to_string()), "{event} not recorded: {seen:?}");

@@ -71,7 +71,13 @@ pub struct ConfigStore {
     failed_digest: Mutex<Option<[u8; 32]>>,
     metrics: Arc<Metrics>,
     changes: tokio::sync::watch::Sender<Arc<Snapshot>>,
+    /// Told of each reload of the file that found new content: whether it was used, and the content's digest (the
+    /// audit log records both outcomes).
+    reload_hook: std::sync::OnceLock<ReloadHook>,
 }
+
+/// See [`ConfigStore::on_reload`].
+type ReloadHook = Box<dyn Fn(bool, Option<[u8; 32]>) + Send + Sync>;
 
 fn sha256(bytes: &[u8]) -> [u8; 32] {
     Sha256::digest(bytes).into()
@@ -107,6 +113,7 @@ impl ConfigStore {
             lock: Mutex::new(()),
             failed_digest: Mutex::new(None),
             metrics,
+            reload_hook: std::sync::OnceLock::new(),
         })
     }
 
@@ -146,7 +153,10 @@ impl ConfigStore {
     fn reload_locked(&self, skip_known_failure: bool) -> ReloadOutcome {
         let bytes = match fs::read(&self.path) {
             Ok(bytes) => bytes,
-            Err(e) => return self.reload_failed(vec![format!("cannot read {}: {e}", self.path.display())]),
+            Err(e) => {
+                self.reloaded(false, None);
+                return self.reload_failed(vec![format!("cannot read {}: {e}", self.path.display())]);
+            }
         };
         let digest = sha256(&bytes);
         let mut failed = self.failed_digest.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
@@ -166,10 +176,12 @@ impl ConfigStore {
                 self.install(snapshot);
                 self.metrics.config_reloads.with_label_values(&["ok"]).inc();
                 tracing::info!(config_path = %self.path.display(), "configuration reloaded");
+                self.reloaded(true, Some(digest));
                 ReloadOutcome::Reloaded
             }
             Err(problems) => {
                 *failed = Some(digest);
+                self.reloaded(false, Some(digest));
                 self.reload_failed(problems)
             }
         }
@@ -184,6 +196,18 @@ impl ConfigStore {
         );
         self.status.store(Arc::new(ReloadStatus { valid: false, problems: problems.clone() }));
         ReloadOutcome::Failed(problems)
+    }
+
+    /// Calls `hook` after each reload of the file that found new content, with whether it was used and the digest of
+    /// the content (`None` when the file could not be read). Admin writes are not reloads. Set once.
+    pub fn on_reload(&self, hook: impl Fn(bool, Option<[u8; 32]>) + Send + Sync + 'static) {
+        let _ = self.reload_hook.set(Box::new(hook));
+    }
+
+    fn reloaded(&self, used: bool, digest: Option<[u8; 32]>) {
+        if let Some(hook) = self.reload_hook.get() {
+            hook(used, digest);
+        }
     }
 
     /// A receiver that sees every new snapshot (for settings that must follow reloads, and caches to drop).

@@ -191,6 +191,21 @@ impl GatewayContext {
         });
         ctx.prefetch_keys(&snapshot);
         ctx.audit.configure(snapshot.settings.audit_path_for(ctx.store.path()).as_deref());
+        // Every reload of the file is audited, the failed ones too (the last valid configuration keeps serving). The
+        // log follows the new configuration first, so a reload that turns it on is its first record.
+        let (audit, store) = (Arc::clone(&ctx.audit), Arc::downgrade(&ctx.store));
+        ctx.store.on_reload(move |used, digest| {
+            if let (true, Some(store)) = (used, store.upgrade()) {
+                let snapshot = store.snapshot();
+                audit.configure(snapshot.settings.audit_path_for(store.path()).as_deref());
+            }
+            audit.record(crate::audit::Event {
+                event: "config_reload",
+                outcome: Some(if used { "ok" } else { "error" }),
+                config_revision: digest.as_ref().map(crate::audit::revision),
+                ..Default::default()
+            });
+        });
         let weak = Arc::downgrade(&ctx);
         ctx.pool.on_events(Arc::new(move |key, event| {
             if let Some(ctx) = weak.upgrade() {
@@ -310,12 +325,6 @@ impl GatewayContext {
         self.prestart(snapshot);
         self.prefetch_keys(snapshot);
         self.audit.configure(settings.audit_path_for(self.store.path()).as_deref());
-        self.audit.record(crate::audit::Event {
-            event: "config_reload",
-            outcome: Some("ok"),
-            config_revision: Some(crate::audit::revision(&snapshot.source_digest)),
-            ..Default::default()
-        });
     }
 
     /// Under the `oauth` provider, fetches the issuer's keys now (at start and after each reload), so that the health
