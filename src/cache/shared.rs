@@ -74,6 +74,15 @@ fn canonical(value: &Value) -> Value {
 
 /// The fingerprint of a server entry (see the module documentation); `pepper` is the admin key, if any.
 pub fn fingerprint(entry: &ServerEntry, pepper: Option<&str>) -> String {
+    // Pins say which definitions were approved, not which server runs: an entry pinned on first use (by this
+    // replica or another) shares the tools of the same entry unpinned.
+    let unpinned;
+    let entry = if entry.pinned_tools.is_some() {
+        unpinned = ServerEntry { pinned_tools: None, ..entry.clone() };
+        &unpinned
+    } else {
+        entry
+    };
     let json = serde_json::to_value(entry).map(|v| canonical(&v).to_string()).unwrap_or_default();
     let mut hash = Sha256::new();
     hash.update(b"mcpgw:v1:server_entry\0");

@@ -245,7 +245,7 @@ async fn discover_untraced(
         .map_err(|t| GatewayError::new(ErrorCode::Timeout, t.to_string()))?
         .map_err(|e| upstream_failure(ctx, &e))?;
     let tools: Vec<Value> = live.tools.iter().filter_map(|t| serde_json::to_value(t).ok()).collect();
-    let Reviewed { tools, findings, quarantined } = review(ctx, identity, entry, &key, tools);
+    let Reviewed { tools, findings, quarantined, pinned_now } = review(ctx, identity, entry, &key, tools);
     let metadata = json!({
         "name": live.server_name,
         "version": live.server_version,
@@ -257,10 +257,15 @@ async fn discover_untraced(
         let _ =
             ctx.external_cache.put_tools(id, server, fingerprint, &tools, &metadata, settings.tool_cache_expiry).await;
     }
+    // Pins written on first use change the entry in the file: the tools are cached with the entry as it is now.
+    let mut cached_entry = entry.clone();
+    if pinned_now.is_some() {
+        cached_entry.pinned_tools = pinned_now;
+    }
     let cached = CachedTools {
         tools: Arc::clone(&tools),
         server_metadata: metadata.clone(),
-        entry: entry.clone(),
+        entry: cached_entry,
         findings: Arc::clone(&findings),
         quarantined: Arc::clone(&quarantined),
     };

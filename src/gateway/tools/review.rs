@@ -26,6 +26,9 @@ pub struct Reviewed {
     pub findings: Arc<Vec<Finding>>,
     /// The names of the tools left out.
     pub quarantined: Arc<Vec<String>>,
+    /// The pins this review wrote into the server's entry (trust on first use): the entry the tools are cached with
+    /// carries them, so the reload that the write causes keeps the cache.
+    pub pinned_now: Option<indexmap::IndexMap<String, String>>,
 }
 
 /// Reviews the definitions `tools` just discovered on `entry`'s server.
@@ -37,7 +40,7 @@ pub fn review(
     tools: Vec<Value>,
 ) -> Reviewed {
     let mode = identity.snapshot.settings.tool_scan;
-    let mut quarantined = pin_review(ctx, identity, entry, key, &tools);
+    let (mut quarantined, pinned_now) = pin_review(ctx, identity, entry, key, &tools);
     let findings =
         if mode == ScanMode::Off { Vec::new() } else { tool_scan::scan(&tools, &sibling_tool_names(ctx, key)) };
     let server = entry.server_name.as_str();
@@ -69,7 +72,7 @@ pub fn review(
             .filter(|t| !quarantined.iter().any(|q| t.get("name").and_then(Value::as_str) == Some(q)))
             .collect()
     };
-    Reviewed { tools: Arc::new(tools), findings: Arc::new(findings), quarantined: Arc::new(quarantined) }
+    Reviewed { tools: Arc::new(tools), findings: Arc::new(findings), quarantined: Arc::new(quarantined), pinned_now }
 }
 
 /// The tool names the other servers of the same configuration have shown so far (in the tool cache), for shadowing.
@@ -83,18 +86,19 @@ fn sibling_tool_names(ctx: &GatewayContext, key: &PoolKey) -> Vec<String> {
     names
 }
 
-/// Compares `tools` with the pins of `entry` (pinning them on first use); returns the tools to quarantine.
+/// Compares `tools` with the pins of `entry` (pinning them on first use); returns the tools to quarantine, and the
+/// pins written into the file when this was the first use.
 fn pin_review(
     ctx: &GatewayContext,
     identity: &Identity,
     entry: &ServerEntry,
     key: &PoolKey,
     tools: &[Value],
-) -> Vec<String> {
+) -> (Vec<String>, Option<indexmap::IndexMap<String, String>>) {
     let mode = identity.snapshot.settings.tool_pinning;
     // Servers a remote authentication service supplied have no entry in the file to pin them in.
     if mode == PinMode::Off || identity.servers.is_some() {
-        return Vec::new();
+        return (Vec::new(), None);
     }
     let (config_id, server) = (key.mcp_config_id.as_str(), entry.server_name.as_str());
     let current: Vec<(&str, String, &Value)> = tools
@@ -103,14 +107,14 @@ fn pin_review(
         .collect();
     let pinned = entry.pinned_tools.clone().or_else(|| ctx.pins.in_memory(config_id, server));
     let Some(pinned) = pinned else {
-        pin_on_first_use(ctx, config_id, server, &current);
+        let written = pin_on_first_use(ctx, config_id, server, &current);
         for (_, pin, tool) in &current {
             ctx.pins.saw(pin, tool);
         }
         let rows =
             current.iter().map(|(name, pin, _)| row(name, Some(pin), Some(pin), PinStatus::Pinned, None)).collect();
         ctx.pins.record(config_id, server, rows);
-        return Vec::new();
+        return (Vec::new(), written);
     };
     let mut rows = Vec::new();
     let mut quarantined = Vec::new();
@@ -160,7 +164,7 @@ fn pin_review(
         }
     }
     ctx.pins.record(config_id, server, rows);
-    quarantined
+    (quarantined, None)
 }
 
 fn row(
@@ -181,8 +185,13 @@ fn row(
 }
 
 /// Writes the pins of `current` into the server's entry (only if it still has none), or keeps them in memory when the
-/// file cannot be written.
-fn pin_on_first_use(ctx: &GatewayContext, config_id: &str, server: &str, current: &[(&str, String, &Value)]) {
+/// file cannot be written; returns the pins when this call wrote them.
+fn pin_on_first_use(
+    ctx: &GatewayContext,
+    config_id: &str,
+    server: &str,
+    current: &[(&str, String, &Value)],
+) -> Option<indexmap::IndexMap<String, String>> {
     let pins: indexmap::IndexMap<String, String> =
         current.iter().map(|(name, pin, _)| (name.to_string(), pin.clone())).collect();
     let written = ctx.store.update(|file, _| -> Result<bool, crate::config::WriteError> {
@@ -205,11 +214,15 @@ fn pin_on_first_use(ctx: &GatewayContext, config_id: &str, server: &str, current
         ..Default::default()
     });
     match written {
-        Ok(_) => tracing::info!(server_name = server, tools = pins.len(), "tools pinned on first use"),
+        Ok(wrote) => {
+            tracing::info!(server_name = server, tools = pins.len(), "tools pinned on first use");
+            wrote.then_some(pins)
+        }
         Err(error) => {
             tracing::warn!(server_name = server, tools = pins.len(), %error,
                 "tools pinned on first use in memory only: the configuration file could not be written");
             ctx.pins.keep_in_memory(config_id, server, pins);
+            None
         }
     }
 }
