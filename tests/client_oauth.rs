@@ -310,3 +310,28 @@ fn switching_to_oauth_takes_effect_on_reload() {
     assert!(switched, "the token is accepted after the reload");
     assert_eq!(initialize(&gw, Some(API_KEY)).status, 200, "API keys still work");
 }
+
+/// Over stdio the credential is `GW_GATEWAY_KEY` as before: a token of the issuer is verified the same way, a gateway
+/// key still works, and a token of another audience is refused.
+#[test]
+fn over_stdio_the_key_variable_takes_a_token_or_a_key() {
+    let issuer = JwtIssuer::start();
+    let gw = oauth_gateway(&issuer, vec![mock_server("mock")], json!({}));
+    let token = issuer.sign(&issuer.claims(ALICE, PROJECT_NAME));
+    runtime().block_on(async {
+        for credential in [token.as_str(), API_KEY] {
+            let (client, _) = connect_stdio(stdio_command(gw.config_path(), &[("GW_GATEWAY_KEY", credential)])).await;
+            let answer = call(&client, "gw_secure_call_tools", calls("mock", &[("echo", json!({"text": "hi"}))])).await;
+            assert!(success_text(&answer["results"][0], "echo").contains("hi"), "{answer}");
+            client.cancel().await.unwrap();
+        }
+        let mut other = issuer.claims(ALICE, PROJECT_NAME);
+        other["aud"] = json!("someone-else");
+        let other = issuer.sign(&other);
+        let (client, _) = connect_stdio(stdio_command(gw.config_path(), &[("GW_GATEWAY_KEY", other.as_str())])).await;
+        let refused = try_call(&client, "gw_list_all_servers", json!({})).await;
+        let text = format!("{refused:?}");
+        assert!(text.contains("AUTH_FAILED") && text.contains("audience"), "{text}");
+        client.cancel().await.unwrap();
+    });
+}
