@@ -24,7 +24,8 @@ use std::sync::Mutex;
 use serde_json::{Map, Value, json};
 use sha2::{Digest, Sha256};
 
-use crate::config::pins::canonical_json;
+use crate::json_strict::canonical;
+use crate::secrets::hex;
 
 const FIRST_PREV: &str = "0000000000000000000000000000000000000000000000000000000000000000";
 
@@ -47,16 +48,12 @@ pub struct Event<'a> {
 
 /// The SHA-256, in hex, of `value` as sorted-key JSON (a call's arguments).
 pub fn sha256_of(value: &Value) -> String {
-    hex(&Sha256::digest(canonical_json(value).as_bytes()))
+    hex(&Sha256::digest(canonical(value).as_bytes()))
 }
 
 /// The hex form of a configuration digest.
 pub fn revision(digest: &[u8; 32]) -> String {
     hex(digest)
-}
-
-fn hex(bytes: &[u8]) -> String {
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
 struct Writer {
@@ -144,7 +141,7 @@ fn hash_of(record: &Value) -> String {
     if let Some(map) = without.as_object_mut() {
         map.remove("hash");
     }
-    hex(&Sha256::digest(canonical_json(&without).as_bytes()))
+    hex(&Sha256::digest(canonical(&without).as_bytes()))
 }
 
 /// Opens (or creates, mode 0600) the file and reads where its chain ends.

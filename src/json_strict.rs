@@ -1,12 +1,31 @@
 //! JSON as every reader of it agrees: an object with the same key twice is refused, not read as its last value
 //! (`{"confirm": false, "confirm": true}` must not mean `true` to one reader and `false` to another). Used for the
-//! bodies of both fronts (the gateway's JSON-RPC guard and the admin API's body extractor).
+//! bodies of both fronts (the gateway's JSON-RPC guard and the admin API's body extractor). And JSON as every writer
+//! of it agrees: [`canonical`], the one form that hashes of JSON are taken of (shared-cache fingerprints, tool pins,
+//! audit records).
 
 use std::fmt;
 
 use serde::de::{self, DeserializeSeed, Deserializer, MapAccess, SeqAccess, Visitor};
 use serde_json::map::Entry;
 use serde_json::{Map, Number, Value};
+
+/// `value` as JSON text with every object's keys sorted, at every depth: equal values give equal bytes on every
+/// instance, whatever order they were built or read in.
+pub fn canonical(value: &Value) -> String {
+    fn sorted(value: &Value) -> Value {
+        match value {
+            Value::Object(map) => {
+                let mut keys: Vec<&String> = map.keys().collect();
+                keys.sort();
+                Value::Object(keys.into_iter().map(|k| (k.clone(), sorted(&map[k]))).collect())
+            }
+            Value::Array(items) => Value::Array(items.iter().map(sorted).collect()),
+            other => other.clone(),
+        }
+    }
+    sorted(value).to_string()
+}
 
 /// Why a body is not strict JSON.
 #[derive(Debug)]

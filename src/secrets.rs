@@ -51,13 +51,18 @@ pub fn key_id(key: &str) -> String {
 
 /// [`key_id`] from an already computed digest.
 pub fn key_id_from_digest(digest: &[u8; 32]) -> String {
+    hex(&digest[..6])
+}
+
+/// `bytes` in lower-case hexadecimal (digests in keys, fingerprints, pins and audit records).
+pub fn hex(bytes: &[u8]) -> String {
     const HEX: &[u8; 16] = b"0123456789abcdef";
-    let mut id = String::with_capacity(12);
-    for b in &digest[..6] {
-        id.push(char::from(HEX[usize::from(b >> 4)]));
-        id.push(char::from(HEX[usize::from(b & 0x0f)]));
+    let mut out = String::with_capacity(bytes.len() * 2);
+    for b in bytes {
+        out.push(char::from(HEX[usize::from(b >> 4)]));
+        out.push(char::from(HEX[usize::from(b & 0x0f)]));
     }
-    id
+    out
 }
 
 /// Whether `s` has the shape of a key id (12 lowercase hex characters).

@@ -33,10 +33,6 @@ pub const PREFIX: &str = "mcpgw:v1:";
 const GATEWAY_CONFIG_PREFIX: &str = "mcpgw:v1:gateway_config:";
 const SCAN_BATCH: usize = 200;
 
-fn hex(bytes: &[u8]) -> String {
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
-}
-
 /// The key of the tools of `server` in configuration `config_id`.
 pub fn tools_key(config_id: &str, server: &str) -> String {
     format!("{PREFIX}tools:{config_id}:{server}")
@@ -44,7 +40,7 @@ pub fn tools_key(config_id: &str, server: &str) -> String {
 
 /// The key of the remote service's answer for the key whose SHA-256 is `digest`.
 pub fn gateway_config_key(digest: &[u8; 32]) -> String {
-    format!("{GATEWAY_CONFIG_PREFIX}{}", hex(digest))
+    format!("{GATEWAY_CONFIG_PREFIX}{}", crate::secrets::hex(digest))
 }
 
 /// `text` with the glob characters of SCAN's MATCH escaped.
@@ -59,19 +55,6 @@ fn glob_escape(text: &str) -> String {
     out
 }
 
-/// `value` with every object's keys sorted, so equal entries serialise to equal bytes on every instance.
-fn canonical(value: &Value) -> Value {
-    match value {
-        Value::Object(map) => {
-            let mut keys: Vec<&String> = map.keys().collect();
-            keys.sort();
-            Value::Object(keys.into_iter().map(|k| (k.clone(), canonical(&map[k]))).collect())
-        }
-        Value::Array(items) => Value::Array(items.iter().map(canonical).collect()),
-        other => other.clone(),
-    }
-}
-
 /// The fingerprint of a server entry (see the module documentation); `pepper` is the admin key, if any.
 pub fn fingerprint(entry: &ServerEntry, pepper: Option<&str>) -> String {
     // Pins say which definitions were approved, not which server runs: an entry pinned on first use (by this
@@ -83,12 +66,12 @@ pub fn fingerprint(entry: &ServerEntry, pepper: Option<&str>) -> String {
     } else {
         entry
     };
-    let json = serde_json::to_value(entry).map(|v| canonical(&v).to_string()).unwrap_or_default();
+    let json = serde_json::to_value(entry).map(|v| crate::json_strict::canonical(&v)).unwrap_or_default();
     let mut hash = Sha256::new();
     hash.update(b"mcpgw:v1:server_entry\0");
     hash.update(Sha256::digest(pepper.unwrap_or_default().as_bytes()));
     hash.update(json.as_bytes());
-    hex(&hash.finalize())
+    crate::secrets::hex(&hash.finalize())
 }
 
 /// Tools found in the shared cache.

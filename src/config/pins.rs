@@ -22,10 +22,8 @@ pub fn pin_of(tool: &Value) -> String {
             covered.insert(field.to_string(), value.clone());
         }
     }
-    let text = canonical_json(&Value::Object(covered));
-    let digest = Sha256::digest(text.as_bytes());
-    let hex: String = digest.iter().map(|b| format!("{b:02x}")).collect();
-    format!("sha256:{hex}")
+    let digest = Sha256::digest(crate::json_strict::canonical(&Value::Object(covered)).as_bytes());
+    format!("sha256:{}", crate::secrets::hex(&digest))
 }
 
 /// Whether `value` has the form of a pin.
@@ -33,44 +31,6 @@ pub fn is_pin(value: &str) -> bool {
     value
         .strip_prefix("sha256:")
         .is_some_and(|hex| hex.len() == 64 && hex.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f')))
-}
-
-/// `value` as JSON with its object keys sorted at every depth (serde_json's own escaping for strings and numbers): the
-/// form pins and audit hashes are taken of.
-pub fn canonical_json(value: &Value) -> String {
-    let mut text = String::new();
-    canonical(value, &mut text);
-    text
-}
-
-fn canonical(value: &Value, out: &mut String) {
-    match value {
-        Value::Object(map) => {
-            let mut keys: Vec<&String> = map.keys().collect();
-            keys.sort();
-            out.push('{');
-            for (i, key) in keys.into_iter().enumerate() {
-                if i > 0 {
-                    out.push(',');
-                }
-                out.push_str(&Value::String(key.clone()).to_string());
-                out.push(':');
-                canonical(&map[key], out);
-            }
-            out.push('}');
-        }
-        Value::Array(items) => {
-            out.push('[');
-            for (i, item) in items.iter().enumerate() {
-                if i > 0 {
-                    out.push(',');
-                }
-                canonical(item, out);
-            }
-            out.push(']');
-        }
-        other => out.push_str(&other.to_string()),
-    }
 }
 
 /// How one tool stands against its pin.
