@@ -152,7 +152,8 @@ impl HttpRpc {
     }
 
     async fn post(&self, message: &Value) -> Result<reqwest::Response, HttpRpcError> {
-        let body = message.to_string();
+        // Shared, not copied, when a 401 makes the request go again.
+        let body = bytes::Bytes::from(message.to_string());
         let session = lock(&self.session).clone();
         self.endpoint
             .send(|http| {

@@ -128,6 +128,7 @@ async fn post_messages(
 ) {
     let mut lines = BufReader::new(outgoing).lines();
     while let Ok(Some(line)) = lines.next_line().await {
+        let line = bytes::Bytes::from(line);
         let posted = endpoint
             .send(|http| http.post(target.clone()).header(header::CONTENT_TYPE, "application/json").body(line.clone()))
             .await;
