@@ -39,6 +39,41 @@ pub fn new_gateway_key() -> Result<String, RandomError> {
     Ok(format!("{GATEWAY_KEY_PREFIX}{}", random_token()?))
 }
 
+/// Encrypts `plain` with AES-256-GCM under `key`, bound to `label` (what the value is) as associated data: a fresh
+/// random nonce followed by the ciphertext and its tag. What backups and session ids use.
+pub fn seal(key: &[u8; 32], plain: &[u8], label: &str) -> Result<Vec<u8>, RandomError> {
+    use aes_gcm::aead::{Aead, KeyInit, Payload};
+    let nonce_bytes = random_bytes::<12>()?;
+    let cipher = aes_gcm::Aes256Gcm::new(&aes_gcm::Key::<aes_gcm::Aes256Gcm>::from(*key));
+    let sealed = cipher
+        .encrypt(&aes_gcm::Nonce::from(nonce_bytes), Payload { msg: plain, aad: label.as_bytes() })
+        .map_err(|_| RandomError("encryption failed".to_string()))?;
+    let mut out = nonce_bytes.to_vec();
+    out.extend_from_slice(&sealed);
+    Ok(out)
+}
+
+/// Decrypts what [`seal`] made with the same key and label; `None` when it is not that (a wrong key, a changed byte).
+pub fn open(key: &[u8; 32], sealed: &[u8], label: &str) -> Option<Vec<u8>> {
+    use aes_gcm::aead::{Aead, KeyInit, Payload};
+    if sealed.len() < 12 + 16 {
+        return None;
+    }
+    let (nonce, body) = sealed.split_at(12);
+    let nonce = aes_gcm::Nonce::from(<[u8; 12]>::try_from(nonce).ok()?);
+    let cipher = aes_gcm::Aes256Gcm::new(&aes_gcm::Key::<aes_gcm::Aes256Gcm>::from(*key));
+    cipher.decrypt(&nonce, Payload { msg: body, aad: label.as_bytes() }).ok()
+}
+
+/// A 32-byte key for one purpose (`label`) derived from a secret: HMAC-SHA256(secret, label).
+pub fn derive_key(secret: &[u8], label: &str) -> [u8; 32] {
+    use ring::hmac;
+    let tag = hmac::sign(&hmac::Key::new(hmac::HMAC_SHA256, secret), label.as_bytes());
+    let mut out = [0u8; 32];
+    out.copy_from_slice(tag.as_ref());
+    out
+}
+
 /// SHA-256 of a key: the index key of the snapshot's key table.
 pub fn digest(key: &str) -> [u8; 32] {
     Sha256::digest(key.as_bytes()).into()

@@ -38,6 +38,7 @@ pub fn fresh_config(admin_key: Option<String>) -> Result<(ConfigFile, FreshKeys)
         None => secrets::new_admin_key()?,
     };
     let gateway_key = secrets::new_gateway_key()?;
+    let session_secret = secrets::random_token()?;
     let now = timestamp();
     let (config_id, project_id, user_id) = (new_id(), new_id(), new_id());
     let value = json!({
@@ -63,7 +64,9 @@ pub fn fresh_config(admin_key: Option<String>) -> Result<(ConfigFile, FreshKeys)
                        "max_admin_connections": 64, "idle_connection_seconds": 60},
             "gw_allowed_hosts": ["localhost", "127.0.0.1", "::1"],
             "gw_allowed_origins": [],
-            "gw_backup_dir": "backups"
+            "gw_backup_dir": "backups",
+            "config_store": {"type": "file"},
+            "session_secret": session_secret
         },
         "plugins": {
             "auth": {"provider": "local_apikey", "config": {}},

@@ -85,6 +85,21 @@ pub struct CommonConfig {
     /// The audit log: `{"enabled": false, "path": "<file>"}` (contract section 11).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub audit_log: Option<AuditLogConfig>,
+    /// Where the configuration lives: `{"type": "file"}` (default) or `{"type": "redis"}` (contract section 12).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub config_store: Option<ConfigStoreConfig>,
+    /// What every replica derives the key that seals MCP session ids from (contract section 12). A secret.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub session_secret: Option<String>,
+    #[serde(flatten)]
+    pub extra: Map<String, Value>,
+}
+
+/// `config_store`: `{"type": "file" | "redis"}`.
+#[derive(Debug, Clone, Default, Serialize, PartialEq)]
+pub struct ConfigStoreConfig {
+    #[serde(rename = "type", skip_serializing_if = "Option::is_none")]
+    pub kind: Option<String>,
     #[serde(flatten)]
     pub extra: Map<String, Value>,
 }

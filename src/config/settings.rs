@@ -172,6 +172,29 @@ pub enum ScanMode {
     Block,
 }
 
+/// Where the configuration lives (`config_store.type`, contract section 12).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum StoreKind {
+    /// The config file, written in place by admin writes.
+    #[default]
+    File,
+    /// Redis at the `gw_cache_*` connection; the file only seeds an empty store.
+    Redis,
+}
+
+/// `session_secret`: what the key sealing MCP session ids is derived from. `Debug` does not show it.
+#[derive(Clone, PartialEq, Eq)]
+pub struct SessionSecret(pub String);
+
+impl std::fmt::Debug for SessionSecret {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("SessionSecret([redacted])")
+    }
+}
+
+/// The shortest `session_secret` accepted.
+pub const MIN_SESSION_SECRET_CHARS: usize = 32;
+
 /// What a tool whose definition differs from its pin does (`tool_pinning`).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum PinMode {
@@ -228,6 +251,10 @@ pub struct Settings {
     ///
     /// [`Snapshot::exposure`]: super::Snapshot::exposure
     pub exposure: Exposure,
+    /// `config_store.type` (contract section 12).
+    pub config_store: StoreKind,
+    /// `session_secret`, when the file has one.
+    pub session_secret: Option<SessionSecret>,
 }
 
 /// The folder backups go to when `gw_backup_dir` is not set: `backups` beside the config file.
@@ -400,6 +427,30 @@ impl Settings {
                         "{p}.tool_pinning: must be one of \"off\", \"warn\", \"enforce\", found {other:?}"
                     ));
                     PinMode::Warn
+                }
+            },
+            config_store: match c.config_store.as_ref().map(|store| store.kind.as_deref()) {
+                None | Some(Some("file")) => StoreKind::File,
+                Some(Some("redis")) => StoreKind::Redis,
+                Some(other) => {
+                    problems.push(format!(
+                        "{p}.config_store.type: must be \"file\" or \"redis\", found {}",
+                        other.map_or("nothing".to_string(), |o| format!("{o:?}"))
+                    ));
+                    StoreKind::File
+                }
+            },
+            session_secret: match c.session_secret.as_deref() {
+                None => None,
+                Some(secret) if secret.chars().count() >= MIN_SESSION_SECRET_CHARS => {
+                    Some(SessionSecret(secret.to_string()))
+                }
+                Some(_) => {
+                    problems.push(format!(
+                        "{p}.session_secret: must be at least {MIN_SESSION_SECRET_CHARS} characters \
+                         (`mcpgw init` writes a random one)"
+                    ));
+                    None
                 }
             },
             tool_scan: match c.tool_scan.as_deref() {

@@ -48,11 +48,13 @@ const PROTOCOL_BODY_CAP: usize = 256 * 1024 * 1024;
 
 /// The gateway router. Cancelling `sessions` ends every MCP session and stream (used at the end of a drain).
 pub fn router(ctx: Arc<GatewayContext>, sessions: CancellationToken) -> Router {
-    let config = StreamableHttpServerConfig::default()
+    let mut config = StreamableHttpServerConfig::default()
         .disable_allowed_hosts()
         .with_json_response(true)
         .with_max_request_body_bytes(PROTOCOL_BODY_CAP)
         .with_cancellation_token(sessions.clone());
+    // A session taken over from another replica is replayed from its sealed id (see gateway/session_id.rs).
+    config.session_store = Some(Arc::new(ctx.sessions.restore.clone()));
     // Idle sessions are ended by our registry's sweeper (`limits.session_idle_timeout_seconds`, which follows
     // reloads), not by rmcp's own keep-alive: calls answered on the fast route never reach rmcp's session worker,
     // so rmcp would take a busy session for an idle one.

@@ -17,6 +17,7 @@ pub mod fast_path;
 pub mod handler;
 pub mod http;
 pub mod middleware;
+pub mod session_id;
 pub mod sessions;
 pub mod stdio;
 pub mod tools;

@@ -37,6 +37,8 @@ struct Session {
     subscriptions: std::collections::HashSet<(String, String)>,
     /// The stdio connection's one session: it lives as long as the connection, never idling out.
     pinned: bool,
+    /// The id the client knows the session by (sealed, see [`super::session_id`]); none over stdio.
+    external: Option<String>,
 }
 
 /// Where the handler leaves the peer of a session it initializes, for the session layer to record with the session's
@@ -68,6 +70,40 @@ pub struct SessionRegistry {
     on_end: std::sync::OnceLock<OnEnd>,
     /// Woken when the last session is forgotten.
     emptied: tokio::sync::Notify,
+    /// The sealed id a client uses to the local id of its session.
+    by_external: Mutex<HashMap<String, String>>,
+    /// The local ids of the sessions that ended here (closed or idle), so that their sealed ids are not taken over
+    /// again by this replica.
+    ended_ids: Mutex<Tombstones>,
+    /// What rmcp replays for a session taken over from another replica.
+    pub restore: super::session_id::RestoreStates,
+}
+
+/// Ids of ended sessions, kept for [`TOMBSTONE_TTL`] and at most [`MAX_TOMBSTONES`].
+#[derive(Default)]
+struct Tombstones {
+    ids: std::collections::HashSet<String>,
+    order: std::collections::VecDeque<(Instant, String)>,
+}
+
+const TOMBSTONE_TTL: Duration = Duration::from_secs(24 * 3600);
+const MAX_TOMBSTONES: usize = 100_000;
+
+impl Tombstones {
+    fn add(&mut self, id: &str) {
+        let now = Instant::now();
+        while let Some((at, _)) = self.order.front() {
+            if now.duration_since(*at) < TOMBSTONE_TTL && self.order.len() < MAX_TOMBSTONES {
+                break;
+            }
+            if let Some((_, old)) = self.order.pop_front() {
+                self.ids.remove(&old);
+            }
+        }
+        if self.ids.insert(id.to_string()) {
+            self.order.push_back((now, id.to_string()));
+        }
+    }
 }
 
 /// What a request's session id means for its key.
@@ -146,8 +182,15 @@ impl SessionRegistry {
         })
     }
 
-    /// Records a new session for a key (before its reservation, if any, is dropped), with what its client declared.
-    pub fn open(&self, session_id: &str, key_digest: [u8; 32], capabilities: Option<ClientCapabilities>) {
+    /// Records a new session for a key (before its reservation, if any, is dropped), with what its client declared and
+    /// the sealed id its client knows it by.
+    pub fn open(
+        &self,
+        session_id: &str,
+        external: Option<&str>,
+        key_digest: [u8; 32],
+        capabilities: Option<ClientCapabilities>,
+    ) {
         let session = Session {
             key: key_digest,
             seen: Instant::now(),
@@ -157,8 +200,40 @@ impl SessionRegistry {
             capabilities,
             subscriptions: Default::default(),
             pinned: false,
+            external: external.map(str::to_string),
         };
+        if let Some(external) = external {
+            self.externals().insert(external.to_string(), session_id.to_string());
+        }
         self.map().insert(session_id.to_string(), session);
+    }
+
+    fn externals(&self) -> std::sync::MutexGuard<'_, HashMap<String, String>> {
+        self.by_external.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// The local id of the session its client knows as `external`, when this replica has it.
+    pub fn local_of(&self, external: &str) -> Option<String> {
+        self.externals().get(external).cloned()
+    }
+
+    /// Whether session `local` ended here (so its sealed id is not taken over again).
+    pub fn has_ended(&self, local: &str) -> bool {
+        self.ended_ids.lock().unwrap_or_else(|p| p.into_inner()).ids.contains(local)
+    }
+
+    /// Whether session `session_id` has its peer recorded.
+    pub fn has_peer(&self, session_id: &str) -> bool {
+        self.map().get(session_id).is_some_and(|session| session.peer.is_some())
+    }
+
+    /// Forgets what a session that ended leaves behind: its sealed id, its restore state; remembers it ended.
+    fn bury(&self, session_id: &str, session: &Session) {
+        if let Some(external) = &session.external {
+            self.externals().remove(external);
+        }
+        self.restore.forget(session_id);
+        self.ended_ids.lock().unwrap_or_else(|p| p.into_inner()).add(session_id);
     }
 
     /// Remembers the peer of a session and its MCP configuration (the first time only). Over stdio, where the one
@@ -175,7 +250,7 @@ impl SessionRegistry {
         if stdio && !map.contains_key(session_id) {
             drop(map);
             let capabilities = peer.peer_info().map(|info| info.capabilities.clone());
-            self.open(session_id, key_digest, capabilities);
+            self.open(session_id, None, key_digest, capabilities);
             self.pin(session_id);
             map = self.map();
         }
@@ -270,6 +345,7 @@ impl SessionRegistry {
         for id in &expired {
             if let Some(session) = map.remove(id) {
                 session.ended.cancel();
+                self.bury(id, &session);
             }
         }
         let empty = map.is_empty();
@@ -290,6 +366,7 @@ impl SessionRegistry {
         let known = removed.is_some();
         if let Some(session) = removed {
             session.ended.cancel();
+            self.bury(session_id, &session);
         }
         let empty = map.is_empty();
         drop(map);
@@ -333,7 +410,7 @@ mod tests {
     #[test]
     fn sessions_belong_to_their_key() {
         let reg = SessionRegistry::default();
-        reg.open("s1", [1; 32], None);
+        reg.open("s1", None, [1; 32], None);
         assert_eq!(reg.check("s1", &[1; 32], DAY), SessionCheck::Owned);
         assert_eq!(reg.check("s1", &[2; 32], DAY), SessionCheck::Unknown);
         assert_eq!(reg.check("s2", &[1; 32], DAY), SessionCheck::Unknown);
@@ -344,13 +421,13 @@ mod tests {
     #[test]
     fn idle_sessions_are_unknown_and_expire() {
         let reg = SessionRegistry::default();
-        reg.open("s1", [1; 32], None);
+        reg.open("s1", None, [1; 32], None);
         assert_eq!(reg.check("s1", &[1; 32], Duration::ZERO), SessionCheck::Unknown);
         assert!(reg.expire(DAY).is_empty());
         assert_eq!(reg.expire(Duration::ZERO), vec!["s1".to_string()]);
         assert!(reg.is_empty());
         // The stdio connection's session does not idle out.
-        reg.open("stdio-1", [1; 32], None);
+        reg.open("stdio-1", None, [1; 32], None);
         reg.pin("stdio-1");
         assert!(reg.expire(Duration::ZERO).is_empty());
         assert_eq!(reg.len(), 1);
@@ -360,8 +437,8 @@ mod tests {
     async fn waiting_for_no_sessions_ends_when_the_last_one_closes() {
         let reg = Arc::new(SessionRegistry::default());
         reg.wait_empty().await;
-        reg.open("s1", [1; 32], None);
-        reg.open("s2", [1; 32], None);
+        reg.open("s1", None, [1; 32], None);
+        reg.open("s2", None, [1; 32], None);
         let waiter = tokio::spawn({
             let reg = Arc::clone(&reg);
             async move { reg.wait_empty().await }
@@ -380,8 +457,8 @@ mod tests {
         let ended = Arc::new(Mutex::new(Vec::new()));
         let seen = Arc::clone(&ended);
         reg.on_end(move |id| seen.lock().unwrap().push(id.to_string()));
-        reg.open("s1", [1; 32], None);
-        reg.open("s2", [1; 32], None);
+        reg.open("s1", None, [1; 32], None);
+        reg.open("s2", None, [1; 32], None);
         reg.close("s1");
         reg.close("s1");
         reg.expire(Duration::ZERO);
@@ -391,7 +468,7 @@ mod tests {
     #[test]
     fn reservations_count_against_the_limit_until_dropped() {
         let reg = SessionRegistry::default();
-        reg.open("s1", [1; 32], None);
+        reg.open("s1", None, [1; 32], None);
         let first = reg.reserve(3, [2; 32], 100);
         assert!(first.is_ok());
         let second = reg.reserve(3, [3; 32], 100);
@@ -405,7 +482,7 @@ mod tests {
     #[test]
     fn each_key_has_its_own_share() {
         let reg = SessionRegistry::default();
-        reg.open("a1", [1; 32], None);
+        reg.open("a1", None, [1; 32], None);
         let opening = reg.reserve(100, [1; 32], 2);
         assert!(opening.is_ok());
         assert_eq!(reg.reserve(100, [1; 32], 2).err(), Some(Full::Key), "one open and one being opened");

@@ -10,8 +10,6 @@
 use std::fs;
 use std::path::{Path, PathBuf};
 
-use aes_gcm::aead::{Aead, KeyInit, Payload};
-use aes_gcm::{Aes256Gcm, Key, Nonce};
 use base64::Engine;
 use base64::engine::general_purpose::{STANDARD, STANDARD_NO_PAD, URL_SAFE, URL_SAFE_NO_PAD};
 use sha2::{Digest, Sha256};
@@ -85,33 +83,16 @@ impl BackupKey {
         secrets::key_id_from_digest(&Sha256::digest(self.key).into())
     }
 
-    fn cipher(&self) -> Aes256Gcm {
-        Aes256Gcm::new(&Key::<Aes256Gcm>::from(self.key))
-    }
-
     /// Encrypts `plain`, bound to `label` (what the value is) as associated data.
     pub fn encrypt(&self, plain: &str, label: &str) -> ManageResult<String> {
-        let nonce_bytes = secrets::random_bytes::<12>()?;
-        let nonce = Nonce::from(nonce_bytes);
-        let sealed = self
-            .cipher()
-            .encrypt(&nonce, Payload { msg: plain.as_bytes(), aad: label.as_bytes() })
-            .map_err(|_| ManageError::Internal("encryption failed".to_string()))?;
-        let mut out = nonce_bytes.to_vec();
-        out.extend_from_slice(&sealed);
-        Ok(format!("{ENCRYPTED_PREFIX}{}", URL_SAFE_NO_PAD.encode(out)))
+        let sealed = secrets::seal(&self.key, plain.as_bytes(), label)?;
+        Ok(format!("{ENCRYPTED_PREFIX}{}", URL_SAFE_NO_PAD.encode(sealed)))
     }
 
     /// Decrypts a value made by [`BackupKey::encrypt`] with the same label; `None` when it is not one or the key is wrong.
     pub fn decrypt(&self, sealed: &str, label: &str) -> Option<String> {
         let bytes = URL_SAFE_NO_PAD.decode(sealed.strip_prefix(ENCRYPTED_PREFIX)?).ok()?;
-        if bytes.len() < 12 + 16 {
-            return None;
-        }
-        let (nonce, body) = bytes.split_at(12);
-        let nonce = Nonce::from(<[u8; 12]>::try_from(nonce).ok()?);
-        let plain = self.cipher().decrypt(&nonce, Payload { msg: body, aad: label.as_bytes() }).ok()?;
-        String::from_utf8(plain).ok()
+        String::from_utf8(secrets::open(&self.key, &bytes, label)?).ok()
     }
 }
 

@@ -6,9 +6,9 @@ use serde_json::Value;
 
 use super::fields::{Fields, Problems, type_name};
 use crate::config::model::{
-    ApiKeyRecord, AuditLogConfig, CommonConfig, ConfigFile, GuardrailPolicy, LimitsConfig, McpConfig, OAuthConfig,
-    PluginChoice, Plugins, Project, RateLimits, ServerCommand, ServerEntry, TIMEOUT_NAMES, TimeoutSettings, TlsConfig,
-    ToolFilter, UpstreamPool, User,
+    ApiKeyRecord, AuditLogConfig, CommonConfig, ConfigFile, ConfigStoreConfig, GuardrailPolicy, LimitsConfig,
+    McpConfig, OAuthConfig, PluginChoice, Plugins, Project, RateLimits, ServerCommand, ServerEntry, TIMEOUT_NAMES,
+    TimeoutSettings, TlsConfig, ToolFilter, UpstreamPool, User,
 };
 
 /// The whole file, for [`ConfigFile::parse`]: each section decoded, the unknown top-level keys kept.
@@ -115,6 +115,8 @@ fn decode_common(mut f: Fields<'_>) -> CommonConfig {
             path: a.string("path"),
             extra: a.rest(),
         }),
+        config_store: f.nested("config_store", |mut c| ConfigStoreConfig { kind: c.string("type"), extra: c.rest() }),
+        session_secret: f.string("session_secret"),
         extra: f.rest(),
     }
 }

@@ -27,7 +27,7 @@ use std::task::{Context, Poll};
 
 use axum::body::Body;
 use axum::extract::Request;
-use axum::http::{Method, StatusCode};
+use axum::http::{HeaderValue, Method, StatusCode};
 use axum::response::Response;
 use serde_json::Value;
 
@@ -39,6 +39,7 @@ use crate::config::exposure::ToolExposure;
 use crate::error::{ErrorCode, GatewayError};
 use crate::gateway::GatewayContext;
 use crate::gateway::exposure::EXPOSURE_HEADER;
+use crate::gateway::session_id::{self, SessionClaims};
 use crate::gateway::sessions::{Full, PeerSlot, SessionCheck, StreamPlace};
 
 pub const SESSION_HEADER: &str = "mcp-session-id";
@@ -57,25 +58,67 @@ impl Step for Sessions {
     }
 }
 
+/// The sealed session id a request names, resolved (see [`session_id`]).
+enum Named {
+    /// No session id.
+    None,
+    /// A session this replica has: its local id.
+    Here(String),
+    /// A session of another replica (or one this replica forgot on a restart), taken over now.
+    Taken(SessionClaims),
+}
+
 async fn track_sessions(ctx: Arc<GatewayContext>, mut req: Request, next: impl Next) -> Response {
     let Some(identity) = req.extensions().get::<Arc<Identity>>().cloned() else { return forward(next, req).await };
     let limits = &identity.snapshot.settings.limits;
-    let session = req.headers().get(SESSION_HEADER).and_then(|v| v.to_str().ok()).map(str::to_string);
-    let message = req.extensions().get::<ParsedMessage>().map(|parsed| &parsed.0);
-    let known =
-        |id: &str| ctx.sessions.check(id, &identity.key_digest, limits.session_idle_timeout) != SessionCheck::Unknown;
-    if session.as_deref().is_some_and(|id| !known(id)) {
+    let external = req.headers().get(SESSION_HEADER).and_then(|v| v.to_str().ok()).map(str::to_string);
+    let not_found = || {
         // While draining, a request outside any valid session is the drain's to answer (503 once idle).
         let not_found = GatewayError::new(ErrorCode::SessionNotFound, "session not found");
-        return drain::refusal(&ctx, drain::outside_session(&ctx), None).unwrap_or_else(|| not_found.response(None));
+        drain::refusal(&ctx, drain::outside_session(&ctx), None).unwrap_or_else(|| not_found.response(None))
+    };
+    let named = match &external {
+        None => Named::None,
+        Some(external) => match ctx.sessions.local_of(external) {
+            Some(local) => Named::Here(local),
+            None => match session_id::open(&session_id::sealing_key(&identity.snapshot), external) {
+                Some(claims)
+                    if session_id::belongs_to(&claims, &identity.key_digest)
+                        && !ctx.sessions.has_ended(&claims.local) =>
+                {
+                    Named::Taken(claims)
+                }
+                _ => return not_found(),
+            },
+        },
+    };
+    let session = match &named {
+        Named::None => None,
+        Named::Here(local) => Some(local.clone()),
+        Named::Taken(claims) => Some(claims.local.clone()),
+    };
+    if let Named::Here(local) = &named
+        && ctx.sessions.check(local, &identity.key_digest, limits.session_idle_timeout) == SessionCheck::Unknown
+    {
+        return not_found();
     }
+    let message = req.extensions().get::<ParsedMessage>().map(|parsed| &parsed.0);
     let method = message.and_then(|m| m.get("method")).and_then(Value::as_str);
     // A 2026-07-28 subscription is a stateless client's session: it holds a place for as long as its stream is open.
     let subscribes = session.is_none() && method == Some("subscriptions/listen");
     let opens_session = session.is_none() && (method == Some("initialize") || subscribes);
-    // The place under `max_sessions` is held until the answer names the new session.
+    let takes_over = matches!(named, Named::Taken(_));
+    if takes_over {
+        // Taking a session over while draining is opening one: refused, so that the client goes elsewhere.
+        let standing = drain::Standing { in_session: false, opens_session: true, others_in_flight: false };
+        if let Some(refused) = drain::refusal(&ctx, standing, message_id(&req)) {
+            return refused;
+        }
+    }
+    // The place under `max_sessions` is held until the answer names the new session (or, for a session taken over,
+    // until it is recorded below).
     let reserve = || ctx.sessions.reserve(limits.max_sessions, identity.key_digest, limits.max_sessions_per_key);
-    let place = match opens_session.then(reserve) {
+    let place = match (opens_session || takes_over).then(reserve) {
         None => None,
         Some(Ok(place)) => Some(place),
         Some(Err(Full::Gateway)) => {
@@ -94,6 +137,18 @@ async fn track_sessions(ctx: Arc<GatewayContext>, mut req: Request, next: impl N
             return GatewayError::new(ErrorCode::SessionLimit, message).retry_after(5).response(message_id(&req));
         }
     };
+    if let (Named::Taken(claims), Some(external)) = (&named, &external) {
+        let capabilities = claims.params.get("capabilities").and_then(|c| serde_json::from_value(c.clone()).ok());
+        ctx.sessions.restore.put(&claims.local, claims.params.clone());
+        ctx.sessions.open(&claims.local, Some(external), identity.key_digest, capabilities);
+        tracing::info!("MCP session taken over from another replica");
+    }
+    // Inside, the session is known by its local id (rmcp, the fast route, the upstream pool).
+    if let Some(local) = &session
+        && let Ok(value) = HeaderValue::from_str(local)
+    {
+        req.headers_mut().insert(SESSION_HEADER, value);
+    }
     let stream = match &session {
         Some(id) if req.method() == Method::GET => match ctx.sessions.open_stream(id) {
             Some(place) => Some(place),
@@ -104,35 +159,64 @@ async fn track_sessions(ctx: Arc<GatewayContext>, mut req: Request, next: impl N
         },
         _ => None,
     };
+    let message = req.extensions().get::<ParsedMessage>().map(|parsed| &parsed.0);
     // What a new session's client declares: what may be asked of it during a relayed call (transparent mode).
-    let capabilities = opens_session
-        .then(|| message.and_then(|m| m.pointer("/params/capabilities")))
-        .flatten()
+    let params = opens_session.then(|| message.and_then(|m| m.get("params"))).flatten().cloned();
+    let capabilities = params
+        .as_ref()
+        .and_then(|p| p.get("capabilities"))
         .and_then(|declared| serde_json::from_value(declared.clone()).ok());
-    // The new session's peer, left by the handler's `initialize`, when the session has the transparent view: it is
-    // told of the upstreams' changes.
+    // The session's peer, left by the handler's `initialize` (a new session's, or the one rmcp replays for a session
+    // taken over) when the session has the transparent view: it is told of the upstreams' changes.
     let requested = req.headers().get(EXPOSURE_HEADER).and_then(|v| v.to_str().ok()).and_then(ToolExposure::parse);
     let transparent = identity.snapshot.tool_exposure(identity.mcp_config_id.as_deref()).chosen(requested).upstream();
-    let peer_slot = (opens_session && transparent).then(PeerSlot::default);
+    let wants_peer = opens_session || session.as_deref().is_some_and(|id| !ctx.sessions.has_peer(id));
+    let peer_slot = (wants_peer && transparent).then(PeerSlot::default);
     if let Some(slot) = &peer_slot {
         req.extensions_mut().insert(slot.clone());
     }
     let closing = req.method() == Method::DELETE;
-    let response = forward(next, req).await;
+    let mut response = forward(next, req).await;
+    let config = identity.mcp_config_id.as_deref().unwrap_or("");
+    let take_peer = |slot: Option<PeerSlot>| slot.and_then(|slot| slot.0.lock().ok().and_then(|mut peer| peer.take()));
+    if let Some(id) = &session
+        && let Some(peer) = take_peer(peer_slot.clone())
+    {
+        ctx.sessions.attach(id, identity.key_digest, config, &peer, false);
+    }
+    // The client knows the session by its sealed id only.
+    if let (Some(local), Some(external)) = (&session, &external)
+        && response.headers().get(SESSION_HEADER).is_some_and(|v| v.as_bytes() == local.as_bytes())
+        && let Ok(value) = HeaderValue::from_str(external)
+    {
+        response.headers_mut().insert(SESSION_HEADER, value);
+    }
     if let Some(place) = stream {
         return response.map(|body| Body::new(SessionStream::new(body, place)));
     }
     if subscribes && let Some(place) = place {
         return response.map(|body| crate::held_body::holding(body, place));
     }
-    if let Some(_place) = place
-        && let Some(id) = response.headers().get(SESSION_HEADER).and_then(|v| v.to_str().ok())
+    if opens_session
+        && let Some(_place) = place
+        && let Some(local) = response.headers().get(SESSION_HEADER).and_then(|v| v.to_str().ok()).map(str::to_string)
     {
-        ctx.sessions.open(id, identity.key_digest, capabilities);
-        let peer = peer_slot.and_then(|slot| slot.0.lock().ok().and_then(|mut peer| peer.take()));
-        if let Some(peer) = peer {
-            let config = identity.mcp_config_id.as_deref().unwrap_or("");
-            ctx.sessions.attach(id, identity.key_digest, config, &peer, false);
+        let claims = SessionClaims {
+            local: local.clone(),
+            key: identity.key_digest,
+            params: session_id::kept_params(params.as_ref().unwrap_or(&Value::Null)),
+        };
+        let Some(sealed) = session_id::seal(&session_id::sealing_key(&identity.snapshot), &claims) else {
+            // Only when the system's random generator fails: no session can be opened now.
+            let message = "cannot open an MCP session now (the system's random generator failed); try again later";
+            return GatewayError::new(ErrorCode::TooManySessions, message).retry_after(5).response(None);
+        };
+        ctx.sessions.open(&local, Some(&sealed), identity.key_digest, capabilities);
+        if let Ok(value) = HeaderValue::from_str(&sealed) {
+            response.headers_mut().insert(SESSION_HEADER, value);
+        }
+        if let Some(peer) = take_peer(peer_slot) {
+            ctx.sessions.attach(&local, identity.key_digest, config, &peer, false);
         }
     }
     if let Some(id) = &session {
