@@ -21,7 +21,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::admin::AppState;
 use crate::config::defaults::{InitError, init_file};
-use crate::config::{ConfigStore, LoadError, watch as config_watch};
+use crate::config::{ConfigStore, LoadError, sync as config_sync, watch as config_watch};
 use crate::gateway::{self, GatewayContext};
 use crate::listener::{self, Front};
 use crate::telemetry::logging::{self, LogHandle};
@@ -79,7 +79,7 @@ pub async fn serve(opts: ServeOptions) -> Result<(), ServeError> {
         eprintln!("Gateway API key: {}", keys.gateway_key);
     }
     let metrics = Arc::new(Metrics::new());
-    let store = Arc::new(ConfigStore::open(path.clone(), Arc::clone(&metrics))?);
+    let store = Arc::new(ConfigStore::open_serving(path.clone(), Arc::clone(&metrics))?);
     // Also the trace exporter, chosen here once: a change of `plugins.telemetry` needs a restart.
     let settings = &store.snapshot().settings;
     let log = logging::init(settings.log_level, settings.trace_export());
@@ -90,6 +90,10 @@ pub async fn serve(opts: ServeOptions) -> Result<(), ServeError> {
         Ok(_) => {}
         Err(e) => tracing::warn!(error = %e, "cannot raise the descriptor limit"),
     }
+    // With the Redis store, the configuration is read from it before anything serves (the file when it cannot be
+    // reached), then followed; the file is not watched.
+    let following = CancellationToken::new();
+    config_sync::follow(Arc::clone(&store), following.clone()).await;
     let ctx = GatewayContext::new(Arc::clone(&store));
     // Over HTTP every listener has a default address; over stdio only the listeners asked for are opened.
     let (gateway_addr, admin_addr, metrics_addr) = match opts.transport {
@@ -131,7 +135,10 @@ pub async fn serve(opts: ServeOptions) -> Result<(), ServeError> {
             }),
         ));
     }
-    let _watcher = config_watch::watch(Arc::clone(&store))?;
+    let _watcher = match store.redis() {
+        None => Some(config_watch::watch(Arc::clone(&store))?),
+        Some(_) => None,
+    };
     signal::reload_on_hangup(Arc::clone(&store));
 
     // The admin listener stops at the start of the drain; the gateway's at its end (sessions that exist are served
@@ -181,6 +188,7 @@ pub async fn serve(opts: ServeOptions) -> Result<(), ServeError> {
     drain(&state, &ctx, reason, opts.shutdown_grace, stops, sessions, servers).await;
     let _ = stop_probes_tx.send(true);
     let _ = tokio::time::timeout(Duration::from_secs(2), async { while probes.join_next().await.is_some() {} }).await;
+    following.cancel();
     tracing::info!("stopped");
     Ok(())
 }

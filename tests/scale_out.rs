@@ -13,11 +13,14 @@
 mod common;
 #[path = "common/mcp.rs"]
 mod mcp;
+#[path = "common/redis.rs"]
+mod redis_server;
 
 use std::time::Duration;
 
 use common::{API_KEY, Gateway, write_json};
 use mcp::*;
+use redis_server::{RedisServer, free_port};
 use serde_json::{Value, json};
 
 const SECRET: &str = "scale-out-session-secret-0123456789abcdefgh";
@@ -120,5 +123,186 @@ fn init_writes_a_session_secret() {
     let secret = written["common_mcp_gateway_config"]["session_secret"].as_str().unwrap_or_default();
     assert!(secret.len() >= 32, "{written}");
     assert_eq!(written["common_mcp_gateway_config"]["config_store"], json!({"type": "file"}));
-    let _ = Duration::ZERO;
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// The Redis store
+// ---------------------------------------------------------------------------------------------------------------
+
+/// How long a change may take to reach every replica (contract 12: 2 s), with room for a loaded CI machine.
+const PROPAGATION: Duration = Duration::from_secs(6);
+
+/// `n` replicas of one seed file whose `config_store` is Redis at `port`.
+fn redis_replicas(n: usize, port: u16, common: Value) -> (tempfile::TempDir, Vec<Gateway>) {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("gw_mcp_config.json");
+    let mut settings = json!({"config_store": {"type": "redis"}, "gw_cache_host": "127.0.0.1", "gw_cache_port": port});
+    if let Value::Object(extra) = common {
+        for (k, v) in extra {
+            settings[k] = v;
+        }
+    }
+    write_json(&path, &config_with(vec![mock_server("mock")], settings));
+    let replicas = (0..n).map(|_| Gateway::start(&path)).collect();
+    (dir, replicas)
+}
+
+/// The configuration document in Redis.
+fn stored_document(redis: &RedisServer) -> Value {
+    let document: String =
+        redis::cmd("HGET").arg("mcpgw:config:current").arg("document").query(&mut redis.connection().unwrap()).unwrap();
+    serde_json::from_str(&document).unwrap()
+}
+
+fn user_emails(gw: &Gateway) -> Vec<String> {
+    let r = gw.get("/api/v1/users");
+    r.ok(200).as_array().unwrap().iter().filter_map(|u| u["email"].as_str().map(str::to_string)).collect()
+}
+
+fn has_user(gw: &Gateway, email: &str) -> bool {
+    user_emails(gw).iter().any(|e| e == email)
+}
+
+#[test]
+fn writes_on_any_replica_reach_every_replica_and_none_is_lost() {
+    let redis = RedisServer::start(free_port(), None);
+    let (dir, replicas) = redis_replicas(3, redis.port, json!({}));
+    let seed = std::fs::read(dir.path().join("gw_mcp_config.json")).unwrap();
+    for gw in &replicas {
+        let health = gw.system_health();
+        assert_eq!(health["config_store"]["type"], json!("redis"), "{health}");
+        assert_eq!(health["config_store"]["reachable"], json!(true), "{health}");
+        assert_eq!(health["config_store"]["version"], json!(1), "seeded once: {health}");
+    }
+
+    // A write on each replica reaches the two others.
+    for (i, gw) in replicas.iter().enumerate() {
+        let email = format!("first-{i}@example.com");
+        gw.post("/api/v1/users", &json!({"email": email})).ok(201);
+        for other in &replicas {
+            assert!(common::wait_until(PROPAGATION, || has_user(other, &email)), "{email} not on every replica");
+        }
+    }
+
+    // 30 writes at once, split across the replicas: all land.
+    std::thread::scope(|scope| {
+        for (i, gw) in replicas.iter().enumerate() {
+            for j in 0..10 {
+                scope.spawn(move || {
+                    let email = format!("burst-{i}-{j}@example.com");
+                    gw.post("/api/v1/users", &json!({"email": email})).ok(201);
+                });
+            }
+        }
+    });
+    for gw in &replicas {
+        let complete = common::wait_until(PROPAGATION, || {
+            user_emails(gw).iter().filter(|e| e.starts_with("burst-")).count() == 30
+        });
+        assert!(complete, "a write was lost: {:?}", user_emails(gw));
+        assert_eq!(gw.system_health()["config_store"]["version"], json!(1 + 3 + 30));
+    }
+    // The file was the seed only.
+    assert_eq!(std::fs::read(dir.path().join("gw_mcp_config.json")).unwrap(), seed);
+}
+
+#[test]
+fn a_key_disabled_on_one_replica_is_refused_on_all_and_sessions_move() {
+    let redis = RedisServer::start(free_port(), None);
+    // No session_secret in the file: the store's seed gets one, so sessions work on every replica.
+    let (_dir, replicas) = redis_replicas(3, redis.port, json!({}));
+    let urls: Vec<String> = replicas.iter().map(|gw| format!("{}/mcp/", gw.gateway)).collect();
+    let session = open_session(&http(), &urls[0], KEY_B, VERSION);
+    for url in &urls {
+        assert_eq!(echo_in(url, KEY_B, &session, "moved").unwrap(), "moved");
+    }
+
+    replicas[1].post_empty(&format!("/api/v1/api-keys/{}/disable", common::seg(KEY_B))).ok(200);
+    for url in &urls {
+        let refused =
+            common::wait_until(PROPAGATION, || echo_in(url, KEY_B, &session, "x").is_err_and(|e| e.starts_with("401")));
+        assert!(refused, "the disabled key still works on {url}");
+    }
+    assert_eq!(echo_in(&urls[2], API_KEY, &open_session(&http(), &urls[2], API_KEY, VERSION), "ok").unwrap(), "ok");
+}
+
+#[test]
+fn redis_going_away_keeps_serving_and_refuses_writes_until_it_is_back() {
+    let port = free_port();
+    let mut redis = RedisServer::start(port, None);
+    let (_dir, replicas) = redis_replicas(2, port, json!({}));
+    replicas[0].post("/api/v1/users", &json!({"email": "before@example.com"})).ok(201);
+    assert!(common::wait_until(PROPAGATION, || has_user(&replicas[1], "before@example.com")));
+
+    redis.stop();
+    for gw in &replicas {
+        let degraded = common::wait_until(PROPAGATION, || {
+            let health = gw.system_health();
+            health["status"] == json!("degraded")
+                && health["degraded_reasons"].to_string().contains("configuration store")
+        });
+        assert!(degraded, "{}", gw.system_health());
+        // Serving goes on from the last configuration.
+        let url = format!("{}/mcp/", gw.gateway);
+        assert_eq!(echo_in(&url, API_KEY, &open_session(&http(), &url, API_KEY, VERSION), "up").unwrap(), "up");
+        let refused = gw.post("/api/v1/users", &json!({"email": "during@example.com"}));
+        refused.err(503, "CONFIG_STORE_UNAVAILABLE");
+        assert!(has_user(gw, "before@example.com") && !has_user(gw, "during@example.com"));
+    }
+
+    // Back (empty: this Redis keeps nothing on disk): re-seeded from the configuration serving, writes accepted.
+    let _redis = RedisServer::start(port, None);
+    for gw in &replicas {
+        let healthy = common::wait_until(PROPAGATION, || gw.system_health()["status"] == json!("healthy"));
+        assert!(healthy, "{}", gw.system_health());
+    }
+    replicas[1].post("/api/v1/users", &json!({"email": "after@example.com"})).ok(201);
+    for gw in &replicas {
+        assert!(common::wait_until(PROPAGATION, || has_user(gw, "after@example.com")));
+        assert!(has_user(gw, "before@example.com"), "the re-seed kept the earlier write");
+    }
+}
+
+#[test]
+fn backup_restore_and_reset_work_on_the_store_and_the_file_cli_points_at_the_admin_api() {
+    let redis = RedisServer::start(free_port(), None);
+    let (dir, replicas) = redis_replicas(2, redis.port, json!({}));
+    let (a, b) = (&replicas[0], &replicas[1]);
+    let backup = dir.path().join("backups").join("scale-out.json");
+    let backup = backup.to_str().unwrap();
+    a.post("/api/v1/system/backup", &json!({"output_file": backup})).ok(200);
+    b.post("/api/v1/users", &json!({"email": "later@example.com"})).ok(201);
+    assert!(common::wait_until(PROPAGATION, || has_user(a, "later@example.com")));
+    let stored = stored_document(&redis);
+    let secret = stored["common_mcp_gateway_config"]["session_secret"].as_str().unwrap().to_string();
+    assert!(
+        !std::fs::read_to_string(backup).unwrap().contains(&secret),
+        "the session secret is in clear in the backup"
+    );
+    a.post("/api/v1/system/restore", &json!({"input_file": backup})).ok(200);
+    assert!(common::wait_until(PROPAGATION, || !has_user(b, "later@example.com")), "the restore reached B");
+    assert_eq!(stored_document(&redis)["common_mcp_gateway_config"]["session_secret"], json!(secret));
+    let url_b = format!("{}/mcp/", b.gateway);
+    let session = open_session(&http(), &format!("{}/mcp/", a.gateway), API_KEY, VERSION);
+    assert_eq!(echo_in(&url_b, API_KEY, &session, "restored").unwrap(), "restored");
+    b.post("/api/v1/system/reset", &json!({"confirm": true})).ok(200);
+    assert!(common::wait_until(PROPAGATION, || user_emails(a).len() == 1), "the reset reached A: {:?}", user_emails(a));
+    let document = stored_document(&redis);
+    let kept = &document["common_mcp_gateway_config"];
+    assert_eq!(kept["config_store"], json!({"type": "redis"}), "a reset keeps the store: {kept}");
+    assert_eq!(kept["gw_cache_port"], json!(redis.port));
+    a.post("/api/v1/users", &json!({"email": "after-reset@example.com"})).ok(201);
+    assert!(common::wait_until(PROPAGATION, || has_user(b, "after-reset@example.com")));
+
+    // The management commands in file mode refuse (the file is not the configuration), and say what to do.
+    let path = dir.path().join("gw_mcp_config.json");
+    let (status, out, err) = common::run_cli(&["user", "list", "--config", path.to_str().unwrap()], &[]);
+    assert!(!status.success(), "{out}");
+    assert!(err.contains("Redis") && err.contains("--admin-url"), "{err}");
+    let (status, out, err) = common::run_cli(
+        &["user", "list", "--json", "--admin-url", &a.admin],
+        &[("GW_ADMIN_APIKEY", common::ADMIN_KEY)],
+    );
+    assert!(status.success(), "{err}");
+    assert!(out.contains('@'), "{out}");
 }

@@ -77,6 +77,9 @@ impl From<ManageError> for ApiError {
             ManageError::NotFound(_) => ApiError::new(StatusCode::NOT_FOUND, "NOT_FOUND", detail),
             ManageError::Conflict(_) => ApiError::new(StatusCode::CONFLICT, "CONFLICT", detail),
             ManageError::ReadOnly(_) => ApiError::new(StatusCode::CONFLICT, "CONFIG_READ_ONLY", detail),
+            ManageError::StoreUnavailable(_) => {
+                ApiError::new(StatusCode::SERVICE_UNAVAILABLE, "CONFIG_STORE_UNAVAILABLE", detail)
+            }
             ManageError::ResetNotConfirmed => ApiError::new(StatusCode::BAD_REQUEST, "System reset failed", detail),
             ManageError::Internal(_) => {
                 tracing::error!(error = %detail, "admin operation failed");

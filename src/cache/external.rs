@@ -18,10 +18,11 @@ use std::sync::atomic::{AtomicU8, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, Weak};
 use std::time::{Duration, Instant};
 
+use redis::RedisResult;
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
-use redis::{ConnectionAddr, IntoConnectionInfo, RedisConnectionInfo, RedisResult};
 use serde::Serialize;
 
+use crate::config::redis_store::connection_info;
 use crate::config::settings::Settings;
 
 /// How long Redis is skipped after a failure before it is tried again.
@@ -73,11 +74,7 @@ impl Target {
 
     /// A client whose connects are bounded by `connect_timeout` (`connectivity_timeout`) and answers by `timeout`.
     fn connect_lazily(&self, connect_timeout: Duration, timeout: Duration) -> RedisResult<ConnectionManager> {
-        let mut redis = RedisConnectionInfo::default().set_db(i64::from(self.db));
-        if let Some(password) = &self.password {
-            redis = redis.set_password(password);
-        }
-        let info = ConnectionAddr::Tcp(self.host.clone(), self.port).into_connection_info()?.set_redis_settings(redis);
+        let info = connection_info(&self.host, self.port, self.db, self.password.as_deref())?;
         let client = redis::Client::open(info)?;
         // One attempt per use: the back-off and the retry are ours (see the module documentation).
         let config = ConnectionManagerConfig::new()

@@ -205,6 +205,14 @@ fn run(target: &Target, op: &Op) -> Result<Outcome, CliError> {
         return AdminClient::new(url)?.run(op);
     }
     let store = open_store(target)?;
+    if store.snapshot().settings.config_store == crate::config::settings::StoreKind::Redis {
+        return Err(CliError::Manage(crate::manage::ManageError::ReadOnly(format!(
+            "the configuration of {} lives in Redis (common_mcp_gateway_config.config_store is redis): the file only \
+             seeded it and is not read again. Manage it through a running gateway: add --admin-url \
+             http://HOST:8001 (or GW_ADMIN_URL), with the admin key in GW_ADMIN_APIKEY",
+            store.path().display()
+        ))));
+    }
     let mut outcome = ops::run_file(op, &store)?;
     if target.show_secret
         && op.lists_keys()

@@ -82,7 +82,7 @@ impl CliError {
                 }
                 ManageError::NotFound(_) => exit::NOT_FOUND,
                 ManageError::Conflict(_) | ManageError::ReadOnly(_) => exit::CONFLICT,
-                ManageError::Internal(_) => exit::FAILURE,
+                ManageError::Internal(_) | ManageError::StoreUnavailable(_) => exit::FAILURE,
             },
             CliError::Api { status, .. } => match status {
                 400 | 413 | 415 | 422 => exit::VALIDATION,

@@ -9,10 +9,12 @@ pub mod model;
 pub mod oauth;
 pub mod per_snapshot;
 pub mod pins;
+pub mod redis_store;
 pub mod remote;
 pub mod settings;
 pub mod snapshot;
 pub mod store;
+pub mod sync;
 pub mod watch;
 
 pub use decode::Problems;

@@ -18,6 +18,8 @@ use sha2::{Digest, Sha256};
 use super::decode::Problems;
 use super::fsutil::{self, ReadOnly};
 use super::model::ConfigFile;
+use super::redis_store::{RedisStore, Stored, Unavailable};
+use super::settings::StoreKind;
 use super::snapshot::Snapshot;
 use crate::telemetry::metrics::Metrics;
 
@@ -41,6 +43,9 @@ pub enum WriteError {
     DiskInvalid(Problems),
     #[error("writing the config file failed: {0}")]
     Io(String),
+    /// The Redis store cannot be reached (or changed under the write).
+    #[error("{0}")]
+    StoreUnavailable(String),
 }
 
 /// The outcome of the last reload attempt, for the health report.
@@ -74,6 +79,8 @@ pub struct ConfigStore {
     /// Told of each reload of the file that found new content: whether it was used, and the content's digest (the
     /// audit log records both outcomes).
     reload_hook: std::sync::OnceLock<ReloadHook>,
+    /// The Redis store when `config_store` is `redis` (contract section 12); the file is then only the seed.
+    redis: Option<Arc<RedisStore>>,
 }
 
 /// See [`ConfigStore::on_reload`].
@@ -114,7 +121,29 @@ impl ConfigStore {
             failed_digest: Mutex::new(None),
             metrics,
             reload_hook: std::sync::OnceLock::new(),
+            redis: None,
         })
+    }
+
+    /// [`ConfigStore::open`] for the service: when the file's `config_store` is `redis`, the configuration is then
+    /// read from (and written to) Redis, the file seeding an empty store. Nothing is connected yet: the first
+    /// [`ConfigStore::reload`] reads the store.
+    pub fn open_serving(path: impl Into<PathBuf>, metrics: Arc<Metrics>) -> Result<ConfigStore, LoadError> {
+        let mut store = ConfigStore::open(path, metrics)?;
+        let snapshot = store.snapshot();
+        if snapshot.settings.config_store == StoreKind::Redis {
+            let redis = RedisStore::new(&snapshot.settings).map_err(|e| LoadError::Invalid {
+                path: store.path.clone(),
+                problems: vec![format!("common_mcp_gateway_config: the Redis connection is invalid: {e}")],
+            })?;
+            store.redis = Some(Arc::new(redis));
+        }
+        Ok(store)
+    }
+
+    /// The Redis store, when the configuration lives there.
+    pub fn redis(&self) -> Option<&Arc<RedisStore>> {
+        self.redis.as_ref()
     }
 
     /// The config file path as given (flag or environment), not resolved through symlinks.
@@ -151,6 +180,9 @@ impl ConfigStore {
     }
 
     fn reload_locked(&self, skip_known_failure: bool) -> ReloadOutcome {
+        if let Some(redis) = &self.redis {
+            return self.refresh_locked(redis).unwrap_or_else(|e| ReloadOutcome::Failed(vec![e.to_string()]));
+        }
         let bytes = match fs::read(&self.path) {
             Ok(bytes) => bytes,
             Err(e) => {
@@ -222,6 +254,87 @@ impl ConfigStore {
         self.status.store(Arc::new(ReloadStatus { valid: true, problems: Vec::new() }));
     }
 
+    /// Reads the Redis store: a new version is installed (an invalid one is reported and ignored), an empty store is
+    /// seeded with the file's configuration (and a generated `session_secret` when the file has none).
+    fn refresh_locked(&self, redis: &RedisStore) -> Result<ReloadOutcome, Unavailable> {
+        if redis.read_version()?.is_some_and(|version| version == redis.version()) {
+            return Ok(ReloadOutcome::Unchanged);
+        }
+        let stored = match redis.read()? {
+            Some(stored) => stored,
+            None => {
+                let mut seed = self.snapshot().file.clone();
+                let common = seed.common_mcp_gateway_config.get_or_insert_with(Default::default);
+                if common.session_secret.is_none() {
+                    common.session_secret = crate::secrets::random_token().ok();
+                }
+                let document = seed.to_bytes();
+                match redis.compare_and_set(0, &document)? {
+                    Some(version) => {
+                        tracing::info!(redis = %redis.target(), version, "configuration store seeded from the file");
+                        Stored { version, document }
+                    }
+                    // Another replica seeded it first.
+                    None => match redis.read()? {
+                        Some(stored) => stored,
+                        None => return Ok(ReloadOutcome::Unchanged),
+                    },
+                }
+            }
+        };
+        redis.installed(stored.version);
+        let digest = sha256(&stored.document);
+        if digest == self.current.load().source_digest {
+            return Ok(ReloadOutcome::Unchanged);
+        }
+        Ok(match snapshot_from_bytes(&stored.document) {
+            Ok(snapshot) => {
+                self.install(snapshot);
+                self.metrics.config_reloads.with_label_values(&["ok"]).inc();
+                tracing::info!(version = stored.version, "configuration read from the store");
+                self.reloaded(true, Some(digest));
+                ReloadOutcome::Reloaded
+            }
+            Err(problems) => {
+                self.reloaded(false, Some(digest));
+                self.reload_failed(problems)
+            }
+        })
+    }
+
+    /// A write on the Redis store: under the writers' lock, `build` makes the new configuration from the latest
+    /// stored one, which is then compare-and-set on its version.
+    fn write_redis<T, E>(
+        &self,
+        redis: &RedisStore,
+        build: impl FnOnce(&Snapshot) -> Result<(ConfigFile, T), E>,
+    ) -> Result<T, E>
+    where
+        E: From<WriteError>,
+    {
+        let unavailable = |e: Unavailable| WriteError::StoreUnavailable(e.to_string());
+        let _lock = redis.lock().map_err(unavailable)?;
+        if let ReloadOutcome::Failed(problems) = self.refresh_locked(redis).map_err(unavailable)? {
+            return Err(WriteError::DiskInvalid(problems).into());
+        }
+        let current = self.snapshot();
+        let (file, out) = build(&current)?;
+        let document = file.to_bytes();
+        let snapshot = Snapshot::build(file, sha256(&document)).map_err(WriteError::Invalid)?;
+        match redis.compare_and_set(redis.version(), &document).map_err(unavailable)? {
+            Some(version) => {
+                redis.installed(version);
+                self.install(snapshot);
+                Ok(out)
+            }
+            None => Err(WriteError::StoreUnavailable(format!(
+                "the configuration store (redis at {}) changed under this write; nothing was written, try again",
+                redis.target()
+            ))
+            .into()),
+        }
+    }
+
     /// Applies `change` to the current file and writes the result. The change sees a copy of the file as it is on
     /// disk now (re-read under the lock) and the snapshot of it; when it fails, or the result does not validate,
     /// nothing is written.
@@ -230,6 +343,13 @@ impl ConfigStore {
         E: From<WriteError>,
     {
         let _guard = self.guard();
+        if let Some(redis) = &self.redis {
+            return self.write_redis(redis, |current| {
+                let mut file = current.file.clone();
+                let out = change(&mut file, current)?;
+                Ok((file, out))
+            });
+        }
         fsutil::check_writable(&self.path).map_err(WriteError::ReadOnly)?;
         let _other_processes = self.lock_directory()?;
         let current = self.latest_locked()?;
@@ -245,6 +365,9 @@ impl ConfigStore {
         E: From<WriteError>,
     {
         let _guard = self.guard();
+        if let Some(redis) = &self.redis {
+            return self.write_redis(redis, |current| Ok((build(current)?, ())));
+        }
         fsutil::check_writable(&self.path).map_err(WriteError::ReadOnly)?;
         let _other_processes = self.lock_directory()?;
         let file = build(&self.snapshot())?;

@@ -42,6 +42,9 @@ pub enum ManageError {
     /// Reset was asked for without `confirm: true`.
     #[error("reset requires confirm=true")]
     ResetNotConfirmed,
+    /// The configuration store (Redis) cannot be reached; nothing was changed.
+    #[error("{0}")]
+    StoreUnavailable(String),
     /// Something failed that the caller cannot fix.
     #[error("{0}")]
     Internal(String),
@@ -54,6 +57,7 @@ impl From<WriteError> for ManageError {
             WriteError::Invalid(problems) => ManageError::Invalid(problems),
             e @ WriteError::DiskInvalid(_) => ManageError::Conflict(e.to_string()),
             WriteError::Io(e) => ManageError::Internal(e),
+            WriteError::StoreUnavailable(e) => ManageError::StoreUnavailable(e),
         }
     }
 }

@@ -19,6 +19,7 @@ use crate::ids::timestamp;
 pub const BACKUP_FORMAT: &str = "mcpgw-backup/1";
 const ADMIN_LABEL: &str = "mcpgw-backup/1 admin_apikey";
 const APIKEY_LABEL: &str = "mcpgw-backup/1 apikey";
+const SESSION_SECRET_LABEL: &str = "mcpgw-backup/1 session_secret";
 /// Top-level keys a backup adds around the configuration; a restore removes them.
 const BACKUP_META: [&str; 4] = ["backup_format", "created_at", "gateway_version", "encryption"];
 
@@ -42,6 +43,7 @@ pub fn health(
         reasons.push("starting or draining".to_string());
     }
     reasons.extend(external.as_ref().and_then(ExternalReport::degraded_reason));
+    reasons.extend(store.redis().and_then(|redis| redis.degraded_reason()));
     reasons.extend(more);
     if crate::telemetry::traces::exporter_status().failing {
         reasons.push("telemetry exporter failing".to_string());
@@ -66,6 +68,10 @@ pub fn health(
     if let Some(report) = external {
         data["external_cache"] = json!(report);
     }
+    data["config_store"] = match store.redis() {
+        Some(redis) => json!(redis.report()),
+        None => json!({"type": "file"}),
+    };
     if !reasons.is_empty() {
         data["degraded_reasons"] = json!(reasons);
     }
@@ -125,11 +131,18 @@ pub fn backup(store: &ConfigStore, body: Value) -> ManageResult<String> {
     doc.insert("gateway_version".into(), json!(crate::VERSION));
     doc.insert(
         "encryption".into(),
-        json!({"algorithm": "AES-256-GCM", "key_fingerprint": key.fingerprint(), "encrypted": ["admin_apikey", "apikeys"]}),
+        json!({"algorithm": "AES-256-GCM", "key_fingerprint": key.fingerprint(),
+               "encrypted": ["admin_apikey", "apikeys", "common_mcp_gateway_config.session_secret"]}),
     );
     doc.insert("admin_apikey".into(), json!(admin));
     let section = |v: Value| if v.is_null() { json!({}) } else { v };
-    doc.insert("common_mcp_gateway_config".into(), section(json!(file.common_mcp_gateway_config)));
+    let mut common = section(json!(file.common_mcp_gateway_config));
+    if let Some(secret) = common.get_mut("session_secret")
+        && let Some(plain) = secret.as_str()
+    {
+        *secret = json!(key.encrypt(plain, SESSION_SECRET_LABEL)?);
+    }
+    doc.insert("common_mcp_gateway_config".into(), common);
     doc.insert("plugins".into(), section(json!(file.plugins)));
     doc.insert("mcp_configs".into(), json!(file.mcp_configs));
     doc.insert("projects".into(), json!(file.projects));
@@ -181,6 +194,11 @@ fn read_backup(store: &ConfigStore, path: &Path) -> ManageResult<ConfigFile> {
         }
         _ => return Err(ManageError::Validation("backup admin_apikey is not an encrypted value".into())),
     }
+    if let Some(secret) = doc.get_mut("common_mcp_gateway_config").and_then(|c| c.get_mut("session_secret"))
+        && let Some(sealed) = secret.as_str().filter(|s| s.starts_with(ENCRYPTED_PREFIX))
+    {
+        *secret = json!(key.decrypt(sealed, SESSION_SECRET_LABEL).ok_or_else(wrong_key)?);
+    }
     let Some(Value::Object(sealed_keys)) = doc.remove("apikeys") else {
         return Err(ManageError::Validation("backup apikeys must be an object".into()));
     };
@@ -212,10 +230,26 @@ pub fn restore(store: &ConfigStore, body: Value) -> ManageResult<String> {
     let keys = file.apikeys.len();
     store.replace(|snap| {
         keep_backup_dir(&mut file, &snap.file);
+        keep_store(&mut file, &snap.file);
         Ok::<_, ManageError>(file)
     })?;
     tracing::info!(input_file = %input.display(), keys, "configuration restored from backup");
     Ok(input.display().to_string())
+}
+
+/// With the Redis store, gives `replacing` the `config_store` and the Redis connection (`gw_cache_*`) of `serving`:
+/// a restore or reset replaces the configuration in the store, not where the store is.
+fn keep_store(replacing: &mut ConfigFile, serving: &ConfigFile) {
+    let Some(serving) = serving.common_mcp_gateway_config.as_ref() else { return };
+    if serving.config_store.as_ref().and_then(|store| store.kind.as_deref()) != Some("redis") {
+        return;
+    }
+    let common = replacing.common_mcp_gateway_config.get_or_insert_with(Default::default);
+    common.config_store = serving.config_store.clone();
+    common.gw_cache_host = serving.gw_cache_host.clone();
+    common.gw_cache_port = serving.gw_cache_port;
+    common.gw_cache_db = serving.gw_cache_db;
+    common.gw_cache_password = serving.gw_cache_password.clone();
 }
 
 /// Gives `restored` the `gw_backup_dir` of `serving` (or none, as there).
@@ -242,7 +276,8 @@ pub fn reset(store: &ConfigStore, body: Value) -> ManageResult<()> {
         return Err(ManageError::ResetNotConfirmed);
     }
     store.replace(|snap| {
-        let (file, _) = fresh_config(snap.file.admin_apikey.clone())?;
+        let (mut file, _) = fresh_config(snap.file.admin_apikey.clone())?;
+        keep_store(&mut file, &snap.file);
         Ok::<_, ManageError>(file)
     })?;
     tracing::warn!("configuration reset to defaults");

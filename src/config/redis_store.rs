@@ -1,0 +1,286 @@
+//! The Redis configuration store (`config_store: {"type": "redis"}`, contract section 12): the configuration every
+//! replica shares.
+//!
+//! Redis holds one hash, `mcpgw:config:current`, with the configuration document (`document`, the file's JSON) and its
+//! version (`version`, 1 for the seed, one more for each write). A write is a compare-and-set on the version (a Lua
+//! script: the new document is stored only if the version is still the one the write started from, and the new
+//! version is published on `mcpgw:config:changes`). Writers on different replicas are also serialised by a short lock
+//! (`mcpgw:config:lock`, with an expiry, released by its holder only), so that a write's change runs once against the
+//! latest document; the compare-and-set still refuses a write whose lock expired under it.
+//!
+//! This module is the synchronous client the [`super::ConfigStore`] uses under its lock (reads, the seed, writes); the
+//! replicas learn of a change from the publication and, as a fallback, by reading the version every 2 seconds (see
+//! [`super::sync`]). Every operation is bounded ([`TIMEOUT`]); a failure marks the store unreachable until an operation
+//! succeeds again. The password never leaves this module.
+
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+
+use redis::{ConnectionAddr, ConnectionInfo, IntoConnectionInfo, RedisConnectionInfo, RedisResult};
+
+use super::settings::Settings;
+
+/// The hash that holds the configuration.
+pub const CONFIG_KEY: &str = "mcpgw:config:current";
+/// Where each new version is published.
+pub const CHANNEL: &str = "mcpgw:config:changes";
+const LOCK_KEY: &str = "mcpgw:config:lock";
+/// How long a writer's lock lives if the writer dies holding it.
+const LOCK_TTL: Duration = Duration::from_secs(10);
+/// How long a writer waits for another replica's write to finish.
+const LOCK_WAIT: Duration = Duration::from_secs(10);
+/// The bound on connecting and on each answer.
+pub const TIMEOUT: Duration = Duration::from_secs(2);
+
+const CAS_SCRIPT: &str = r"
+local current = redis.call('HGET', KEYS[1], 'version')
+if (current or '') ~= ARGV[1] then return 0 end
+redis.call('HSET', KEYS[1], 'version', ARGV[2], 'document', ARGV[3])
+redis.call('PUBLISH', KEYS[2], ARGV[2])
+return 1
+";
+
+const UNLOCK_SCRIPT: &str = r"
+if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end
+return 0
+";
+
+/// The Redis connection of the `gw_cache_*` settings (the shared cache's, and the config store's).
+pub fn connection_info(host: &str, port: u16, db: u32, password: Option<&str>) -> RedisResult<ConnectionInfo> {
+    let mut redis = RedisConnectionInfo::default().set_db(i64::from(db));
+    if let Some(password) = password.filter(|p| !p.is_empty()) {
+        redis = redis.set_password(password);
+    }
+    Ok(ConnectionAddr::Tcp(host.to_string(), port).into_connection_info()?.set_redis_settings(redis))
+}
+
+/// Why the store could not be used.
+#[derive(Debug, Clone, thiserror::Error)]
+#[error("the configuration store (redis at {target}) is unavailable: {reason}")]
+pub struct Unavailable {
+    pub target: String,
+    pub reason: String,
+}
+
+/// What the health report says about the store.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct StoreReport {
+    #[serde(rename = "type")]
+    pub kind: &'static str,
+    pub reachable: bool,
+    pub host: String,
+    pub port: u16,
+    pub db: u32,
+    /// The version serving on this replica (0: none read from Redis yet; the seed file is serving).
+    pub version: u64,
+}
+
+/// The configuration in Redis: its version and document.
+pub struct Stored {
+    pub version: u64,
+    pub document: Vec<u8>,
+}
+
+/// The synchronous client of the store. See the module documentation.
+pub struct RedisStore {
+    client: redis::Client,
+    host: String,
+    port: u16,
+    db: u32,
+    connection: Mutex<Option<redis::Connection>>,
+    /// The version installed on this replica.
+    version: AtomicU64,
+    reachable: AtomicBool,
+    /// Whether anything was tried yet (the report says unreachable only after a failure).
+    tried: AtomicBool,
+}
+
+impl RedisStore {
+    /// The store at the `gw_cache_*` connection of `settings` (nothing is connected yet).
+    pub fn new(settings: &Settings) -> RedisResult<RedisStore> {
+        let info = connection_info(
+            &settings.cache_host,
+            settings.cache_port,
+            settings.cache_db,
+            settings.cache_password.as_deref(),
+        )?;
+        Ok(RedisStore {
+            client: redis::Client::open(info)?,
+            host: settings.cache_host.clone(),
+            port: settings.cache_port,
+            db: settings.cache_db,
+            connection: Mutex::new(None),
+            version: AtomicU64::new(0),
+            reachable: AtomicBool::new(false),
+            tried: AtomicBool::new(false),
+        })
+    }
+
+    /// A client for a dedicated connection (the subscription to [`CHANNEL`]).
+    pub fn client(&self) -> &redis::Client {
+        &self.client
+    }
+
+    /// `host:port` (never the password).
+    pub fn target(&self) -> String {
+        format!("{}:{}", self.host, self.port)
+    }
+
+    /// The version installed on this replica.
+    pub fn version(&self) -> u64 {
+        self.version.load(Ordering::SeqCst)
+    }
+
+    /// Records the version now installed.
+    pub fn installed(&self, version: u64) {
+        self.version.store(version, Ordering::SeqCst);
+    }
+
+    /// Whether the last operation reached Redis.
+    pub fn reachable(&self) -> bool {
+        self.reachable.load(Ordering::SeqCst)
+    }
+
+    pub fn report(&self) -> StoreReport {
+        StoreReport {
+            kind: "redis",
+            reachable: self.reachable(),
+            host: self.host.clone(),
+            port: self.port,
+            db: self.db,
+            version: self.version(),
+        }
+    }
+
+    /// The reason the health report gives while the store is unreachable.
+    pub fn degraded_reason(&self) -> Option<String> {
+        (self.tried.load(Ordering::SeqCst) && !self.reachable()).then(|| {
+            format!(
+                "configuration store (redis at {}) unreachable; the last configuration read keeps serving and admin \
+                 writes are refused",
+                self.target()
+            )
+        })
+    }
+
+    fn guard(&self) -> MutexGuard<'_, Option<redis::Connection>> {
+        self.connection.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    /// Runs `op` on the connection (made when there is none); a failure drops the connection and marks Redis
+    /// unreachable.
+    fn with<T>(&self, op: impl FnOnce(&mut redis::Connection) -> RedisResult<T>) -> Result<T, Unavailable> {
+        let mut slot = self.guard();
+        self.tried.store(true, Ordering::SeqCst);
+        let result = (|| {
+            if slot.is_none() {
+                let connection = self.client.get_connection_with_timeout(TIMEOUT)?;
+                connection.set_read_timeout(Some(TIMEOUT))?;
+                connection.set_write_timeout(Some(TIMEOUT))?;
+                *slot = Some(connection);
+            }
+            match slot.as_mut() {
+                Some(connection) => op(connection),
+                None => Err(redis::RedisError::from((redis::ErrorKind::Io, "no connection"))),
+            }
+        })();
+        match result {
+            Ok(value) => {
+                if !self.reachable.swap(true, Ordering::SeqCst) {
+                    tracing::info!(redis = %self.target(), "configuration store reachable");
+                }
+                Ok(value)
+            }
+            Err(e) => {
+                *slot = None;
+                if self.reachable.swap(false, Ordering::SeqCst) {
+                    tracing::warn!(redis = %self.target(), error = %e, "configuration store unreachable");
+                }
+                Err(Unavailable { target: self.target(), reason: e.to_string() })
+            }
+        }
+    }
+
+    /// The version in Redis (`None`: the store is empty).
+    pub fn read_version(&self) -> Result<Option<u64>, Unavailable> {
+        let version: Option<String> = self.with(|c| redis::cmd("HGET").arg(CONFIG_KEY).arg("version").query(c))?;
+        Ok(version.and_then(|v| v.parse().ok()))
+    }
+
+    /// The configuration in Redis (`None`: the store is empty).
+    pub fn read(&self) -> Result<Option<Stored>, Unavailable> {
+        let (version, document): (Option<String>, Option<Vec<u8>>) =
+            self.with(|c| redis::cmd("HMGET").arg(CONFIG_KEY).arg("version").arg("document").query(c))?;
+        Ok(match (version.and_then(|v| v.parse().ok()), document) {
+            (Some(version), Some(document)) => Some(Stored { version, document }),
+            _ => None,
+        })
+    }
+
+    /// Stores `document` as version `expected + 1` if the version in Redis is still `expected` (0: the store is
+    /// empty); `Ok(None)` when it is not.
+    pub fn compare_and_set(&self, expected: u64, document: &[u8]) -> Result<Option<u64>, Unavailable> {
+        let next = expected + 1;
+        let expected = if expected == 0 { String::new() } else { expected.to_string() };
+        let stored: i64 = self.with(|c| {
+            redis::cmd("EVAL")
+                .arg(CAS_SCRIPT)
+                .arg(2)
+                .arg(CONFIG_KEY)
+                .arg(CHANNEL)
+                .arg(expected)
+                .arg(next)
+                .arg(document)
+                .query(c)
+        })?;
+        Ok((stored == 1).then_some(next))
+    }
+
+    /// Takes the writers' lock (waiting up to [`LOCK_WAIT`] for another replica's write); released when the returned
+    /// guard drops.
+    pub fn lock(&self) -> Result<WriteLock<'_>, Unavailable> {
+        let token =
+            crate::secrets::random_token().map_err(|e| Unavailable { target: self.target(), reason: e.to_string() })?;
+        let deadline = Instant::now() + LOCK_WAIT;
+        let mut pause = Duration::from_millis(2);
+        loop {
+            let taken: Option<String> = self.with(|c| {
+                redis::cmd("SET")
+                    .arg(LOCK_KEY)
+                    .arg(&token)
+                    .arg("NX")
+                    .arg("PX")
+                    .arg(LOCK_TTL.as_millis() as u64)
+                    .query(c)
+            })?;
+            if taken.is_some() {
+                return Ok(WriteLock { store: self, token });
+            }
+            if Instant::now() >= deadline {
+                return Err(Unavailable {
+                    target: self.target(),
+                    reason: format!("another replica's write held the lock for {} s", LOCK_WAIT.as_secs()),
+                });
+            }
+            std::thread::sleep(pause);
+            pause = (pause * 2).min(Duration::from_millis(50));
+        }
+    }
+}
+
+/// The writers' lock; see [`RedisStore::lock`].
+pub struct WriteLock<'a> {
+    store: &'a RedisStore,
+    token: String,
+}
+
+impl Drop for WriteLock<'_> {
+    fn drop(&mut self) {
+        let released: Result<i64, _> =
+            self.store.with(|c| redis::cmd("EVAL").arg(UNLOCK_SCRIPT).arg(1).arg(LOCK_KEY).arg(&self.token).query(c));
+        if let Err(e) = released {
+            tracing::debug!(error = %e, "releasing the configuration store's write lock (it expires by itself)");
+        }
+    }
+}
