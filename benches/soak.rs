@@ -7,11 +7,26 @@
 //! (default 1000), `MCPGW_SOAK_REDIS_RESTART_EVERY_MS` (default 10000). It prints the report and exits with 1 when a
 //! goal is missed: zero requests unanswered or answered twice, memory growth under 10 %, no leaked descriptors or
 //! processes.
+//!
+//! `MCPGW_SOAK_REPLICAS=2` runs the two-replica mode instead (`support/replicas.rs`, issue 21): two gateways whose
+//! configuration lives in one Redis, clients using each session on both, an admin writer on each and Redis restarted
+//! every `MCPGW_SOAK_REDIS_RESTART_EVERY_MS` (default 10000, down for 1 s); goals: zero calls unanswered or wrong, zero
+//! acknowledged writes lost; it reports the time for a write to reach the other replica (p50, p99).
 
 use std::time::Duration;
 
 #[path = "support/soak.rs"]
 mod soak;
+
+/// The two-replica mode's driver and what it shares with the soak (`support/replicas.rs` names them `super::`).
+#[path = "support/launch.rs"]
+#[allow(dead_code)]
+mod launch;
+#[path = "support/redis.rs"]
+#[allow(dead_code)]
+mod redis_server;
+#[path = "support/replicas.rs"]
+mod replicas;
 
 fn env_number(name: &str, default: u64) -> u64 {
     std::env::var(name).ok().and_then(|v| v.parse().ok()).unwrap_or(default)
@@ -20,6 +35,22 @@ fn env_number(name: &str, default: u64) -> u64 {
 fn main() {
     // `cargo bench` passes `--bench`; `cargo test --benches` runs benchmarks as tests: skip the long run there.
     if !std::env::args().any(|a| a == "--bench") {
+        return;
+    }
+    if env_number("MCPGW_SOAK_REPLICAS", 1) >= 2 {
+        let options = replicas::ReplicaOptions {
+            duration: Duration::from_secs(env_number("MCPGW_SOAK_SECONDS", 300)),
+            clients: env_number("MCPGW_SOAK_CLIENTS", 16) as usize,
+            redis_restart_every: Duration::from_millis(env_number("MCPGW_SOAK_REDIS_RESTART_EVERY_MS", 10_000)),
+            redis_down_for: Duration::from_secs(1),
+        };
+        let report = replicas::run(&options);
+        print!("{}", report.text());
+        let failures = report.failures();
+        if !failures.is_empty() {
+            eprintln!("goals missed: {failures:#?}");
+            std::process::exit(1);
+        }
         return;
     }
     let mut options = soak::Options::new(Duration::from_secs(env_number("MCPGW_SOAK_SECONDS", 300)));

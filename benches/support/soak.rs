@@ -21,10 +21,9 @@
 //! after the answer it is back near idle.
 
 use std::collections::BTreeMap;
-use std::io::{BufRead, BufReader, Read, Write};
-use std::net::TcpStream;
+use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Command};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -37,6 +36,9 @@ use launch::{free_port, http_get, ready, spawn_serve};
 #[path = "procfs.rs"]
 #[allow(dead_code)]
 mod procfs;
+#[path = "redis.rs"]
+mod redis_server;
+use redis_server::Redis;
 #[path = "raw_clients.rs"]
 #[allow(dead_code)]
 mod raw_clients;
@@ -317,59 +319,6 @@ impl Rng {
         self.0 ^= self.0 >> 7;
         self.0 ^= self.0 << 17;
         self.0 % n.max(1)
-    }
-}
-
-/// A `redis-server` on a fixed port that can be killed and started again.
-struct Redis {
-    child: Option<Child>,
-    port: u16,
-}
-
-impl Redis {
-    fn start(port: u16) -> Redis {
-        let mut redis = Redis { child: None, port };
-        redis.up();
-        redis
-    }
-
-    fn up(&mut self) {
-        let child = Command::new("redis-server")
-            .args(["--port", &self.port.to_string(), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"])
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap_or_else(|e| {
-                panic!("cannot start redis-server ({e}); the soak needs a real Redis: apt-get install -y redis-server")
-            });
-        self.child = Some(child);
-        let deadline = Instant::now() + Duration::from_secs(10);
-        while !self.answers_ping() {
-            assert!(Instant::now() < deadline, "redis-server on port {} did not answer PING within 10 s", self.port);
-            std::thread::sleep(Duration::from_millis(10));
-        }
-    }
-
-    fn answers_ping(&self) -> bool {
-        let Ok(mut stream) = TcpStream::connect(("127.0.0.1", self.port)) else { return false };
-        let _ = stream.set_read_timeout(Some(Duration::from_secs(1)));
-        let mut reply = [0u8; 7];
-        stream.write_all(b"PING\r\n").is_ok() && stream.read_exact(&mut reply).is_ok() && &reply == b"+PONG\r\n"
-    }
-
-    /// Kills the server the hard way (a crash, not a shutdown) and waits for it to be gone.
-    fn kill(&mut self) {
-        if let Some(mut child) = self.child.take() {
-            let _ = child.kill();
-            let _ = child.wait();
-        }
-    }
-}
-
-impl Drop for Redis {
-    fn drop(&mut self) {
-        self.kill();
     }
 }
 
@@ -956,7 +905,7 @@ pub fn run(options: &Options) -> Report {
     let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos());
     let marker = format!("soak-{}-{nanos}", std::process::id());
     let redis_port = free_port();
-    let redis = Arc::new(Mutex::new(Redis::start(redis_port)));
+    let redis = Arc::new(Mutex::new(Redis::start(redis_port, None)));
     let mut configs =
         Configs { path: dir.path().join("gw.json"), redis_port, marker: marker.clone(), generation: 0, rewrites: 0 };
     configs.new_generation();

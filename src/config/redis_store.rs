@@ -26,8 +26,9 @@ pub const CONFIG_KEY: &str = "mcpgw:config:current";
 /// Where each new version is published.
 pub const CHANNEL: &str = "mcpgw:config:changes";
 const LOCK_KEY: &str = "mcpgw:config:lock";
-/// How long a writer's lock lives if the writer dies holding it.
-const LOCK_TTL: Duration = Duration::from_secs(10);
+/// How long a writer's lock lives if the writer dies holding it (or Redis restarts from its append-only file with it
+/// held). A write holds it for a few milliseconds.
+const LOCK_TTL: Duration = Duration::from_secs(3);
 /// How long a writer waits for another replica's write to finish.
 const LOCK_WAIT: Duration = Duration::from_secs(10);
 /// The bound on connecting and on each answer.

@@ -302,7 +302,7 @@ impl ConfigStore {
         })
     }
 
-    /// A write on the Redis store: under the writers' lock, `build` makes the new configuration from the latest
+    /// A write on the Redis store (the caller holds the writers' lock, then the store's): `build` makes the new configuration from the latest
     /// stored one, which is then compare-and-set on its version.
     fn write_redis<T, E>(
         &self,
@@ -313,7 +313,6 @@ impl ConfigStore {
         E: From<WriteError>,
     {
         let unavailable = |e: Unavailable| WriteError::StoreUnavailable(e.to_string());
-        let _lock = redis.lock().map_err(unavailable)?;
         if let ReloadOutcome::Failed(problems) = self.refresh_locked(redis).map_err(unavailable)? {
             return Err(WriteError::DiskInvalid(problems).into());
         }
@@ -342,14 +341,17 @@ impl ConfigStore {
     where
         E: From<WriteError>,
     {
-        let _guard = self.guard();
         if let Some(redis) = &self.redis {
+            // The writers' lock first: waiting for another replica's write must not hold up this replica's reads.
+            let _lock = redis.lock().map_err(|e| WriteError::StoreUnavailable(e.to_string()))?;
+            let _guard = self.guard();
             return self.write_redis(redis, |current| {
                 let mut file = current.file.clone();
                 let out = change(&mut file, current)?;
                 Ok((file, out))
             });
         }
+        let _guard = self.guard();
         fsutil::check_writable(&self.path).map_err(WriteError::ReadOnly)?;
         let _other_processes = self.lock_directory()?;
         let current = self.latest_locked()?;
@@ -364,10 +366,12 @@ impl ConfigStore {
     where
         E: From<WriteError>,
     {
-        let _guard = self.guard();
         if let Some(redis) = &self.redis {
+            let _lock = redis.lock().map_err(|e| WriteError::StoreUnavailable(e.to_string()))?;
+            let _guard = self.guard();
             return self.write_redis(redis, |current| Ok((build(current)?, ())));
         }
+        let _guard = self.guard();
         fsutil::check_writable(&self.path).map_err(WriteError::ReadOnly)?;
         let _other_processes = self.lock_directory()?;
         let file = build(&self.snapshot())?;
