@@ -108,7 +108,7 @@ checksum/config: {{ include "mcpgw.configJson" . | sha256sum }}
 {{- end }}
 {{- end -}}
 
-{{/* What both modes' gateway containers share: image, ports, probes, security context. */}}
+{{/* What both modes' gateway containers share: image, ports, probes (startup, liveness, readiness), security context. */}}
 {{- define "mcpgw.containerCommon" -}}
 image: {{ include "mcpgw.image" . }}
 imagePullPolicy: {{ .Values.image.pullPolicy }}
@@ -123,6 +123,8 @@ ports:
   - name: metrics
     containerPort: 9464
     protocol: TCP
+startupProbe:
+  {{- toYaml .Values.startupProbe | nindent 2 }}
 livenessProbe:
   {{- toYaml .Values.livenessProbe | nindent 2 }}
 readinessProbe:
@@ -140,12 +142,15 @@ securityContext:
 {{- end -}}
 
 {{/*
-The sidecar container block, to paste into the `containers:` list of an agent Deployment (together with
-mcpgw.sidecarVolumes in its `volumes:`). The config Secret is mounted as a directory (never subPath) so the kubelet's
-`..data` swap reaches the gateway, which reloads it; the admin API then answers CONFIG_READ_ONLY to writes.
+The sidecar container block, a native sidecar for the `initContainers:` list of an agent's pod (together with
+mcpgw.sidecarVolumes in its `volumes:`): `restartPolicy: Always` makes it start before the agent (once its startup
+probe passes) and stop after it. `mcpgw inject` writes the same container. The config Secret is mounted as a directory
+(never subPath) so the kubelet's `..data` swap reaches the gateway, which reloads it; the admin API then answers
+CONFIG_READ_ONLY to writes.
 */}}
 {{- define "mcpgw.sidecarContainer" -}}
 - name: mcpgw
+  restartPolicy: Always
   {{- include "mcpgw.containerCommon" . | nindent 2 }}
   env:
     - name: GW_CONFIG_PATH
