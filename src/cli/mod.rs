@@ -1,5 +1,6 @@
 //! The command line: `init`, `serve`, `check-config` (contract section 1), the management commands that mirror the
-//! admin REST API (`config`, `project`, `user`, `key`, `system`; see [`manage`]), `client-config` and `completions`.
+//! admin REST API (`config`, `project`, `user`, `key`, `system`; see [`manage`]), `client-config`, `inject` (the
+//! Kubernetes sidecar, see [`inject`]) and `completions`.
 //!
 //! Every failure ends with a clear message on stderr and a non-zero exit code, never a panic trace: a bad flag is one
 //! line (clap's first line, without the usage block), an unreadable config or a busy port is one line, an invalid
@@ -19,6 +20,7 @@ use crate::config::{self, LoadError, defaults};
 
 pub mod args;
 pub mod client_config;
+pub mod inject;
 pub mod manage;
 pub mod ops;
 pub mod output;
@@ -94,6 +96,10 @@ pub enum Command {
     ///
     /// Example: mcpgw client-config --client cursor --key-from-env MCPGW_KEY --write
     ClientConfig(client_config::ClientConfigArgs),
+    /// Add the mcpgw sidecar to the workloads of a Kubernetes manifest (a file, or stdin) and print it.
+    ///
+    /// Example: mcpgw inject --secret mcpgw-config agent.yaml | kubectl apply -f -
+    Inject(inject::InjectArgs),
     /// Print a shell completion script.
     ///
     /// Example: mcpgw completions bash > /etc/bash_completion.d/mcpgw
@@ -177,6 +183,7 @@ pub fn run(args: impl IntoIterator<Item = OsString>) -> ExitCode {
         Command::Key(cmd) => manage::key(cmd),
         Command::System(cmd) => manage::system(cmd),
         Command::ClientConfig(args) => client_config::run(&args),
+        Command::Inject(args) => inject::run(&args),
         Command::Completions { shell } => {
             let mut script = Vec::new();
             clap_complete::generate(shell, &mut Cli::command(), "mcpgw", &mut script);
