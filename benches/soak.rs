@@ -17,16 +17,7 @@ use std::time::Duration;
 
 #[path = "support/soak.rs"]
 mod soak;
-
-/// The two-replica mode's driver and what it shares with the soak (`support/replicas.rs` names them `super::`).
-#[path = "support/launch.rs"]
-#[allow(dead_code)]
-mod launch;
-#[path = "support/redis.rs"]
-#[allow(dead_code)]
-mod redis_server;
-#[path = "support/replicas.rs"]
-mod replicas;
+use soak::replicas;
 
 fn env_number(name: &str, default: u64) -> u64 {
     std::env::var(name).ok().and_then(|v| v.parse().ok()).unwrap_or(default)

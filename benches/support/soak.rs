@@ -39,6 +39,10 @@ mod procfs;
 #[path = "redis.rs"]
 mod redis_server;
 use redis_server::Redis;
+/// The two-replica mode (issue 21), which shares the launcher and Redis.
+#[path = "replicas.rs"]
+#[allow(dead_code)]
+pub mod replicas;
 #[path = "raw_clients.rs"]
 #[allow(dead_code)]
 mod raw_clients;
