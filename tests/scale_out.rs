@@ -242,6 +242,7 @@ fn redis_going_away_keeps_serving_and_refuses_writes_until_it_is_back() {
                 && health["degraded_reasons"].to_string().contains("configuration store")
         });
         assert!(degraded, "{}", gw.system_health());
+        assert!(common::wait_until(PROPAGATION, || gw.metric("mcpgw_config_store_up") == 0.0));
         // Serving goes on from the last configuration.
         let url = format!("{}/mcp/", gw.gateway);
         assert_eq!(echo_in(&url, API_KEY, &open_session(&http(), &url, API_KEY, VERSION), "up").unwrap(), "up");
@@ -253,8 +254,10 @@ fn redis_going_away_keeps_serving_and_refuses_writes_until_it_is_back() {
     // Back (empty: this Redis keeps nothing on disk): re-seeded from the configuration serving, writes accepted.
     let _redis = RedisServer::start(port, None);
     for gw in &replicas {
-        let healthy = common::wait_until(PROPAGATION, || gw.system_health()["status"] == json!("healthy"));
-        assert!(healthy, "{}", gw.system_health());
+        let healthy = common::wait_until(PROPAGATION, || {
+            gw.system_health()["status"] == json!("healthy") && gw.metric("mcpgw_config_store_up") == 1.0
+        });
+        assert!(healthy, "{} up={}\n{}", gw.system_health(), gw.metric("mcpgw_config_store_up"), gw.logs());
     }
     replicas[1].post("/api/v1/users", &json!({"email": "after@example.com"})).ok(201);
     for gw in &replicas {

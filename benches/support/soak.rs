@@ -39,13 +39,13 @@ mod procfs;
 #[path = "redis.rs"]
 mod redis_server;
 use redis_server::Redis;
+#[path = "raw_clients.rs"]
+#[allow(dead_code)]
+mod raw_clients;
 /// The two-replica mode (issue 21), which shares the launcher and Redis.
 #[path = "replicas.rs"]
 #[allow(dead_code)]
 pub mod replicas;
-#[path = "raw_clients.rs"]
-#[allow(dead_code)]
-mod raw_clients;
 use raw_clients::{Answer, RawHttp};
 
 const KEY: &str = "gw_soak-key-00000000000000000000000000000000000";

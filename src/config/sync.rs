@@ -41,9 +41,13 @@ pub async fn follow(store: Arc<ConfigStore>, stop: CancellationToken) {
 }
 
 async fn refresh(store: &Arc<ConfigStore>) {
-    let store = Arc::clone(store);
-    if let Err(e) = tokio::task::spawn_blocking(move || store.reload()).await {
+    let reading = Arc::clone(store);
+    if let Err(e) = tokio::task::spawn_blocking(move || reading.reload()).await {
         tracing::warn!(error = %e, "reading the configuration store failed");
+    }
+    if let Some(redis) = store.redis() {
+        store.metrics().config_store_up.set(i64::from(redis.reachable()));
+        store.metrics().config_version.set(i64::try_from(redis.version()).unwrap_or(i64::MAX));
     }
 }
 

@@ -97,6 +97,10 @@ pub struct Metrics {
     pub trace_export_errors: IntCounter,
     /// `mcpgw_config_reloads_total{result="ok"|"error"}`.
     pub config_reloads: IntCounterVec,
+    /// `mcpgw_config_store_up`: with the Redis configuration store, 1 while it is reachable, 0 while not.
+    pub config_store_up: IntGauge,
+    /// `mcpgw_config_version`: with the Redis configuration store, the version serving on this replica.
+    pub config_version: IntGauge,
     /// `mcpgw_admin_requests_total{status}`: admin API answers by status class.
     pub admin_requests: IntCounterVec,
     /// `mcpgw_guardrail_blocks_total{stage="input"|"output", detector}`: blocked tool calls, by the detector that
@@ -185,6 +189,12 @@ impl Metrics {
             "Config file reloads by result (error: the file failed validation and was not used)",
             &["result"],
         );
+        let config_store_up = register(
+            r,
+            IntGauge::new("mcpgw_config_store_up", "The Redis configuration store is reachable (1) or not (0)"),
+        );
+        let config_version =
+            register(r, IntGauge::new("mcpgw_config_version", "Version of the Redis configuration store serving here"));
         let admin_requests =
             counter_vec(r, "mcpgw_admin_requests_total", "Admin API requests by status class", &["status"]);
         let guardrail_blocks = counter_vec(
@@ -239,6 +249,8 @@ impl Metrics {
             connections,
             trace_export_errors,
             config_reloads,
+            config_store_up,
+            config_version,
             admin_requests,
             guardrail_blocks,
         };
