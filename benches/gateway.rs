@@ -624,6 +624,33 @@ async fn client_oauth(processes: u64, calls: u64, seconds: u64) {
     }
 }
 
+/// `MCPGW_BENCH_PROFILE_SECONDS=N`: the c=16 secure echo in sessions (light clients) for N seconds against one gateway
+/// whose pid is printed first, for a profiler to attach (`perf record -g -p PID`); then its CPU per call and RSS.
+async fn profile_run(processes: u64, calls_per_process: u64, seconds: u64) {
+    let gw = start_gateway(processes, calls_per_process, |_| {});
+    let gw_pid = gw.child.id();
+    println!("gateway pid {gw_pid}; idle RSS {:.1} MiB", rss_kib(gw_pid) as f64 / 1024.0);
+    let mut callers = Vec::with_capacity(16);
+    for _ in 0..16 {
+        callers.push(raw_gateway(&gw.addr, false, Call::Gateway).await);
+    }
+    // Warm: every upstream process started, every connection open.
+    let _ = throughput(std::mem::take(&mut callers), 1).await;
+    for _ in 0..16 {
+        callers.push(raw_gateway(&gw.addr, false, Call::Gateway).await);
+    }
+    println!("profiling window starts");
+    let me = std::process::id();
+    let cpu = CpuSplit::start(vec![
+        ("client", Box::new(move || vec![me])),
+        ("gateway", Box::new(move || vec![gw_pid])),
+        ("upstream processes", Box::new(move || children(gw_pid))),
+    ]);
+    let rate = throughput(callers, seconds).await;
+    println!("throughput c=16, gateway session: {rate:.0} calls/s; CPU per call: {}", cpu.per_call(rate * seconds as f64));
+    println!("gateway RSS after: {:.1} MiB", rss_kib(gw_pid) as f64 / 1024.0);
+}
+
 fn mode_name(stateless: bool) -> &'static str {
     if stateless { "stateless 2026-07-28" } else { "session 2025-11-25" }
 }
@@ -645,6 +672,9 @@ fn main() {
         }
         if std::env::var("MCPGW_BENCH_OAUTH_ONLY").is_ok() {
             return client_oauth(processes, calls, seconds).await;
+        }
+        if let Ok(hold) = std::env::var("MCPGW_BENCH_PROFILE_SECONDS") {
+            return profile_run(processes, calls_per_process, hold.parse().unwrap_or(20)).await;
         }
         if std::env::var("MCPGW_BENCH_COSTS_ONLY").is_ok() {
             let base = start_gateway(processes, calls_per_process, |_| {});

@@ -131,8 +131,9 @@ pub async fn listen(
         };
         let cap = front.cap(&store.snapshot().settings.limits);
         let Some(slot) = Slot::take(&open, cap, &gauge) else {
-            drop(tcp);
+            // Counted before the close, so that whoever sees the close also sees it counted.
             metrics.limit_hit(front.full_label());
+            drop(tcp);
             if let Some(left_out) = refusals.admit() {
                 tracing::warn!(listener = front.name(), cap, left_out, "connection closed: the listener is full");
             }
