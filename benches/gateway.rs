@@ -647,7 +647,10 @@ async fn profile_run(processes: u64, calls_per_process: u64, seconds: u64) {
         ("upstream processes", Box::new(move || children(gw_pid))),
     ]);
     let rate = throughput(callers, seconds).await;
-    println!("throughput c=16, gateway session: {rate:.0} calls/s; CPU per call: {}", cpu.per_call(rate * seconds as f64));
+    println!(
+        "throughput c=16, gateway session: {rate:.0} calls/s; CPU per call: {}",
+        cpu.per_call(rate * seconds as f64)
+    );
     println!("gateway RSS after: {:.1} MiB", rss_kib(gw_pid) as f64 / 1024.0);
 }
 
