@@ -309,3 +309,41 @@ fn backup_restore_and_reset_work_on_the_store_and_the_file_cli_points_at_the_adm
     assert!(status.success(), "{err}");
     assert!(out.contains('@'), "{out}");
 }
+
+#[test]
+fn an_invalid_configuration_written_into_redis_is_not_used_and_a_restore_replaces_it() {
+    let redis = RedisServer::start(free_port(), None);
+    let (dir, replicas) = redis_replicas(2, redis.port, json!({}));
+    let (a, b) = (&replicas[0], &replicas[1]);
+    let backup = dir.path().join("backups").join("good.json");
+    let backup = backup.to_str().unwrap();
+    a.post("/api/v1/system/backup", &json!({"output_file": backup})).ok(200);
+
+    // Something other than a gateway writes a document that does not validate.
+    let mut con = redis.connection().unwrap();
+    let version: u64 = redis::cmd("HGET").arg("mcpgw:config:current").arg("version").query(&mut con).unwrap();
+    let _: () = redis::cmd("HSET")
+        .arg("mcpgw:config:current")
+        .arg("version")
+        .arg(version + 1)
+        .arg("document")
+        .arg(r#"{"users": {"u": {"email": "not an e-mail"}}}"#)
+        .query(&mut con)
+        .unwrap();
+    let _: () = redis::cmd("PUBLISH").arg("mcpgw:config:changes").arg(version + 1).query(&mut con).unwrap();
+    for gw in &replicas {
+        let flagged = common::wait_until(PROPAGATION, || gw.system_health()["config_valid"] == json!(false));
+        assert!(flagged, "{}", gw.system_health());
+        // The last valid configuration keeps serving.
+        let url = format!("{}/mcp/", gw.gateway);
+        assert_eq!(echo_in(&url, API_KEY, &open_session(&http(), &url, API_KEY, VERSION), "still").unwrap(), "still");
+    }
+    let refused = b.post("/api/v1/users", &json!({"email": "x@example.com"}));
+    assert!(refused.err(409, "CONFLICT").contains("Redis store"), "{}", refused.data());
+    a.post("/api/v1/system/restore", &json!({"input_file": backup})).ok(200);
+    for gw in &replicas {
+        let healthy = common::wait_until(PROPAGATION, || gw.system_health()["config_valid"] == json!(true));
+        assert!(healthy, "{}", gw.system_health());
+    }
+    b.post("/api/v1/users", &json!({"email": "x@example.com"})).ok(201);
+}

@@ -46,6 +46,8 @@ pub enum WriteError {
     /// The Redis store cannot be reached (or changed under the write).
     #[error("{0}")]
     StoreUnavailable(String),
+    #[error("the configuration in the Redis store cannot be used ({}); restore a backup or reset it first", .0.join("; "))]
+    StoreInvalid(Problems),
 }
 
 /// The outcome of the last reload attempt, for the health report.
@@ -285,6 +287,9 @@ impl ConfigStore {
         redis.installed(stored.version);
         let digest = sha256(&stored.document);
         if digest == self.current.load().source_digest {
+            if !self.status.load().valid {
+                self.status.store(Arc::new(ReloadStatus { valid: true, problems: Vec::new() }));
+            }
             return Ok(ReloadOutcome::Unchanged);
         }
         Ok(match snapshot_from_bytes(&stored.document) {
@@ -304,17 +309,23 @@ impl ConfigStore {
 
     /// A write on the Redis store (the caller holds the writers' lock, then the store's): `build` makes the new configuration from the latest
     /// stored one, which is then compare-and-set on its version.
+    ///
+    /// A change (`replacing` false) is refused while the stored configuration is invalid (written to Redis by something
+    /// else than a gateway), as a change of an invalid file is; a restore or reset (`replacing`) replaces it.
     fn write_redis<T, E>(
         &self,
         redis: &RedisStore,
+        replacing: bool,
         build: impl FnOnce(&Snapshot) -> Result<(ConfigFile, T), E>,
     ) -> Result<T, E>
     where
         E: From<WriteError>,
     {
         let unavailable = |e: Unavailable| WriteError::StoreUnavailable(e.to_string());
-        if let ReloadOutcome::Failed(problems) = self.refresh_locked(redis).map_err(unavailable)? {
-            return Err(WriteError::DiskInvalid(problems).into());
+        self.refresh_locked(redis).map_err(unavailable)?;
+        let status = self.status();
+        if !replacing && !status.valid {
+            return Err(WriteError::StoreInvalid(status.problems.clone()).into());
         }
         let current = self.snapshot();
         let (file, out) = build(&current)?;
@@ -345,7 +356,7 @@ impl ConfigStore {
             // The writers' lock first: waiting for another replica's write must not hold up this replica's reads.
             let _lock = redis.lock().map_err(|e| WriteError::StoreUnavailable(e.to_string()))?;
             let _guard = self.guard();
-            return self.write_redis(redis, |current| {
+            return self.write_redis(redis, false, |current| {
                 let mut file = current.file.clone();
                 let out = change(&mut file, current)?;
                 Ok((file, out))
@@ -369,7 +380,7 @@ impl ConfigStore {
         if let Some(redis) = &self.redis {
             let _lock = redis.lock().map_err(|e| WriteError::StoreUnavailable(e.to_string()))?;
             let _guard = self.guard();
-            return self.write_redis(redis, |current| Ok((build(current)?, ())));
+            return self.write_redis(redis, true, |current| Ok((build(current)?, ())));
         }
         let _guard = self.guard();
         fsutil::check_writable(&self.path).map_err(WriteError::ReadOnly)?;

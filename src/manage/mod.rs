@@ -55,7 +55,7 @@ impl From<WriteError> for ManageError {
         match err {
             WriteError::ReadOnly(ro) => ManageError::ReadOnly(ro.0),
             WriteError::Invalid(problems) => ManageError::Invalid(problems),
-            e @ WriteError::DiskInvalid(_) => ManageError::Conflict(e.to_string()),
+            e @ (WriteError::DiskInvalid(_) | WriteError::StoreInvalid(_)) => ManageError::Conflict(e.to_string()),
             WriteError::Io(e) => ManageError::Internal(e),
             WriteError::StoreUnavailable(e) => ManageError::StoreUnavailable(e),
         }
