@@ -264,15 +264,15 @@ where
             return Box::pin(async move { inner.call(req).await });
         };
         let ctx = Arc::clone(&self.ctx);
-        Box::pin(async move {
-            Ok(match route {
-                Route::Gateway { id, invocation, identity, session, stateless } => {
-                    let result = invocation.run(&ctx, &identity, session.as_deref()).await;
-                    answer(id, result, stateless)
-                }
-                Route::Upstream(call) => stream::answer(ctx, *call).await,
-            })
-        })
+        // One boxed future per route: boxing a future copies the whole of it, and a future holding either route's work
+        // would be as large as the larger (the transparent relay's) for every call.
+        match route {
+            Route::Gateway { id, invocation, identity, session, stateless } => Box::pin(async move {
+                let result = invocation.run(&ctx, &identity, session.as_deref()).await;
+                Ok(answer(id, result, stateless))
+            }),
+            Route::Upstream(call) => Box::pin(async move { Ok(stream::answer(ctx, *call).await) }),
+        }
     }
 }
 

@@ -192,6 +192,17 @@ impl<'a> CallGuard<'a> {
     }
 
     /// Input stage: the arguments the upstream will see, or the call's blocked result.
+    /// Whether [`CallGuard::check_input`] has anything to do (an input policy); the callers skip building its future
+    /// (which is large: it holds a remote provider's call) when it has not.
+    pub fn checks_input(&self) -> bool {
+        self.input.is_some()
+    }
+
+    /// Whether [`CallGuard::check_output`] has anything to do (an output policy, or redacted data to restore).
+    pub fn checks_output(&self) -> bool {
+        self.output.is_some() || self.redacted
+    }
+
     pub async fn check_input(&mut self, args: Map<String, Value>) -> Result<Map<String, Value>, Value> {
         let Some(policy) = self.input else { return Ok(args) };
         let mut args = args;
@@ -236,6 +247,10 @@ impl<'a> CallGuard<'a> {
             let text = strings::joined(&response);
             self.policy_check(policy, Mode::Response, &text, None).await?;
             self.quality_checks(policy, tool, args, &text).await?;
+        }
+        // Without redacted data there is nothing to restore: no future to build (it would hold a remote call's).
+        if !self.redacted {
+            return Ok(response);
         }
         Ok(self.restore(response).await)
     }

@@ -109,18 +109,27 @@ where
         let layer = self.layer;
         Box::pin(async move {
             let mut guard = layer.guard();
-            let args = match guard.check_input(call.args).await {
-                Ok(args) => args,
-                Err(blocked) => return Ok(CallOutcome::Blocked(blocked)),
+            let args = if !guard.checks_input() {
+                call.args
+            } else {
+                // Boxed: the checks' futures are large (a remote provider's call), and this future is boxed per call.
+                match Box::pin(guard.check_input(call.args)).await {
+                    Ok(args) => args,
+                    Err(blocked) => return Ok(CallOutcome::Blocked(blocked)),
+                }
             };
             std::future::poll_fn(|cx| inner.poll_ready(cx)).await?;
-            let response = match inner.call(UpstreamCall { tool: call.tool.clone(), args: args.clone() }).await {
+            // The output checks see the arguments as the upstream saw them; without output checks no copy is kept.
+            let kept = guard.checks_output().then(|| args.clone());
+            let tool = call.tool;
+            let response = match inner.call(UpstreamCall { tool: tool.clone(), args }).await {
                 Ok(response) => response,
                 // The upstream's own words (a JSON-RPC error, a failed start) are output too (contract 13).
-                Err(error) if from_upstream(&error) => return Err(guard.check_upstream_error(error).await),
+                Err(error) if from_upstream(&error) => return Err(Box::pin(guard.check_upstream_error(error)).await),
                 Err(error) => return Err(error),
             };
-            Ok(match guard.check_output(&call.tool, &args, response).await {
+            let Some(args) = kept else { return Ok(CallOutcome::Completed(response)) };
+            Ok(match Box::pin(guard.check_output(&tool, &args, response)).await {
                 Ok(response) => CallOutcome::Completed(response),
                 Err(blocked) => CallOutcome::Blocked(blocked),
             })

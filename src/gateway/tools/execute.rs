@@ -335,12 +335,11 @@ impl<'a> Service<UpstreamCall> for UpstreamService<'a> {
 
     fn call(&mut self, call: UpstreamCall) -> Self::Future {
         let this = *self;
-        Box::pin(async move {
-            match this.operation {
-                Operation::CallTool => run_call(this, &call.tool, call.args).await,
-                operation => relay(this, operation, call).await,
-            }
-        })
+        // One boxed future per operation (see `FastToolCall::call`): a tool call's future stays the size of its own.
+        match this.operation {
+            Operation::CallTool => Box::pin(async move { run_call(this, &call.tool, call.args).await }),
+            operation => Box::pin(relay(this, operation, call)),
+        }
     }
 }
 
