@@ -46,7 +46,10 @@ pub enum WriteError {
     /// The Redis store cannot be reached (or changed under the write).
     #[error("{0}")]
     StoreUnavailable(String),
-    #[error("the configuration in the Redis store cannot be used ({}); restore a backup or reset it first", .0.join("; "))]
+    #[error(
+        "the configuration in the Redis store cannot be used ({}); restore a backup or reset it first",
+        .0.join("; ")
+    )]
     StoreInvalid(Problems),
 }
 
@@ -307,8 +310,8 @@ impl ConfigStore {
         })
     }
 
-    /// A write on the Redis store (the caller holds the writers' lock, then the store's): `build` makes the new configuration from the latest
-    /// stored one, which is then compare-and-set on its version.
+    /// A write on the Redis store (the caller holds the writers' lock, then the store's): `build` makes the new
+    /// configuration from the latest stored one, which is then compare-and-set on its version.
     ///
     /// A change (`replacing` false) is refused while the stored configuration is invalid (written to Redis by something
     /// else than a gateway), as a change of an invalid file is; a restore or reset (`replacing`) replaces it.

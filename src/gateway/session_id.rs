@@ -4,10 +4,10 @@
 //! pool know the session by). The client never sees it: the session layer answers with a *sealed* id instead,
 //! `mcpgw1.` + base64url(AES-256-GCM of the local id, the digest of the key that opened the session and the client's
 //! `initialize` parameters). The sealing key is derived from the configuration's `session_secret`, so every replica
-//! of one configuration can open it: a replica that does not know the session takes it over (its registry records it,
-//! and rmcp replays the `initialize` from the id, see [`RestoreStates`]), and the session goes on there. A configuration
-//! without `session_secret` seals with a key of this process only: its sessions stay with the replica that opened
-//! them. Changing `session_secret` ends every session (their ids no longer open).
+//! of one configuration can open it: a replica that does not know the session takes it over (its registry records
+//! it, and rmcp replays the `initialize` from the id, see [`RestoreStates`]), and the session goes on there. A
+//! configuration without `session_secret` seals with a key of this process only: its sessions stay with the replica
+//! that opened them. Changing `session_secret` ends every session (their ids no longer open).
 //!
 //! An id is bound to its key as before: the digest inside must be the caller's, or the id is unknown (404).
 
