@@ -99,7 +99,7 @@ pub fn kept_params(params: &Value) -> Value {
 
 /// The sealed id of a session; `None` only when the system's random generator fails.
 pub fn seal(key: &[u8; 32], claims: &SessionClaims) -> Option<String> {
-    let wire = Wire { s: claims.local.clone(), k: secrets::hex(&claims.key), i: claims.params.clone() };
+    let wire = Wire { s: claims.local.clone(), k: URL_SAFE_NO_PAD.encode(claims.key), i: claims.params.clone() };
     let plain = serde_json::to_vec(&wire).ok()?;
     let sealed = secrets::seal(key, &plain, LABEL).ok()?;
     Some(format!("{PREFIX}{}", URL_SAFE_NO_PAD.encode(sealed)))
@@ -113,19 +113,8 @@ pub fn open(key: &[u8; 32], id: &str) -> Option<SessionClaims> {
     let bytes = URL_SAFE_NO_PAD.decode(id.strip_prefix(PREFIX)?).ok()?;
     let plain = secrets::open(key, &bytes, LABEL)?;
     let wire: Wire = serde_json::from_slice(&plain).ok()?;
-    let digest = hex_digest(&wire.k)?;
-    Some(SessionClaims { local: wire.s, key: digest, params: wire.i })
-}
-
-fn hex_digest(text: &str) -> Option<[u8; 32]> {
-    if text.len() != 64 {
-        return None;
-    }
-    let mut out = [0u8; 32];
-    for (i, byte) in out.iter_mut().enumerate() {
-        *byte = u8::from_str_radix(text.get(2 * i..2 * i + 2)?, 16).ok()?;
-    }
-    Some(out)
+    let key = URL_SAFE_NO_PAD.decode(&wire.k).ok()?.try_into().ok()?;
+    Some(SessionClaims { local: wire.s, key, params: wire.i })
 }
 
 /// Whether `claims` were sealed for the key whose digest is `key_digest` (constant-time).

@@ -119,16 +119,15 @@ where
                 }
             };
             std::future::poll_fn(|cx| inner.poll_ready(cx)).await?;
-            // The output checks see the arguments as the upstream saw them; without output checks no copy is kept.
-            let kept = guard.checks_output().then(|| args.clone());
-            let tool = call.tool;
-            let response = match inner.call(UpstreamCall { tool: tool.clone(), args }).await {
+            // The output checks see the call as the upstream saw it; without output checks no copy is kept.
+            let kept = guard.checks_output().then(|| (call.tool.clone(), args.clone()));
+            let response = match inner.call(UpstreamCall { tool: call.tool, args }).await {
                 Ok(response) => response,
                 // The upstream's own words (a JSON-RPC error, a failed start) are output too (contract 13).
                 Err(error) if from_upstream(&error) => return Err(Box::pin(guard.check_upstream_error(error)).await),
                 Err(error) => return Err(error),
             };
-            let Some(args) = kept else { return Ok(CallOutcome::Completed(response)) };
+            let Some((tool, args)) = kept else { return Ok(CallOutcome::Completed(response)) };
             Ok(match Box::pin(guard.check_output(&tool, &args, response)).await {
                 Ok(response) => CallOutcome::Completed(response),
                 Err(blocked) => CallOutcome::Blocked(blocked),
