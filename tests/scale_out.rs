@@ -347,3 +347,20 @@ fn an_invalid_configuration_written_into_redis_is_not_used_and_a_restore_replace
     }
     b.post("/api/v1/users", &json!({"email": "x@example.com"})).ok(201);
 }
+
+#[test]
+fn a_bad_store_or_session_secret_is_named_and_nothing_starts() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("gw.json");
+    let common = json!({"config_store": {"type": "etcd"}, "session_secret": "too-short"});
+    write_json(&path, &config_with(vec![mock_server("mock")], common));
+    let (status, _, err) = common::run_cli(&["check-config", "--config", path.to_str().unwrap()], &[]);
+    assert!(!status.success());
+    assert!(err.contains("config_store.type") && err.contains("\"etcd\""), "{err}");
+    assert!(err.contains("session_secret: must be at least 32 characters"), "{err}");
+    assert!(!err.contains("too-short"), "the secret is not repeated: {err}");
+    let before = std::fs::read(&path).unwrap();
+    let (status, _, err) = common::run_cli(&["serve", "--config", path.to_str().unwrap()], &[]);
+    assert!(!status.success() && err.contains("config_store.type"), "{err}");
+    assert_eq!(std::fs::read(&path).unwrap(), before, "the file is left alone");
+}
