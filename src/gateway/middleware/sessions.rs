@@ -170,8 +170,9 @@ async fn track_sessions(ctx: Arc<GatewayContext>, mut req: Request, next: impl N
     // taken over) when the session has the transparent view: it is told of the upstreams' changes.
     let requested = req.headers().get(EXPOSURE_HEADER).and_then(|v| v.to_str().ok()).and_then(ToolExposure::parse);
     let transparent = identity.snapshot.tool_exposure(identity.mcp_config_id.as_deref()).chosen(requested).upstream();
-    let wants_peer = opens_session || session.as_deref().is_some_and(|id| !ctx.sessions.has_peer(id));
-    let peer_slot = (wants_peer && transparent).then(PeerSlot::default);
+    // The registry is asked only for a transparent session (a lock per request otherwise).
+    let wants_peer = || opens_session || session.as_deref().is_some_and(|id| !ctx.sessions.has_peer(id));
+    let peer_slot = (transparent && wants_peer()).then(PeerSlot::default);
     if let Some(slot) = &peer_slot {
         req.extensions_mut().insert(slot.clone());
     }
