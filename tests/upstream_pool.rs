@@ -473,10 +473,15 @@ async fn a_timeout_on_a_shared_process_lets_the_other_call_finish_first() {
     pool.set_max_calls_per_process(2);
     let spec = mock();
     let shared = pid(&pool, &spec).await;
-    let hung = call_within(&pool, &spec, "slow", json!({"ms": 30_000}), Duration::from_millis(300));
+    let dir = tempfile::tempdir().expect("tempdir");
+    let started = dir.path().join("started");
+    let hung_args = json!({"ms": 30_000, "started_file": started.display().to_string()});
+    let hung = call_within(&pool, &spec, "slow", hung_args, Duration::from_millis(1_000));
     let neighbour = async {
-        tokio::time::sleep(Duration::from_millis(50)).await;
-        call(&pool, &spec, "slow", json!({"ms": 800})).await
+        // Once the hung call holds the shared process, the neighbour's call joins it there.
+        assert!(eventually(Duration::from_secs(10), || started.exists()).await, "the hung call did not start");
+        // Still running when the hung call times out.
+        call(&pool, &spec, "slow", json!({"ms": 2_000})).await
     };
     let (hung, neighbour) = tokio::join!(hung, neighbour);
     assert!(matches!(hung, Err(UpstreamError::Timeout(_))), "{hung:?}");
