@@ -45,6 +45,8 @@ pub struct ServeOptions {
     pub admin_addr: Option<SocketAddr>,
     pub metrics_addr: Option<SocketAddr>,
     pub shutdown_grace: Duration,
+    /// The async runtime's worker threads (logged when ready).
+    pub worker_threads: usize,
 }
 
 /// Why the service could not start.
@@ -169,6 +171,7 @@ pub async fn serve(opts: ServeOptions) -> Result<(), ServeError> {
         config_path = %store.path().display(),
         version = crate::VERSION,
         transport = ?opts.transport,
+        worker_threads = opts.worker_threads,
         "mcpgw ready"
     );
 

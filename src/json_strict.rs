@@ -27,6 +27,12 @@ pub fn canonical(value: &Value) -> String {
     sorted(value).to_string()
 }
 
+/// A JSON object of `fields`, the values moved in. `serde_json::json!` serialises every value it is given into a new
+/// one, a deep copy: for an upstream's result on the path of every call that is dozens of allocations.
+pub fn object<const N: usize>(fields: [(&str, Value); N]) -> Value {
+    Value::Object(fields.into_iter().map(|(key, value)| (key.to_owned(), value)).collect())
+}
+
 /// Why a body is not strict JSON.
 #[derive(Debug)]
 pub enum StrictError {

@@ -184,13 +184,15 @@ enum Verdict {
 /// What the watchdog of one connection reads: requests in flight, since when it has been idle, and since when a new
 /// request's first bytes have been waiting for the rest of its headers. Instants are kept as milliseconds since
 /// `born`.
+///
+/// A request costs the watchdog nothing (no wake-up, no timer set): it looks only when its timer fires, and it never
+/// sleeps longer than `request_read_timeout` ([`Activity::next_look`]), so a request begun while it sleeps is still
+/// seen by its own read deadline.
 struct Activity {
     born: Instant,
     in_flight: AtomicUsize,
     idle_since: AtomicU64,
     head_since: AtomicU64,
-    /// Wakes the watchdog when a new request begins, so that its read deadline replaces the idle one.
-    head_begun: tokio::sync::Notify,
 }
 
 const NONE: u64 = u64::MAX;
@@ -202,7 +204,6 @@ impl Activity {
             in_flight: AtomicUsize::new(0),
             idle_since: AtomicU64::new(0),
             head_since: AtomicU64::new(NONE),
-            head_begun: tokio::sync::Notify::new(),
         })
     }
 
@@ -216,10 +217,8 @@ impl Activity {
 
     /// Bytes arrived: when nothing is in flight they begin a new request.
     fn bytes_read(&self) {
-        if self.in_flight.load(Ordering::Acquire) == 0
-            && self.head_since.compare_exchange(NONE, self.now_ms(), Ordering::AcqRel, Ordering::Acquire).is_ok()
-        {
-            self.head_begun.notify_one();
+        if self.in_flight.load(Ordering::Acquire) == 0 && self.head_since.load(Ordering::Acquire) == NONE {
+            let _ = self.head_since.compare_exchange(NONE, self.now_ms(), Ordering::AcqRel, Ordering::Acquire);
         }
     }
 
@@ -243,6 +242,13 @@ impl Activity {
         };
         let deadline = self.at(since) + limit;
         if self.at(now) >= deadline { verdict } else { Verdict::Wait(deadline) }
+    }
+
+    /// When the watchdog looks again after a `Wait(deadline)` verdict: at the deadline, but no later than one
+    /// `request_read_timeout` from now. A request whose first bytes arrive before that look has its read deadline
+    /// after it (it began after now), so the look that finds it is never late for it.
+    fn next_look(&self, deadline: Instant, limits: &Limits) -> Instant {
+        deadline.min(self.at(self.now_ms()) + limits.request_read_timeout)
     }
 }
 
@@ -327,19 +333,23 @@ async fn serve_connection(
         let _ = stop.wait_for(|stopped| *stopped).await;
     };
     let mut stopped = std::pin::pin!(stopped);
+    // One timer for the connection's life, moved only when it fires (see `Activity`).
+    let mut look = std::pin::pin!(tokio::time::sleep_until(Instant::now()));
     loop {
-        let verdict = activity.verdict(&store.snapshot().settings.limits);
-        let deadline = match verdict {
-            Verdict::Wait(at) => at,
+        let limits = &store.snapshot().settings.limits;
+        let verdict = activity.verdict(limits);
+        match verdict {
+            Verdict::Wait(deadline) => look.as_mut().reset(activity.next_look(deadline, limits)),
             Verdict::Idle | Verdict::SlowHeaders => {
                 metrics.limit_hit(if verdict == Verdict::Idle { "connection_idle" } else { "read_timeout" });
                 return;
             }
-        };
+        }
+        // The connection first: it is what wakes this task on almost every poll.
         tokio::select! {
+            biased;
             _ = connection.as_mut() => return,
-            () = tokio::time::sleep_until(deadline) => {}
-            () = activity.head_begun.notified() => {}
+            () = look.as_mut() => {}
             () = stopped.as_mut() => {
                 connection.as_mut().graceful_shutdown();
                 let _ = connection.await;
@@ -393,6 +403,24 @@ mod tests {
         // Completed headers put the request in flight: no read deadline any more.
         let _in_flight = activity.begin();
         assert!(matches!(activity.verdict(&l), Verdict::Wait(_)));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_request_begun_while_the_watchdog_sleeps_is_seen_at_its_read_deadline() {
+        let activity = Activity::new();
+        let l = limits(60, 30);
+        // Idle: the deadline is 60 s away, but the watchdog looks again within the read timeout.
+        let Verdict::Wait(deadline) = activity.verdict(&l) else { panic!("not idle yet") };
+        let look = activity.next_look(deadline, &l);
+        assert_eq!(look, activity.at(0) + Duration::from_secs(30));
+        // Headers begin 20 s later and never end: the look at 30 s sees them and waits for their deadline (50 s).
+        tokio::time::advance(Duration::from_secs(20)).await;
+        activity.bytes_read();
+        tokio::time::advance(Duration::from_secs(10)).await;
+        let Verdict::Wait(deadline) = activity.verdict(&l) else { panic!("headers still within their time") };
+        assert_eq!(activity.next_look(deadline, &l), activity.at(0) + Duration::from_secs(50));
+        tokio::time::advance(Duration::from_secs(20)).await;
+        assert_eq!(activity.verdict(&l), Verdict::SlowHeaders);
     }
 
     #[test]

@@ -4,11 +4,13 @@
 //! dropped, which for an upstream call kills the process), or is dropped by its caller first (cancelled: the client
 //! went away or cancelled the request).
 
-use std::collections::BTreeMap;
 use std::future::Future;
-use std::sync::Mutex;
+use std::pin::Pin;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::task::{Context, Poll};
 use std::time::Duration;
 
+use pin_project_lite::pin_project;
 use serde_json::{Value, json};
 
 use crate::config::settings::Timeouts;
@@ -49,6 +51,11 @@ impl TimeoutKind {
         }
     }
 
+    /// The kind's place in [`TimeoutKind::ALL`].
+    fn index(self) -> usize {
+        self as usize
+    }
+
     /// The kind's name in metrics (`tool_execution`, ...).
     pub fn name(self) -> &'static str {
         self.setting().trim_end_matches("_timeout")
@@ -87,85 +94,124 @@ struct Counts {
     cancelled: u64,
 }
 
-/// Counters per kind.
+/// The counters of one kind: atomics, so that counting takes no lock on the path of every call.
 #[derive(Default)]
-pub struct TimeoutMetrics {
-    counts: Mutex<BTreeMap<TimeoutKind, Counts>>,
+struct KindCounts {
+    total: AtomicU64,
+    successful: AtomicU64,
+    timeouts: AtomicU64,
+    cancelled: AtomicU64,
 }
 
-enum Outcome {
-    Successful,
-    Timeout,
-}
-
-/// Counts a cancellation when dropped before [`Pending::finish`].
-struct Pending<'a> {
-    metrics: &'a TimeoutMetrics,
-    kind: TimeoutKind,
-    done: bool,
-}
-
-impl Pending<'_> {
-    fn finish(mut self, outcome: Outcome) {
-        self.done = true;
-        self.metrics.update(self.kind, |c| match outcome {
-            Outcome::Successful => c.successful += 1,
-            Outcome::Timeout => c.timeouts += 1,
-        });
+impl KindCounts {
+    fn count(counter: &AtomicU64) {
+        counter.fetch_add(1, Ordering::Relaxed);
     }
-}
 
-impl Drop for Pending<'_> {
-    fn drop(&mut self) {
-        if !self.done {
-            self.metrics.update(self.kind, |c| c.cancelled += 1);
+    fn read(&self) -> Counts {
+        Counts {
+            total: self.total.load(Ordering::Relaxed),
+            successful: self.successful.load(Ordering::Relaxed),
+            timeouts: self.timeouts.load(Ordering::Relaxed),
+            cancelled: self.cancelled.load(Ordering::Relaxed),
         }
     }
 }
 
-impl TimeoutMetrics {
-    fn update(&self, kind: TimeoutKind, f: impl FnOnce(&mut Counts)) {
-        let mut counts = self.counts.lock().unwrap_or_else(|p| p.into_inner());
-        f(counts.entry(kind).or_default());
+/// Counters per kind, in the order of [`TimeoutKind::ALL`].
+#[derive(Default)]
+pub struct TimeoutMetrics {
+    counts: [KindCounts; TimeoutKind::ALL.len()],
+}
+
+pin_project! {
+    /// An operation under its timeout, counted (see [`TimeoutMetrics::run_classified`]): counted in `total` when first
+    /// polled, then as successful, a timeout, or cancelled when dropped before it finished.
+    ///
+    /// A future of its own rather than an `async fn`, which would hold the operation twice (its argument, and the
+    /// timeout it awaits).
+    pub struct Bounded<'a, F, C> {
+        #[pin]
+        timed: tokio::time::Timeout<F>,
+        counts: &'a KindCounts,
+        limit: Duration,
+        timed_out_inside: Option<C>,
+        started: bool,
+        done: bool,
     }
 
+    impl<'a, F, C> PinnedDrop for Bounded<'a, F, C> {
+        fn drop(this: Pin<&mut Self>) {
+            let this = this.project();
+            if *this.started && !*this.done {
+                KindCounts::count(&this.counts.cancelled);
+            }
+        }
+    }
+}
+
+impl<F: Future, C: FnOnce(&F::Output) -> bool> Future for Bounded<'_, F, C> {
+    type Output = Result<F::Output, TimedOut>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let this = self.project();
+        if !*this.started {
+            *this.started = true;
+            KindCounts::count(&this.counts.total);
+        }
+        let finished = std::task::ready!(this.timed.poll(cx));
+        *this.done = true;
+        Poll::Ready(match finished {
+            Ok(value) => {
+                let inside = this.timed_out_inside.take().is_some_and(|timed_out| timed_out(&value));
+                KindCounts::count(if inside { &this.counts.timeouts } else { &this.counts.successful });
+                Ok(value)
+            }
+            Err(_) => {
+                KindCounts::count(&this.counts.timeouts);
+                Err(TimedOut(*this.limit))
+            }
+        })
+    }
+}
+
+/// The classifier of [`TimeoutMetrics::run`]: nothing inside the operation is a timeout.
+fn never<T>(_: &T) -> bool {
+    false
+}
+
+impl TimeoutMetrics {
     /// Runs `op` with the timeout `limit`, counting the outcome under `kind`.
-    pub async fn run<T>(&self, kind: TimeoutKind, limit: Duration, op: impl Future<Output = T>) -> Result<T, TimedOut> {
-        self.run_classified(kind, limit, op, |_| false).await
+    pub fn run<F: Future>(&self, kind: TimeoutKind, limit: Duration, op: F) -> Bounded<'_, F, fn(&F::Output) -> bool> {
+        self.run_classified(kind, limit, op, never::<F::Output>)
     }
 
     /// Like [`TimeoutMetrics::run`], for an operation that enforces the same limit itself (an upstream call kills its
     /// process when time is up): `timed_out_inside` says whether its result is such a timeout, so it is counted as one.
-    pub async fn run_classified<T>(
+    pub fn run_classified<F: Future, C: FnOnce(&F::Output) -> bool>(
         &self,
         kind: TimeoutKind,
         limit: Duration,
-        op: impl Future<Output = T>,
-        timed_out_inside: impl FnOnce(&T) -> bool,
-    ) -> Result<T, TimedOut> {
-        self.update(kind, |c| c.total += 1);
-        let pending = Pending { metrics: self, kind, done: false };
-        match tokio::time::timeout(limit, op).await {
-            Ok(value) => {
-                let outcome = if timed_out_inside(&value) { Outcome::Timeout } else { Outcome::Successful };
-                pending.finish(outcome);
-                Ok(value)
-            }
-            Err(_) => {
-                pending.finish(Outcome::Timeout);
-                Err(TimedOut(limit))
-            }
+        op: F,
+        timed_out_inside: C,
+    ) -> Bounded<'_, F, C> {
+        Bounded {
+            timed: tokio::time::timeout(limit, op),
+            counts: &self.counts[kind.index()],
+            limit,
+            timed_out_inside: Some(timed_out_inside),
+            started: false,
+            done: false,
         }
     }
 
     /// The `timeout_metrics` object of `gw_get_timeout_metrics`. Process starts are not among them: they are bounded
     /// by `upstream_pool.start_timeout_seconds` and counted by the upstream pool (`mcpgw_upstream_start_*`).
     pub fn report(&self) -> Value {
-        let counts = self.counts.lock().unwrap_or_else(|p| p.into_inner()).clone();
         let mut total = Counts::default();
         let mut by_kind = serde_json::Map::new();
         for kind in TimeoutKind::ALL {
-            let c = counts.get(&kind).copied().unwrap_or_default();
+            let c = self.counts[kind.index()].read();
             total.total += c.total;
             total.successful += c.successful;
             total.timeouts += c.timeouts;

@@ -260,7 +260,34 @@ fn audit_verify(path: &std::path::Path) -> ExitCode {
 
 const WORKER_STACK_BYTES: usize = 8 * 1024 * 1024;
 
+/// The environment variable that sets the async runtime's worker threads.
+pub const WORKER_THREADS_VAR: &str = "MCPGW_WORKER_THREADS";
+/// At most this many worker threads.
+const MAX_WORKER_THREADS: usize = 1024;
+
+/// The runtime's worker threads: `MCPGW_WORKER_THREADS`, else half the CPUs this process may use, rounded up (the
+/// standard library counts a cgroup's CPU quota, so a container limited to 1 CPU gets 1 thread).
+///
+/// Half rather than all: the gateway shares its CPUs with the upstream servers it starts and the agent it serves, and
+/// its work per call is small beside theirs. A second thread on 2 CPUs bought no throughput in `cargo bench --bench
+/// gateway` and cost a fifth more CPU per call (threads waking each other, tasks moving between them; BENCHMARKS.md).
+fn worker_threads(setting: Option<std::ffi::OsString>, cpus: usize) -> Result<usize, String> {
+    let Some(setting) = setting else {
+        return Ok(cpus.div_ceil(2).max(1));
+    };
+    let text = setting.to_string_lossy();
+    match text.trim().parse::<usize>() {
+        Ok(n) if (1..=MAX_WORKER_THREADS).contains(&n) => Ok(n),
+        _ => Err(format!("{WORKER_THREADS_VAR} must be a whole number from 1 to {MAX_WORKER_THREADS}, not {text:?}")),
+    }
+}
+
 fn serve(args: ServeArgs) -> ExitCode {
+    let cpus = std::thread::available_parallelism().map_or(1, std::num::NonZeroUsize::get);
+    let workers = match worker_threads(std::env::var_os(WORKER_THREADS_VAR), cpus) {
+        Ok(n) => n,
+        Err(why) => return fail(why),
+    };
     let opts = ServeOptions {
         config_path: args.config.path(),
         transport: args.transport,
@@ -268,15 +295,20 @@ fn serve(args: ServeArgs) -> ExitCode {
         admin_addr: args.admin_addr,
         metrics_addr: args.metrics_addr,
         shutdown_grace: Duration::from_secs(args.shutdown_grace),
+        worker_threads: workers,
     };
     // Worker stacks of 8 MiB (tokio's default is 2): a call nests the request path, the tools, discovery and the pool,
     // and unoptimised builds give each of those futures' poll functions frames of several pages. Only the pages used
     // are ever resident.
-    let runtime =
-        match tokio::runtime::Builder::new_multi_thread().thread_stack_size(WORKER_STACK_BYTES).enable_all().build() {
-            Ok(rt) => rt,
-            Err(e) => return fail(format!("cannot start the async runtime: {e}")),
-        };
+    let built = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(workers)
+        .thread_stack_size(WORKER_STACK_BYTES)
+        .enable_all()
+        .build();
+    let runtime = match built {
+        Ok(rt) => rt,
+        Err(e) => return fail(format!("cannot start the async runtime: {e}")),
+    };
     let result = runtime.block_on(app::serve(opts));
     // A read of stdin (the stdio front) sits on a blocking thread that nothing can interrupt; waiting for it would
     // keep the process alive after the drain, so the runtime's leftover blocking threads are not waited for.
@@ -291,6 +323,20 @@ fn serve(args: ServeArgs) -> ExitCode {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn worker_threads_are_half_the_cpus_unless_set() {
+        assert_eq!(worker_threads(None, 1), Ok(1));
+        assert_eq!(worker_threads(None, 2), Ok(1));
+        assert_eq!(worker_threads(None, 3), Ok(2));
+        assert_eq!(worker_threads(None, 16), Ok(8));
+        assert_eq!(worker_threads(Some("16".into()), 2), Ok(16));
+        assert_eq!(worker_threads(Some(" 3 ".into()), 2), Ok(3));
+        for bad in ["0", "-1", "two", "", "1025", "1.5"] {
+            let why = worker_threads(Some(bad.into()), 2).unwrap_err();
+            assert!(why.contains("MCPGW_WORKER_THREADS must be a whole number from 1 to 1024"), "{why}");
+        }
+    }
 
     #[test]
     fn the_command_line_definition_is_consistent() {

@@ -20,8 +20,11 @@
 //! library that captures the current span for a task it spawns (rmcp does, for an upstream's connection, which lives
 //! as long as the process) would keep our span open, and so unexported, for as long as that task runs.
 
+use std::pin::Pin;
+use std::task::{Context, Poll};
 use std::time::Instant;
 
+use pin_project_lite::pin_project;
 use serde_json::Value;
 use tracing::Span;
 use tracing::field::Empty;
@@ -40,16 +43,41 @@ fn parent() -> Option<Id> {
     PARENT.try_with(Span::id).ok().flatten()
 }
 
-/// Runs `work` as `span`'s, then records `latency_ms` and whatever `record` takes from the output.
-async fn traced<F: Future>(span: Span, work: F, record: impl FnOnce(&Span, &F::Output)) -> F::Output {
-    if span.is_disabled() {
-        return work.await;
+pin_project! {
+    /// `work` run as a span's, then `latency_ms` and whatever `record` takes from the output recorded on it.
+    ///
+    /// A future of its own rather than an `async fn`: an `async fn` keeps its argument and the future it awaits side by
+    /// side, so each helper would double the size of the work it wraps, and every caller would copy that size.
+    pub struct Traced<F, R> {
+        #[pin]
+        work: F,
+        // `None` when the span is off (no trace layer wants it): the work then runs as is.
+        span: Option<(Span, Instant)>,
+        record: Option<R>,
     }
-    let started = Instant::now();
-    let output = PARENT.scope(span.clone(), work).await;
-    span.record("latency_ms", i64::try_from(started.elapsed().as_millis()).unwrap_or(i64::MAX));
-    record(&span, &output);
-    output
+}
+
+fn traced<F: Future, R: FnOnce(&Span, &F::Output)>(span: Span, work: F, record: R) -> Traced<F, R> {
+    let span = (!span.is_disabled()).then(|| (span, Instant::now()));
+    Traced { work, span, record: Some(record) }
+}
+
+impl<F: Future, R: FnOnce(&Span, &F::Output)> Future for Traced<F, R> {
+    type Output = F::Output;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<F::Output> {
+        let this = self.project();
+        let Some((span, started)) = this.span.as_ref() else {
+            return this.work.poll(cx);
+        };
+        // The span is the parent of the spans the work opens while it runs.
+        let output = std::task::ready!(PARENT.sync_scope(span.clone(), || this.work.poll(cx)));
+        span.record("latency_ms", i64::try_from(started.elapsed().as_millis()).unwrap_or(i64::MAX));
+        if let Some(record) = this.record.take() {
+            record(span, &output);
+        }
+        Poll::Ready(output)
+    }
 }
 
 fn outcome(span: &Span, success: bool) {
@@ -65,57 +93,57 @@ fn answered_success(answer: &Value) -> bool {
 }
 
 /// The span of one gateway tool call (`gw_*`); successful when its answer's `status` is `success`.
-pub async fn gateway_tool(
+pub fn gateway_tool<W: Future<Output = Value>>(
     tool_name: &'static str,
     project_id: &str,
     mcp_config_id: Option<&str>,
-    work: impl Future<Output = Value>,
-) -> Value {
+    work: W,
+) -> Traced<W, impl FnOnce(&Span, &Value)> {
     let span = tracing::info_span!(target: TARGET, parent: parent(), "gw_tool_call", tool_name, project_id,
         mcp_config_id = mcp_config_id.unwrap_or(""), success = Empty, latency_ms = Empty, otel.status_code = Empty);
-    traced(span, work, |span, answer| outcome(span, answered_success(answer))).await
+    traced(span, work, |span: &Span, answer: &Value| outcome(span, answered_success(answer)))
 }
 
 /// The span of one upstream tool call, guardrails included; successful when the call's result is a success.
-pub async fn tool_execution<E>(
+pub fn tool_execution<E, W: Future<Output = Result<Value, E>>>(
     server_name: &str,
     tool_name: &str,
     project_id: &str,
     transport: &str,
-    work: impl Future<Output = Result<Value, E>>,
-) -> Result<Value, E> {
+    work: W,
+) -> Traced<W, impl FnOnce(&Span, &Result<Value, E>)> {
     let span = tracing::info_span!(target: TARGET, parent: parent(), "tool_execution", server_name, tool_name, project_id,
         transport, success = Empty, latency_ms = Empty, otel.status_code = Empty);
-    traced(span, work, |span, result| outcome(span, result.as_ref().is_ok_and(answered_success))).await
+    traced(span, work, |span: &Span, result: &Result<Value, E>| {
+        outcome(span, result.as_ref().is_ok_and(answered_success))
+    })
 }
 
 /// The span of one guardrail policy check; `Err` is the blocked call's result.
-pub async fn guardrail_check<T, B>(
+pub fn guardrail_check<T, B, W: Future<Output = Result<T, B>>>(
     stage: &'static str,
     detector: &str,
-    work: impl Future<Output = Result<T, B>>,
-) -> Result<T, B> {
+    work: W,
+) -> Traced<W, impl FnOnce(&Span, &Result<T, B>)> {
     let span = tracing::info_span!(target: TARGET, parent: parent(), "guardrail_check", stage, detector, blocked = Empty,
         latency_ms = Empty);
-    traced(span, work, |span, result| {
+    traced(span, work, |span: &Span, result: &Result<T, B>| {
         span.record("blocked", result.is_err());
     })
-    .await
 }
 
 /// The span of one discovery of a server's tools; `source` names where a success came from.
-pub async fn discovery<T, E>(
+pub fn discovery<T, E, W: Future<Output = Result<T, E>>>(
     server_name: &str,
-    work: impl Future<Output = Result<T, E>>,
+    work: W,
     source: impl FnOnce(&T) -> &'static str,
-) -> Result<T, E> {
+) -> Traced<W, impl FnOnce(&Span, &Result<T, E>)> {
     let span = tracing::info_span!(target: TARGET, parent: parent(), "discovery", server_name, source = Empty, success = Empty,
         latency_ms = Empty, otel.status_code = Empty);
-    traced(span, work, |span, result| {
+    traced(span, work, |span: &Span, result: &Result<T, E>| {
         if let Ok(found) = result {
             span.record("source", source(found));
         }
         outcome(span, result.is_ok());
     })
-    .await
 }

@@ -232,6 +232,21 @@ async fn discover_untraced(
     if !configured.is_empty() {
         return Ok(DiscoveryResult::unreviewed(Arc::new(configured), "config", None));
     }
+    // Boxed: asking the server is the rare case, and its future is many times the size of a cache hit's, which every
+    // call's future would otherwise carry (and copy).
+    Box::pin(discover_live(ctx, identity, session, entry, key, fingerprint)).await
+}
+
+/// Discovery by asking the server, after a cache miss: its tools reviewed, cached and returned.
+async fn discover_live(
+    ctx: &GatewayContext,
+    identity: &Identity,
+    session: Option<&str>,
+    entry: &ServerEntry,
+    key: PoolKey,
+    fingerprint: Option<String>,
+) -> Result<DiscoveryResult, GatewayError> {
+    let settings = &identity.snapshot.settings;
     let limit = settings.timeouts.discovery;
     let spec = upstream_spec(ctx, identity, entry).await?;
     // The pool enforces `limit` on the server's work; waiting for a process start is bounded by the start timeout.

@@ -22,6 +22,7 @@ use crate::gateway::exposure::filter::Curation;
 use crate::gateway::middleware::guardrails::{CallOutcome, GuardrailLayer, Guardrails, UpstreamCall};
 use crate::guardrails::provider::{Provider, ProviderChoice};
 use crate::guardrails::stage::GuardSettings;
+use crate::json_strict::object;
 use crate::telemetry::spans;
 use crate::timeouts::TimeoutKind;
 use crate::upstream::relay::Relay;
@@ -72,15 +73,18 @@ pub async fn secure_call(
         gathered = gathered.saturating_add(json_size(&result));
         results.push(result);
     }
-    json!({
-        "status": "success",
-        "results": results,
-        "metadata": {
-            "server_name": entry.server_name,
-            "execution_time_ms": started.elapsed().as_millis() as u64,
-            "guardrails_applied": calls.guardrails_applied,
-        },
-    })
+    object([
+        ("status", Value::from("success")),
+        ("results", Value::Array(results)),
+        (
+            "metadata",
+            json!({
+                "server_name": entry.server_name,
+                "execution_time_ms": started.elapsed().as_millis() as u64,
+                "guardrails_applied": calls.guardrails_applied,
+            }),
+        ),
+    ])
 }
 
 /// The calls of one request to one server, each through the same per-call pipeline: what they share (the server's
@@ -221,7 +225,8 @@ impl<'a> ServerCalls<'a> {
             // A failed discovery is shown in every call's result: the upstream's words in it pass the output check
             // once.
             let known = match discover(self.ctx, self.identity, self.session, self.entry).await {
-                Err(failure) => Err(self.guardrails.upstream_error(failure).await),
+                // Boxed: the check of a failure's words is rare, and its future large.
+                Err(failure) => Err(Box::pin(self.guardrails.upstream_error(failure)).await),
                 found => found,
             };
             self.known = Some(known);
@@ -304,7 +309,7 @@ fn guarded_call<'a>(
         std::future::poll_fn(|cx| stack.poll_ready(cx)).await?;
         Ok(match stack.call(UpstreamCall { tool: call.name.clone(), args }).await? {
             CallOutcome::Completed(response) => {
-                json!({"status": "success", "tool_name": call.name, "response": response})
+                object([("status", "success".into()), ("tool_name", call.name.into()), ("response", response)])
             }
             CallOutcome::Blocked(result) => result,
         })
@@ -366,8 +371,10 @@ async fn run_call(upstream: UpstreamService<'_>, tool: &str, args: Map<String, V
 async fn relay(upstream: UpstreamService<'_>, operation: Operation, call: UpstreamCall) -> Result<Value, GatewayError> {
     let UpstreamService { ctx, identity, session, key, spec, relay, .. } = upstream;
     let (method, params): (&str, Value) = match operation {
-        Operation::GetPrompt => ("prompts/get", json!({"name": call.tool, "arguments": call.args})),
-        Operation::ReadResource | Operation::CallTool => ("resources/read", json!({"uri": call.tool})),
+        Operation::GetPrompt => {
+            ("prompts/get", object([("name", call.tool.into()), ("arguments", Value::Object(call.args))]))
+        }
+        Operation::ReadResource | Operation::CallTool => ("resources/read", object([("uri", call.tool.into())])),
     };
     let declared = move |c: &rmcp::model::ServerCapabilities| match operation {
         Operation::GetPrompt => c.prompts.is_some(),

@@ -12,6 +12,7 @@ mod status;
 
 use std::sync::Arc;
 
+use futures_util::future::BoxFuture;
 use rmcp::model::{JsonObject, Tool};
 use schemars::JsonSchema;
 use serde::Deserialize;
@@ -200,25 +201,33 @@ impl ToolInvocation {
     pub async fn run(self, ctx: &GatewayContext, identity: &Identity, session: Option<&str>) -> Value {
         let (name, project, config) = (self.name(), &identity.project_id, identity.mcp_config_id.as_deref());
         let started = std::time::Instant::now();
-        // Boxed: the tool futures nest deeply (tool, guardrails, pool, spans), and the fronts' futures hold this one.
-        let answer = spans::gateway_tool(name, project, config, Box::pin(self.dispatch(ctx, identity, session))).await;
+        let answer = spans::gateway_tool(name, project, config, self.dispatch(ctx, identity, session)).await;
         record(ctx, identity, name, name, started.elapsed(), &answer);
         answer
     }
 
-    async fn dispatch(self, ctx: &GatewayContext, identity: &Identity, session: Option<&str>) -> Value {
+    /// Each tool's future boxed on its own: they nest deeply (tool, guardrails, pool), the fronts' futures hold this
+    /// one, and one future for all of them would be the size of the largest, copied on every call.
+    fn dispatch<'a>(
+        self,
+        ctx: &'a GatewayContext,
+        identity: &'a Identity,
+        session: Option<&'a str>,
+    ) -> BoxFuture<'a, Value> {
         match self {
-            ToolInvocation::ListServers(input) => discovery::list_servers(ctx, identity, session, input).await,
-            ToolInvocation::ServerInfo(input) => discovery::server_info(ctx, identity, session, input).await,
-            ToolInvocation::Discover(input) => discovery::discover_tool(ctx, identity, session, input).await,
-            ToolInvocation::SecureCall(input) => execute::secure_call(ctx, identity, session, input).await,
+            ToolInvocation::ListServers(input) => Box::pin(discovery::list_servers(ctx, identity, session, input)),
+            ToolInvocation::ServerInfo(input) => Box::pin(discovery::server_info(ctx, identity, session, input)),
+            ToolInvocation::Discover(input) => Box::pin(discovery::discover_tool(ctx, identity, session, input)),
+            ToolInvocation::SecureCall(input) => Box::pin(execute::secure_call(ctx, identity, session, input)),
             // The tools that touch no upstream run under `default_timeout`.
-            ToolInvocation::CacheStatus => bounded(ctx, identity, async { status::cache_status(ctx, identity) }).await,
+            ToolInvocation::CacheStatus => {
+                Box::pin(bounded(ctx, identity, async { status::cache_status(ctx, identity) }))
+            }
             ToolInvocation::ClearCache(input) => {
-                bounded(ctx, identity, status::clear_cache(ctx, identity, input)).await
+                Box::pin(bounded(ctx, identity, status::clear_cache(ctx, identity, input)))
             }
             ToolInvocation::TimeoutMetrics => {
-                bounded(ctx, identity, async { status::timeout_metrics(ctx, identity) }).await
+                Box::pin(bounded(ctx, identity, async { status::timeout_metrics(ctx, identity) }))
             }
         }
     }

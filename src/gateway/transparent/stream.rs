@@ -30,6 +30,7 @@ use super::{CallAnswer, UnknownTool, call_tool};
 use crate::auth::Identity;
 use crate::gateway::GatewayContext;
 use crate::gateway::envelope::{self, tool_result};
+use crate::json_strict::object;
 use crate::upstream::lock;
 use crate::upstream::relay::{FromServer, Relay, RelayError};
 
@@ -248,14 +249,14 @@ impl Stream {
 /// The JSON-RPC message that answers call `id`.
 fn response_message(id: &Value, answered: Result<CallAnswer, UnknownTool>) -> Value {
     match answered {
-        Ok(CallAnswer::Upstream(result)) => json!({"jsonrpc": "2.0", "id": id, "result": result}),
+        Ok(CallAnswer::Upstream(result)) => object([("jsonrpc", "2.0".into()), ("id", id.clone()), ("result", result)]),
         Ok(CallAnswer::Gateway(answer)) => {
             let mut result = serde_json::to_value(tool_result(answer)).unwrap_or(Value::Null);
             // As rmcp answers a session peer.
             if let Some(fields) = result.as_object_mut() {
                 fields.remove("resultType");
             }
-            json!({"jsonrpc": "2.0", "id": id, "result": result})
+            object([("jsonrpc", "2.0".into()), ("id", id.clone()), ("result", result)])
         }
         Err(unknown) => json!({"jsonrpc": "2.0", "id": id, "error": {"code": -32602, "message": unknown.to_string()}}),
     }
