@@ -381,3 +381,33 @@ fn config_path_is_reported_as_given() {
     assert_eq!(h.ok(200)["config_path"], json!(given));
     assert_eq!(gw.system_health()["config_path"], json!(given));
 }
+
+#[test]
+fn worker_threads_come_from_the_environment_and_a_bad_value_stops_the_start() {
+    let (_dir, path) = fixture_dir();
+    let mut cmd = base_command();
+    cmd.arg("serve").arg("--config").arg(&path).env("MCPGW_WORKER_THREADS", "3").args([
+        "--admin-addr",
+        "127.0.0.1:0",
+        "--metrics-addr",
+        "127.0.0.1:0",
+        "--gateway-addr",
+        "127.0.0.1:0",
+    ]);
+    let gw = Gateway::spawn(cmd, &path);
+    gw.get("/api/v1/configs").ok(200);
+    let ready = wait_until(Duration::from_secs(10), || gw.logs().lines().any(|l| l.contains("mcpgw ready")));
+    assert!(ready, "no ready line:\n{}", gw.logs());
+    let line = gw.logs().lines().find(|l| l.contains("mcpgw ready")).unwrap_or_default().to_string();
+    let record: Value = serde_json::from_str(&line).expect("the ready line is JSON");
+    assert_eq!(record["worker_threads"], json!(3), "{line}");
+
+    for bad in ["0", "many", "2000"] {
+        let mut cmd = base_command();
+        cmd.arg("serve").arg("--config").arg(&path).env("MCPGW_WORKER_THREADS", bad).stdin(Stdio::null());
+        let (status, _out, err) = run_to_end(cmd, Duration::from_secs(30));
+        assert!(!status.success(), "MCPGW_WORKER_THREADS={bad} started");
+        assert!(err.contains("MCPGW_WORKER_THREADS must be a whole number from 1 to 1024"), "{err}");
+        assert_no_panic(&err);
+    }
+}

@@ -245,7 +245,9 @@ impl ServerHandler for GatewayHandler {
         let session = self.session(&context);
         let (relay, caller, messages) = relayed(&context);
         let work = transparent::get_prompt(&self.ctx, &identity, session, &request.name, args, Some(relay));
-        let result = caller.serve(work, messages).await?;
+        // Boxed, as each request's work below: rmcp's session task holds the future of every handler method in one,
+        // so the largest would set the memory of every session.
+        let result = Box::pin(caller.serve(work, messages)).await?;
         Ok(GetPromptResponse::Complete(upstream_value(result)?))
     }
 
@@ -278,7 +280,7 @@ impl ServerHandler for GatewayHandler {
         let identity = self.transparent::<ReadResourceRequestMethod>(&context, Capability::Resources, true).await?;
         let (relay, caller, messages) = relayed(&context);
         let work = resources::read(&self.ctx, &identity, self.session(&context), &request.uri, Some(relay));
-        let result = caller.serve(work, messages).await?;
+        let result = Box::pin(caller.serve(work, messages)).await?;
         Ok(ReadResourceResponse::Complete(upstream_value(result)?))
     }
 
@@ -307,7 +309,7 @@ impl ServerHandler for GatewayHandler {
     ) -> Result<CompleteResult, McpError> {
         let identity = self.transparent::<CompleteRequestMethod>(&context, Capability::Completions, true).await?;
         let params = serde_json::to_value(&request).map_err(|e| McpError::invalid_params(e.to_string(), None))?;
-        let result = resources::complete(&self.ctx, &identity, self.session(&context), params).await?;
+        let result = Box::pin(resources::complete(&self.ctx, &identity, self.session(&context), params)).await?;
         upstream_value(result)
     }
 
@@ -329,7 +331,7 @@ impl ServerHandler for GatewayHandler {
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, McpError> {
         let started = std::time::Instant::now();
-        let answer = self.answer_call(request, context).await;
+        let answer = Box::pin(self.answer_call(request, context)).await;
         if self.credentials.is_some() {
             // Over HTTP the request metrics layer counts requests; over stdio each tool call is one.
             let status = if answer.is_ok() { "ok" } else { "error" };
