@@ -444,14 +444,22 @@ fn cool_down_after(failures: u32) -> Option<Duration> {
 
 /// Removes the processes that died or lost their connection while serving no call, and returns them; those that did
 /// so while serving calls take no new ones.
+/// In place: it runs on every call, and allocates only when a process is gone.
 fn remove_gone(entries: &mut Vec<Entry>) -> Vec<Arc<UpstreamProcess>> {
-    let (gone, mut alive): (Vec<Entry>, Vec<Entry>) =
-        std::mem::take(entries).into_iter().partition(|entry| entry.calls == 0 && entry.process.is_gone());
-    for entry in alive.iter_mut().filter(|entry| entry.process.is_gone()) {
-        entry.failed = entry.failed.max(Some(StopMode::Kill));
+    let mut gone = Vec::new();
+    let mut at = 0;
+    while at < entries.len() {
+        let entry = &mut entries[at];
+        if entry.process.is_gone() {
+            if entry.calls == 0 {
+                gone.push(entries.remove(at).process);
+                continue;
+            }
+            entry.failed = entry.failed.max(Some(StopMode::Kill));
+        }
+        at += 1;
     }
-    *entries = alive;
-    gone.into_iter().map(|entry| entry.process).collect()
+    gone
 }
 
 #[cfg(test)]

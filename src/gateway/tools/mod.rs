@@ -259,9 +259,13 @@ pub(crate) fn record(
     let outcome = outcome(answer);
     metrics.tool_calls.with_label_values(&[label, outcome]).inc();
     metrics.tool_call_duration.with_label_values(&[label]).observe(took.as_secs_f64());
+    // What only the log record reads is looked up only when it is written.
+    if !tracing::enabled!(tracing::Level::INFO) {
+        return;
+    }
     let success = outcome == "success";
     let error = answer.get("message").and_then(Value::as_str).filter(|_| !success);
-    let server_name = answer.pointer("/metadata/server_name").and_then(Value::as_str);
+    let server_name = answer.get("metadata").and_then(|m| m.get("server_name")).and_then(Value::as_str);
     let error_type = (!success).then_some(outcome);
     tracing::info!(
         custom_id = %crate::ids::correlation_id(),
