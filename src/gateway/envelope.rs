@@ -6,7 +6,8 @@
 //! JSON-RPC response with [`answer_body`], so both routes answer byte for byte alike.
 //!
 //! [`answer_body`] bounds the memory of a large answer (contract 13: one request holds at most a few times
-//! `max_response_bytes`): the answer's JSON is written once, into a buffer of its final size, and the value is dropped;
+//! `max_response_bytes`): the answer's JSON is written once (a small one into a buffer that grows to fit, a larger one
+//! into a buffer of its final size, measured first), and the value is dropped;
 //! an answer of 256 KiB or more is then sent as a stream of known length, the JSON escaped piece by piece as the client
 //! reads (the text content) and then as it is (`structuredContent`). So the peak is the value and its JSON, then the
 //! JSON alone, never the whole body (which holds the JSON twice).
@@ -26,15 +27,18 @@ pub fn tool_result(answer: Value) -> CallToolResult {
     result
 }
 
-/// Answers up to this size are written into a buffer of this capacity at once; larger ones are measured first.
+/// Answers up to this size are written into a buffer that grows as they are written; larger ones are measured first.
 const SMALL: usize = 16 * 1024;
+/// The first capacity of that buffer: most answers fit. (A buffer of `SMALL` for every answer would be a medium-sized
+/// block per call, and each worker thread of the allocator would keep pages of them.)
+const FIRST: usize = 1024;
 
-/// A writer into a buffer that refuses to grow it.
+/// A writer into a buffer that refuses to grow it past `SMALL`.
 struct Capped<'a>(&'a mut Vec<u8>);
 
 impl std::io::Write for Capped<'_> {
     fn write(&mut self, data: &[u8]) -> std::io::Result<usize> {
-        if self.0.len() + data.len() > self.0.capacity() {
+        if self.0.len() + data.len() > SMALL {
             return Err(std::io::Error::other("full"));
         }
         self.0.extend_from_slice(data);
@@ -128,7 +132,7 @@ const PIECE: usize = 64 * 1024;
 /// within the memory bound of the module documentation.
 pub fn answer_body(id: &Value, answer: Value, stateless: bool) -> Body {
     let ok = answer.get("status").and_then(Value::as_str) == Some("success");
-    let mut raw = Vec::with_capacity(SMALL);
+    let mut raw = Vec::with_capacity(FIRST);
     if serde_json::to_writer(Capped(&mut raw), &answer).is_err() {
         raw = Vec::with_capacity(json_len(&answer));
         let _ = serde_json::to_writer(&mut raw, &answer);

@@ -146,15 +146,15 @@ pub async fn answer(ctx: Arc<GatewayContext>, call: SessionCall) -> Response<Bod
     let ended = CancellationToken::new();
     lock(&ctx.relays.calls).insert(call_key.clone(), (cancel.clone(), ended.clone()));
     let registered = Registered { ctx: Arc::clone(&ctx), call: call_key, asked: Vec::new(), ended };
-    let work = {
+    // Boxed here rather than in the task: the task then holds a pointer, not a second copy of the work.
+    let mut work = {
         let (ctx, session) = (Arc::clone(&ctx), session.clone());
-        async move { call_tool(&ctx, &identity, Some(&session), &name, args, Some(relay)).await }
+        Box::pin(async move { call_tool(&ctx, &identity, Some(&session), &name, args, Some(relay)).await })
     };
     // The call runs in a task of its own: a client that goes away (the response is dropped) cancels it cleanly,
     // rather than abandoning the upstream request mid-way.
     let (respond, response) = oneshot::channel::<Response<Body>>();
     tokio::spawn(async move {
-        let mut work = Box::pin(work);
         let mut respond = respond;
         let first = loop {
             tokio::select! {
