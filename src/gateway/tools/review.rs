@@ -194,27 +194,19 @@ fn pin_on_first_use(
 ) -> Option<indexmap::IndexMap<String, String>> {
     let pins: indexmap::IndexMap<String, String> =
         current.iter().map(|(name, pin, _)| (name.to_string(), pin.clone())).collect();
-    let write = || {
-        ctx.store.update(|file, _| -> Result<bool, crate::config::WriteError> {
-            let entry = file
-                .mcp_configs
-                .get_mut(config_id)
-                .and_then(|config| config.mcp_config.iter_mut().find(|entry| entry.server_name == server));
-            match entry {
-                Some(entry) if entry.pinned_tools.is_none() => {
-                    entry.pinned_tools = Some(pins.clone());
-                    Ok(true)
-                }
-                _ => Ok(false),
+    let written = ctx.store.update(|file, _| -> Result<bool, crate::config::WriteError> {
+        let entry = file
+            .mcp_configs
+            .get_mut(config_id)
+            .and_then(|config| config.mcp_config.iter_mut().find(|entry| entry.server_name == server));
+        match entry {
+            Some(entry) if entry.pinned_tools.is_none() => {
+                entry.pinned_tools = Some(pins.clone());
+                Ok(true)
             }
-        })
-    };
-    // A write of the file (or a round trip to the Redis store) in the middle of a call: the worker's other tasks move
-    // to another thread meanwhile, so that one worker (the default on small machines) does not stall every caller.
-    let written = match tokio::runtime::Handle::try_current().map(|runtime| runtime.runtime_flavor()) {
-        Ok(tokio::runtime::RuntimeFlavor::MultiThread) => tokio::task::block_in_place(write),
-        _ => write(),
-    };
+            _ => Ok(false),
+        }
+    });
     ctx.audit.record(crate::audit::Event {
         event: "tools_pinned",
         server_name: Some(server),
