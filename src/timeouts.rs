@@ -248,6 +248,13 @@ pub fn config_report(timeouts: &Timeouts) -> Value {
 mod tests {
     use super::*;
 
+    #[test]
+    fn each_kind_has_its_own_counters() {
+        for (at, kind) in TimeoutKind::ALL.into_iter().enumerate() {
+            assert_eq!(kind.index(), at, "{kind:?}");
+        }
+    }
+
     #[tokio::test(start_paused = true)]
     async fn outcomes_are_counted_per_kind() {
         let m = TimeoutMetrics::default();
