@@ -261,7 +261,7 @@ fn audit_verify(path: &std::path::Path) -> ExitCode {
 const WORKER_STACK_BYTES: usize = 8 * 1024 * 1024;
 
 /// The environment variable that sets the async runtime's worker threads.
-pub const WORKER_THREADS_VAR: &str = "MCPGW_WORKER_THREADS";
+const WORKER_THREADS_VAR: &str = "MCPGW_WORKER_THREADS";
 /// At most this many worker threads.
 const MAX_WORKER_THREADS: usize = 1024;
 

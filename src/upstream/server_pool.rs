@@ -446,20 +446,16 @@ fn cool_down_after(failures: u32) -> Option<Duration> {
 /// so while serving calls take no new ones.
 /// In place: it runs on every call, and allocates only when a process is gone.
 fn remove_gone(entries: &mut Vec<Entry>) -> Vec<Arc<UpstreamProcess>> {
-    let mut gone = Vec::new();
-    let mut at = 0;
-    while at < entries.len() {
-        let entry = &mut entries[at];
-        if entry.process.is_gone() {
-            if entry.calls == 0 {
-                gone.push(entries.remove(at).process);
-                continue;
-            }
+    let gone = entries.extract_if(.., |entry| {
+        if !entry.process.is_gone() {
+            return false;
+        }
+        if entry.calls > 0 {
             entry.failed = entry.failed.max(Some(StopMode::Kill));
         }
-        at += 1;
-    }
-    gone
+        entry.calls == 0
+    });
+    gone.map(|entry| entry.process).collect()
 }
 
 #[cfg(test)]
