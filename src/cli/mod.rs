@@ -288,6 +288,9 @@ fn serve(args: ServeArgs) -> ExitCode {
         Ok(n) => n,
         Err(why) => return fail(why),
     };
+    if let Err(why) = crate::guardrails::builtin_patterns_compile() {
+        return fail(why);
+    }
     let opts = ServeOptions {
         config_path: args.config.path(),
         transport: args.transport,

@@ -17,6 +17,19 @@ pub mod stage;
 pub mod strings;
 pub mod tool_scan;
 
+/// Compiles every built-in pattern (PII shapes, the tool scanner's rules) once, naming the first that fails. They are
+/// literals, so only a build of `regex` without a feature they use can fail here: Cargo unifies the dev-dependencies'
+/// features into test builds, so the tests pass while `cargo build --release` makes a binary whose first PII check
+/// would panic. The gateway runs this when it starts and refuses to start with the reason.
+pub fn builtin_patterns_compile() -> Result<(), String> {
+    for pattern in pii::PATTERNS.iter().chain(&tool_scan::PATTERNS) {
+        if let Err(e) = regex::Regex::new(pattern) {
+            return Err(format!("this mcpgw build cannot compile its built-in pattern {pattern:?}: {e}"));
+        }
+    }
+    Ok(())
+}
+
 /// One finding of a check, as it appears in a blocked result's `violations` (contract 4).
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Violation {
@@ -52,4 +65,12 @@ pub enum GuardrailError {
     Status(u16),
     #[error("guardrail provider gave an answer that could not be read: {0}")]
     BadAnswer(String),
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn the_built_in_patterns_compile() {
+        assert_eq!(super::builtin_patterns_compile(), Ok(()));
+    }
 }

@@ -34,31 +34,34 @@ pub struct Finding {
 
 pub const KINDS: [&str; 4] = ["instructions", "invisible_unicode", "secrets", "shadowing"];
 
-static INSTRUCTIONS: LazyLock<Option<Regex>> = LazyLock::new(|| {
-    Regex::new(concat!(
-        r"(?i)<\s*/?\s*(important|system|instructions?|secret|hidden|admin)\s*>",
-        r"|\b(ignore|disregard|forget|override)\s+(all\s+|any\s+)?(the\s+)?(previous|prior|above|earlier|preceding|other|your)\s+(instructions|prompts?|rules)",
-        r"|\bignore\s+all\s+instructions\b",
-        r"|\b(do\s+not|don't|never)\s+(tell|mention|inform|reveal|show|disclose)\b[^.]{0,40}\b(the\s+)?user\b",
-        r"|\bwithout\s+(telling|informing|notifying|asking)\s+the\s+user\b",
-        r"|\b(hide|conceal|keep)\b[^.]{0,20}\bfrom\s+the\s+user\b",
-        r"|\b(before|prior\s+to)\s+(using|calling|invoking|running)\s+(this|any\s+other)\s+tool\b[^.]{0,40}\b(must|always|first)\b",
-        r"|\byou\s+must\s+(first\s+)?(call|invoke|use|run)\s+[^.]{0,40}\btool\b",
-    ))
-    .ok()
-});
+const INSTRUCTIONS_PATTERN: &str = concat!(
+    r"(?i)<\s*/?\s*(important|system|instructions?|secret|hidden|admin)\s*>",
+    r"|\b(ignore|disregard|forget|override)\s+(all\s+|any\s+)?(the\s+)?(previous|prior|above|earlier|preceding|other|your)\s+(instructions|prompts?|rules)",
+    r"|\bignore\s+all\s+instructions\b",
+    r"|\b(do\s+not|don't|never)\s+(tell|mention|inform|reveal|show|disclose)\b[^.]{0,40}\b(the\s+)?user\b",
+    r"|\bwithout\s+(telling|informing|notifying|asking)\s+the\s+user\b",
+    r"|\b(hide|conceal|keep)\b[^.]{0,20}\bfrom\s+the\s+user\b",
+    r"|\b(before|prior\s+to)\s+(using|calling|invoking|running)\s+(this|any\s+other)\s+tool\b[^.]{0,40}\b(must|always|first)\b",
+    r"|\byou\s+must\s+(first\s+)?(call|invoke|use|run)\s+[^.]{0,40}\btool\b",
+);
 
-static SECRETS: LazyLock<Option<Regex>> = LazyLock::new(|| {
-    Regex::new(concat!(
-        r"(?i)~/\.(ssh|aws|cursor|gnupg|kube|docker|netrc|config/gcloud)\b|\.ssh/|\bid_(rsa|dsa|ecdsa|ed25519)\b",
-        r"|\bmcp\.json\b",
-        r"|(^|[\s/'`(])\.env(\.[a-z]+)?\b",
-        r"|\.aws/credentials|\.netrc\b|\.docker/config\.json|\.kube/config|\bcredentials\.json\b",
-        r"|\b(send|post|upload|forward|exfiltrate|transmit|leak)\b[^.]{0,80}\bto\s+https?://",
-        r"|\b(read|include|pass|send|provide|attach)\b[^.]{0,30}\b(private\s+keys?|api\s+keys?|passwords?|credentials)\b[^.]{0,30}\b(as|in|to)\b",
-    ))
-    .ok()
-});
+const SECRETS_PATTERN: &str = concat!(
+    r"(?i)~/\.(ssh|aws|cursor|gnupg|kube|docker|netrc|config/gcloud)\b|\.ssh/|\bid_(rsa|dsa|ecdsa|ed25519)\b",
+    r"|\bmcp\.json\b",
+    r"|(^|[\s/'`(])\.env(\.[a-z]+)?\b",
+    r"|\.aws/credentials|\.netrc\b|\.docker/config\.json|\.kube/config|\bcredentials\.json\b",
+    r"|\b(send|post|upload|forward|exfiltrate|transmit|leak)\b[^.]{0,80}\bto\s+https?://",
+    r"|\b(read|include|pass|send|provide|attach)\b[^.]{0,30}\b(private\s+keys?|api\s+keys?|passwords?|credentials)\b[^.]{0,30}\b(as|in|to)\b",
+);
+
+/// The scanner's patterns, for the check at start ([`super::builtin_patterns_compile`]): after it, compiling them
+/// cannot fail.
+pub(super) const PATTERNS: [&str; 2] = [INSTRUCTIONS_PATTERN, SECRETS_PATTERN];
+
+static INSTRUCTIONS: LazyLock<Regex> =
+    LazyLock::new(|| Regex::new(INSTRUCTIONS_PATTERN).expect("checked when the gateway starts"));
+static SECRETS: LazyLock<Regex> =
+    LazyLock::new(|| Regex::new(SECRETS_PATTERN).expect("checked when the gateway starts"));
 
 /// Whether `c` hides or reorders text: zero-width characters, bidi controls, tag characters.
 fn invisible(c: char) -> bool {
@@ -133,10 +136,10 @@ pub fn scan(tools: &[Value], others: &[String]) -> Vec<Finding> {
             if let Some(at) = text.char_indices().find(|(_, c)| invisible(*c)).map(|(i, _)| i) {
                 found("invisible_unicode", excerpt(text, at));
             }
-            if let Some(m) = INSTRUCTIONS.as_ref().and_then(|re| re.find(text)) {
+            if let Some(m) = INSTRUCTIONS.find(text) {
                 found("instructions", excerpt(text, m.start()));
             }
-            if let Some(m) = SECRETS.as_ref().and_then(|re| re.find(text)) {
+            if let Some(m) = SECRETS.find(text) {
                 found("secrets", excerpt(text, m.start()));
             }
             if let Some(at) = automaton.as_ref().and_then(|a| names_another(text, a, &names, tool_name)) {
@@ -216,11 +219,6 @@ mod tests {
         assert!(kinds(&tools, &["echo", "search_prs_old", "add"]).is_empty(), "{:?}", scan(&tools, &[]));
         // A plain word that is also another server's tool name is not shadowing.
         assert!(kinds(&[tool("say", "Say it, then echo it.")], &["echo"]).is_empty());
-    }
-
-    #[test]
-    fn the_patterns_compile() {
-        assert!(INSTRUCTIONS.is_some() && SECRETS.is_some());
     }
 
     #[test]

@@ -71,29 +71,44 @@ pub(super) fn compile(pattern: &str) -> Regex {
 }
 
 // ASCII classes throughout (`[0-9]`, not `\d`): a Unicode digit is not part of a phone or card number.
-// Addresses may carry non-ASCII letters and digits in both parts (`jürgen@müller.de`, internationalised mail).
-static EMAIL: LazyLock<Regex> =
-    LazyLock::new(|| compile(r"[\p{L}\p{N}._%+-]+@[\p{L}\p{N}-]+(?:\.[\p{L}\p{N}-]+)*\.\p{L}{2,}"));
+// Addresses may carry non-ASCII letters and digits in both parts (`jürgen@müller.de`, internationalised mail): `\p{L}`
+// and `\p{N}` need regex's `unicode-gencat` feature, which Cargo.toml names (a dev-dependency enables it for the
+// tests whatever Cargo.toml says, so only [`PATTERNS`] checked at start catches a build without it).
+const EMAIL_PATTERN: &str = r"[\p{L}\p{N}._%+-]+@[\p{L}\p{N}-]+(?:\.[\p{L}\p{N}-]+)*\.\p{L}{2,}";
 // Only the country code and check digits: the rest is read by `iban_end`, which knows the country's length and so
 // stops where the IBAN does (a regex would swallow a following group-like word, or rescan long runs of them).
-static IBAN: LazyLock<Regex> = LazyLock::new(|| compile(r"[A-Za-z]{2}[0-9]{2}"));
+const IBAN_PATTERN: &str = r"[A-Za-z]{2}[0-9]{2}";
 // 13-19 digits in one run, or in groups of 3-6 as printed on cards (4-4-4-4, 4-6-5, 4-4-4-4-3), spaces, dashes or
 // dots between them.
-static CARD: LazyLock<Regex> =
-    LazyLock::new(|| compile(r"[0-9]{13,19}|[0-9]{4,6}(?:[ .-][0-9]{3,6}){1,4}(?:[ .-][0-9]{1,3})?"));
-static SSN: LazyLock<Regex> = LazyLock::new(|| compile(r"[0-9]{3}-[0-9]{2}-[0-9]{4}"));
+const CARD_PATTERN: &str = r"[0-9]{13,19}|[0-9]{4,6}(?:[ .-][0-9]{3,6}){1,4}(?:[ .-][0-9]{1,3})?";
+const SSN_PATTERN: &str = r"[0-9]{3}-[0-9]{2}-[0-9]{4}";
 // IPv4 dotted quads, and IPv6 in its colon forms (checked by parsing it, see `checks.rs`).
-static IPV4: LazyLock<Regex> =
-    LazyLock::new(|| compile(r"[0-9]{1,3}(?:\.[0-9]{1,3}){3}|(?:[0-9A-Fa-f]{0,4}:){2,7}[0-9A-Fa-f]{0,4}"));
+const IP_PATTERN: &str = r"[0-9]{1,3}(?:\.[0-9]{1,3}){3}|(?:[0-9A-Fa-f]{0,4}:){2,7}[0-9A-Fa-f]{0,4}";
 // International: `+`, country code, groups (a trunk prefix such as `(0)` allowed). North American: 3-3-4 with the
 // area code in parentheses or followed by a separator, optionally after a leading `1`. Bare digit runs are not
 // phones: without a `+` or separators they are as likely an order number.
-static PHONE: LazyLock<Regex> = LazyLock::new(|| {
-    compile(concat!(
-        r"\+[1-9][0-9]{0,2}(?:[ -]?(?:\([0-9]{1,4}\)|[0-9]{1,12})){1,6}",
-        r"|(?:1[ .-])?(?:\([0-9]{3}\) ?|[0-9]{3}[ .-])[0-9]{3}[ .-][0-9]{4}",
-    ))
-});
+const PHONE_PATTERN: &str = concat!(
+    r"\+[1-9][0-9]{0,2}(?:[ -]?(?:\([0-9]{1,4}\)|[0-9]{1,12})){1,6}",
+    r"|(?:1[ .-])?(?:\([0-9]{3}\) ?|[0-9]{3}[ .-])[0-9]{3}[ .-][0-9]{4}",
+);
+
+/// Every pattern of this folder, the vault's placeholder too, for the check at start ([`super::patterns_compile`]).
+pub(super) const PATTERNS: [&str; 7] = [
+    EMAIL_PATTERN,
+    IBAN_PATTERN,
+    CARD_PATTERN,
+    SSN_PATTERN,
+    IP_PATTERN,
+    PHONE_PATTERN,
+    super::vault::PLACEHOLDER_PATTERN,
+];
+
+static EMAIL: LazyLock<Regex> = LazyLock::new(|| compile(EMAIL_PATTERN));
+static IBAN: LazyLock<Regex> = LazyLock::new(|| compile(IBAN_PATTERN));
+static CARD: LazyLock<Regex> = LazyLock::new(|| compile(CARD_PATTERN));
+static SSN: LazyLock<Regex> = LazyLock::new(|| compile(SSN_PATTERN));
+static IPV4: LazyLock<Regex> = LazyLock::new(|| compile(IP_PATTERN));
+static PHONE: LazyLock<Regex> = LazyLock::new(|| compile(PHONE_PATTERN));
 
 /// A stretch of an input to replace.
 #[derive(Debug, Clone, Copy)]

@@ -14,6 +14,9 @@ mod vault;
 pub use detect::PiiKind;
 pub use vault::PiiVault;
 
+/// This folder's patterns, each compiled once (see [`crate::guardrails::builtin_patterns_compile`]).
+pub(super) const PATTERNS: [&str; 7] = detect::PATTERNS;
+
 /// Helpers shared by the detector tests of `detect.rs` and `checks.rs`: they go through a vault, so every case also
 /// checks the round trip.
 #[cfg(test)]

@@ -23,8 +23,8 @@ use crate::guardrails::{Violation, strings};
 
 // What a placeholder looks like, both when restoring and when spotting literals in an input. It can hold no `[`
 // after its first character, which is what keeps literals and inserted placeholders from ever running together.
-static PLACEHOLDER: LazyLock<Regex> =
-    LazyLock::new(|| compile(r"\[(?:EMAIL|PHONE|CARD_NUMBER|SSN|IP_ADDRESS|IBAN)_[1-9][0-9]{0,9}\]"));
+pub(super) const PLACEHOLDER_PATTERN: &str = r"\[(?:EMAIL|PHONE|CARD_NUMBER|SSN|IP_ADDRESS|IBAN)_[1-9][0-9]{0,9}\]";
+static PLACEHOLDER: LazyLock<Regex> = LazyLock::new(|| compile(PLACEHOLDER_PATTERN));
 
 /// The PII mapping of one tool call. Create one per call, redact the arguments, restore the answer, drop it.
 #[derive(Default)]
