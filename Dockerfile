@@ -18,6 +18,10 @@ ARG UV_VERSION=0.9
 # ---------------------------------------------------------------------------------------------------------------------
 # builder: the release binary, built exactly as locked. The cache mounts keep the registry and target/ between builds.
 FROM rust:${RUST_VERSION}-slim-${DEBIAN_RELEASE} AS builder
+# make builds the allocator, jemalloc, from source (the slim image has gcc but not make).
+RUN apt-get update \
+ && apt-get install -y --no-install-recommends make \
+ && rm -rf /var/lib/apt/lists/*
 WORKDIR /src
 COPY Cargo.toml Cargo.lock ./
 COPY src ./src

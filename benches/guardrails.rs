@@ -35,7 +35,7 @@ use std::time::Instant;
 
 /// The same allocator as the binary, so the allocations of a scan cost what they cost in the gateway.
 #[global_allocator]
-static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
 
 const SIZES: [(&str, usize); 2] = [("1KiB", 1024), ("64KiB", 64 * 1024)];
 

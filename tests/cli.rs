@@ -382,6 +382,30 @@ fn config_path_is_reported_as_given() {
     assert_eq!(gw.system_health()["config_path"], json!(given));
 }
 
+/// The allocator's options (src/main.rs): the gateway starts itself again once with them in its environment, unless
+/// the environment names them already; jemalloc complains on stderr about any option it does not know.
+#[cfg(target_os = "linux")]
+#[test]
+fn the_allocator_options_are_set_unless_the_environment_sets_them() {
+    let conf = |gw: &Gateway| {
+        let environ = std::fs::read(format!("/proc/{}/environ", gw.pid())).expect("the gateway's environment");
+        let vars = String::from_utf8_lossy(&environ).into_owned();
+        vars.split('\0').find_map(|v| v.strip_prefix("_RJEM_MALLOC_CONF=").map(str::to_string))
+    };
+    let (_dir, path) = fixture_dir();
+    let gw = Gateway::start(&path);
+    let set = conf(&gw).expect("_RJEM_MALLOC_CONF set by the restart");
+    for option in ["narenas:1", "tcache_nslots_small_max:16", "dirty_decay_ms:0", "muzzy_decay_ms:0"] {
+        assert!(set.split(',').any(|o| o == option), "{option} missing from {set}");
+    }
+    gw.get("/api/v1/configs").ok(200);
+    assert!(!gw.logs().contains("<jemalloc>"), "jemalloc refused an option:\n{}", gw.logs());
+    drop(gw);
+
+    let gw = Gateway::start_with(&path, &[("_RJEM_MALLOC_CONF", "narenas:2")]);
+    assert_eq!(conf(&gw).as_deref(), Some("narenas:2"), "the environment's value is kept");
+}
+
 #[test]
 fn worker_threads_come_from_the_environment_and_a_bad_value_stops_the_start() {
     let (_dir, path) = fixture_dir();
