@@ -92,7 +92,8 @@ const PHONE_PATTERN: &str = concat!(
     r"|(?:1[ .-])?(?:\([0-9]{3}\) ?|[0-9]{3}[ .-])[0-9]{3}[ .-][0-9]{4}",
 );
 
-/// Every pattern of this folder, the vault's placeholder too, for the check at start ([`super::patterns_compile`]).
+/// Every pattern of this folder, the vault's placeholder too, for the check at start
+/// ([`crate::guardrails::builtin_patterns_compile`]).
 pub(super) const PATTERNS: [&str; 7] = [
     EMAIL_PATTERN,
     IBAN_PATTERN,

@@ -14,7 +14,7 @@ mod vault;
 pub use detect::PiiKind;
 pub use vault::PiiVault;
 
-/// This folder's patterns, each compiled once (see [`crate::guardrails::builtin_patterns_compile`]).
+/// This folder's patterns, for the check at start ([`crate::guardrails::builtin_patterns_compile`]).
 pub(super) const PATTERNS: [&str; 7] = detect::PATTERNS;
 
 /// Helpers shared by the detector tests of `detect.rs` and `checks.rs`: they go through a vault, so every case also
