@@ -30,6 +30,11 @@ pub fn builtin_patterns_compile() -> Result<(), String> {
     Ok(())
 }
 
+/// Compiles one built-in pattern (a literal among those [`builtin_patterns_compile`] checks when the gateway starts).
+pub(crate) fn compile_builtin(pattern: &str) -> regex::Regex {
+    regex::Regex::new(pattern).expect("the built-in patterns are literals, checked when the gateway starts")
+}
+
 /// One finding of a check, as it appears in a blocked result's `violations` (contract 4).
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Violation {

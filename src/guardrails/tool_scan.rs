@@ -58,10 +58,8 @@ const SECRETS_PATTERN: &str = concat!(
 /// cannot fail.
 pub(super) const PATTERNS: [&str; 2] = [INSTRUCTIONS_PATTERN, SECRETS_PATTERN];
 
-static INSTRUCTIONS: LazyLock<Regex> =
-    LazyLock::new(|| Regex::new(INSTRUCTIONS_PATTERN).expect("checked when the gateway starts"));
-static SECRETS: LazyLock<Regex> =
-    LazyLock::new(|| Regex::new(SECRETS_PATTERN).expect("checked when the gateway starts"));
+static INSTRUCTIONS: LazyLock<Regex> = LazyLock::new(|| super::compile_builtin(INSTRUCTIONS_PATTERN));
+static SECRETS: LazyLock<Regex> = LazyLock::new(|| super::compile_builtin(SECRETS_PATTERN));
 
 /// Whether `c` hides or reorders text: zero-width characters, bidi controls, tag characters.
 fn invisible(c: char) -> bool {

@@ -10,6 +10,7 @@ use std::sync::LazyLock;
 use regex::Regex;
 
 use super::checks::{iban_end, number_valid};
+use crate::guardrails::compile_builtin as compile;
 
 /// A kind of personal data the redaction recognises.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -64,11 +65,6 @@ impl PiiKind {
 /// loose phone shapes only ever see what nothing else claimed.
 const PRIORITY: [PiiKind; 6] =
     [PiiKind::Email, PiiKind::Iban, PiiKind::CardNumber, PiiKind::Ssn, PiiKind::Ipv4, PiiKind::Phone];
-
-/// Compiles one of this folder's literal patterns (the vault's placeholder pattern too).
-pub(super) fn compile(pattern: &str) -> Regex {
-    Regex::new(pattern).expect("the PII patterns are literals that compile")
-}
 
 // ASCII classes throughout (`[0-9]`, not `\d`): a Unicode digit is not part of a phone or card number.
 // Addresses may carry non-ASCII letters and digits in both parts (`jürgen@müller.de`, internationalised mail): `\p{L}`

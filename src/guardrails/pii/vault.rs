@@ -18,8 +18,8 @@ use std::sync::LazyLock;
 use regex::Regex;
 use serde_json::Value;
 
-use super::detect::{PiiKind, Span, compile, detect};
-use crate::guardrails::{Violation, strings};
+use super::detect::{PiiKind, Span, detect};
+use crate::guardrails::{Violation, compile_builtin as compile, strings};
 
 // What a placeholder looks like, both when restoring and when spotting literals in an input. It can hold no `[`
 // after its first character, which is what keeps literals and inserted placeholders from ever running together.
