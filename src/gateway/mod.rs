@@ -10,6 +10,7 @@
 //! - [`GatewayContext`] is what both fronts share: the config store, the upstream pool, the caches, sessions, the
 //!   drain's state.
 
+pub mod boundary;
 pub mod capabilities;
 pub mod envelope;
 pub mod exposure;

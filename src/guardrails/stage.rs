@@ -273,6 +273,35 @@ impl<'a> CallGuard<'a> {
         error
     }
 
+    /// A message the upstream sends during the call besides its answer (a notification, a request for the client),
+    /// as the client may see it (contract 14): every string checked by the output policy, redacted data restored.
+    /// `Err` is the call's blocked result: the message is not delivered and the call ends with it.
+    pub async fn check_relayed(&self, message: Value) -> Result<Value, Value> {
+        if let Some(policy) = self.output {
+            let text = strings::joined(&message);
+            self.policy_check(policy, Mode::Response, &text, None).await?;
+        }
+        if !self.redacted {
+            return Ok(message);
+        }
+        Ok(self.restore(message).await)
+    }
+
+    /// The client's answer to a request the upstream made during the call (elicitation, sampling, roots), as the
+    /// upstream may see it (contract 14): redacted and checked as the call's arguments were, with the same PII
+    /// mapping, so the answer's data never reaches the upstream in clear and comes back restored. `Err` is the call's
+    /// blocked result.
+    pub async fn check_answer(&mut self, answer: Value) -> Result<Value, Value> {
+        let Value::Object(fields) = answer else {
+            // Not an object (no client answers so): checked as one text, passed as it is.
+            if let Some(policy) = self.input {
+                self.policy_check(policy, Mode::Prompt, &strings::joined(&answer), None).await?;
+            }
+            return Ok(answer);
+        };
+        self.check_input(fields).await.map(Value::Object)
+    }
+
     /// Relevancy, adherence and hallucination (provider `gw`); they fail open.
     async fn quality_checks(
         &self,

@@ -35,6 +35,61 @@ impl<'a> Curation<'a> {
     }
 }
 
+impl Curation<'_> {
+    /// Whether anything of `entry`'s server can be visible (contract 14): a server none of whose tools, prompts,
+    /// resources or templates either filter could let through is absent from every listing, `gw_list_all_servers`
+    /// included. Decided from the patterns alone, so it costs no discovery.
+    pub fn server_visible(&self, entry: &ServerEntry) -> bool {
+        let server = entry.tool_filter.as_ref().is_none_or(could_allow_some);
+        let Some(project) = self.project else { return server };
+        let prefix = format!("{}{}", entry.server_name, self.separator);
+        server && could_allow_with_prefix(project, &prefix)
+    }
+}
+
+/// Whether `filter` lets at least one name through.
+fn could_allow_some(filter: &ToolFilter) -> bool {
+    could_allow_with_prefix(filter, "")
+}
+
+/// Whether `filter` lets through at least one name that begins with `prefix`: an `allow` pattern could match such
+/// a name, and no `deny` pattern matches every one of them (a pattern that is the prefix, or a start of it, followed
+/// by `*` only).
+fn could_allow_with_prefix(filter: &ToolFilter, prefix: &str) -> bool {
+    let allowed = filter.allow.as_ref().is_none_or(|patterns| patterns.iter().any(|p| could_match_prefix(p, prefix)));
+    let denies_all = filter.deny.iter().flatten().any(|p| {
+        let literal = p.trim_end_matches('*');
+        p.len() > literal.len() && !literal.contains('*') && prefix.starts_with(literal)
+    });
+    allowed && !denies_all
+}
+
+/// Whether `pattern` matches some name that begins with `prefix` (the rest of the pattern can always be met by what
+/// follows the prefix).
+fn could_match_prefix(pattern: &str, prefix: &str) -> bool {
+    let pattern = pattern.as_bytes();
+    let name = prefix.as_bytes();
+    let (mut p, mut n) = (0, 0);
+    let mut star: Option<(usize, usize)> = None;
+    while n < name.len() {
+        if p < pattern.len() && pattern[p] == b'*' {
+            star = Some((p, n));
+            p += 1;
+        } else if p < pattern.len() && pattern[p] == name[n] {
+            p += 1;
+            n += 1;
+        } else if let Some((star_p, star_n)) = star {
+            p = star_p + 1;
+            n = star_n + 1;
+            star = Some((star_p, star_n + 1));
+        } else {
+            // The pattern ended inside the prefix, or differs from it.
+            return false;
+        }
+    }
+    true
+}
+
 /// Whether `name` passes `filter`.
 pub fn allows(filter: &ToolFilter, name: &str) -> bool {
     let allowed = filter.allow.as_ref().is_none_or(|patterns| patterns.iter().any(|p| matches(p, name)));
@@ -76,6 +131,28 @@ pub fn matches(pattern: &str, name: &str) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn filter(allow: Option<&[&str]>, deny: &[&str]) -> ToolFilter {
+        let strings = |list: &[&str]| list.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        serde_json::from_value(serde_json::json!({"allow": allow.map(strings), "deny": strings(deny)})).unwrap()
+    }
+
+    #[test]
+    fn a_server_is_visible_when_a_filter_could_let_one_of_its_names_through() {
+        assert!(could_allow_with_prefix(&filter(None, &[]), "github__"));
+        assert!(could_allow_with_prefix(&filter(Some(&["github__*"]), &[]), "github__"));
+        assert!(could_allow_with_prefix(&filter(Some(&["git*"]), &[]), "github__"));
+        assert!(could_allow_with_prefix(&filter(Some(&["*search*"]), &[]), "github__"));
+        assert!(could_allow_with_prefix(&filter(Some(&["github"]), &[]), "git"), "the pattern goes on past the prefix");
+        assert!(!could_allow_with_prefix(&filter(Some(&["gitlab__*"]), &[]), "github__"));
+        assert!(!could_allow_with_prefix(&filter(Some(&["github"]), &[]), "github__"), "ends inside the prefix");
+        assert!(!could_allow_with_prefix(&filter(Some(&[]), &[]), "github__"));
+        assert!(!could_allow_with_prefix(&filter(None, &["github__*"]), "github__"));
+        assert!(!could_allow_with_prefix(&filter(None, &["*"]), "github__"));
+        assert!(could_allow_with_prefix(&filter(None, &["github__delete_*"]), "github__"));
+        assert!(!could_allow_some(&filter(None, &["*"])));
+        assert!(could_allow_some(&filter(Some(&["read_*"]), &[])));
+    }
     use proptest::prelude::*;
 
     #[test]

@@ -20,17 +20,23 @@ use prometheus::IntCounterVec;
 use serde_json::{Map, Value};
 use tower::{Layer, Service};
 
-use crate::config::model::GuardrailPolicy;
+use crate::auth::Identity;
+use crate::config::model::{GuardrailPolicy, ServerEntry};
 use crate::error::{ErrorCode, GatewayError};
+use crate::gateway::GatewayContext;
+use crate::gateway::boundary::relayed;
 use crate::guardrails::provider::ProviderChoice;
 use crate::guardrails::stage::{CallGuard, GuardSettings};
 use crate::timeouts::TimeoutMetrics;
+use crate::upstream::relay::Relay;
 
 /// One upstream tool call.
 #[derive(Debug, Clone)]
 pub struct UpstreamCall {
     pub tool: String,
     pub args: Map<String, Value>,
+    /// Where the upstream's messages during the call go (transparent mode), and the token that cancels it.
+    pub relay: Option<Relay>,
 }
 
 /// What a call came to: the upstream's response (restored), or the result of a call the guardrails stopped.
@@ -52,7 +58,30 @@ pub struct GuardrailLayer<'a> {
     pub server_name: &'a str,
 }
 
-impl GuardrailLayer<'_> {
+impl<'a> GuardrailLayer<'a> {
+    /// The guardrails of `entry`'s server for `identity`'s calls (and listings) with `provider`.
+    pub fn of(
+        ctx: &'a GatewayContext,
+        identity: &'a Identity,
+        entry: &'a ServerEntry,
+        provider: &'a ProviderChoice,
+    ) -> GuardrailLayer<'a> {
+        let settings = &identity.snapshot.settings;
+        GuardrailLayer {
+            provider,
+            input: entry.input_guardrails_policy.as_ref(),
+            output: entry.output_guardrails_policy.as_ref(),
+            settings: GuardSettings {
+                timeout: settings.timeouts.guardrail,
+                relevancy_threshold: settings.relevancy_threshold,
+                adherence_threshold: settings.adherence_threshold,
+            },
+            timeouts: &ctx.timeouts,
+            blocks: &ctx.store.metrics().guardrail_blocks,
+            server_name: &entry.server_name,
+        }
+    }
+
     /// Whether any guardrail applies (`metadata.guardrails_applied`).
     pub fn applies(&self) -> bool {
         self.input.is_some_and(GuardrailPolicy::is_enabled) || self.output.is_some_and(GuardrailPolicy::is_enabled)
@@ -64,7 +93,8 @@ impl GuardrailLayer<'_> {
         if from_upstream(&error) { self.guard().check_upstream_error(error).await } else { error }
     }
 
-    fn guard(&self) -> CallGuard<'_> {
+    /// The guard of one call (or one listing): it holds that call's PII mapping.
+    pub fn guard(&self) -> CallGuard<'a> {
         CallGuard::new(
             self.provider,
             self.input,
@@ -121,7 +151,21 @@ where
             std::future::poll_fn(|cx| inner.poll_ready(cx)).await?;
             // The output checks see the call as the upstream saw it; without output checks no copy is kept.
             let kept = guard.checks_output().then(|| (call.tool.clone(), args.clone()));
-            let response = match inner.call(UpstreamCall { tool: call.tool, args }).await {
+            // What the upstream sends during the call passes the same guard on its way (the boundary's pump), when
+            // the server has a policy; otherwise the relay is the caller's own.
+            let answered = match call.relay {
+                Some(outer) if guard.checks_input() || guard.checks_output() => {
+                    let (relay, messages) = relayed::interpose(&outer);
+                    let cancel = relay.cancel.clone();
+                    let upstream = inner.call(UpstreamCall { tool: call.tool, args, relay: Some(relay) });
+                    match Box::pin(relayed::pump(&mut guard, upstream, messages, &outer, &cancel)).await {
+                        Ok(answered) => answered,
+                        Err(blocked) => return Ok(CallOutcome::Blocked(blocked)),
+                    }
+                }
+                relay => inner.call(UpstreamCall { tool: call.tool, args, relay }).await,
+            };
+            let response = match answered {
                 Ok(response) => response,
                 // The upstream's own words (a JSON-RPC error, a failed start) are output too (contract 13).
                 Err(error) if from_upstream(&error) => return Err(Box::pin(guard.check_upstream_error(error)).await),

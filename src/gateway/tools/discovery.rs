@@ -99,9 +99,18 @@ pub fn servers(identity: &Identity) -> Result<&[ServerEntry], GatewayError> {
         .ok_or_else(|| GatewayError::new(ErrorCode::NoMcpConfig, "the project's MCP configuration does not exist"))
 }
 
-/// The server entry `name` of the caller's configuration, or `SERVER_NOT_FOUND`.
+/// The servers of the caller's configuration of which curation could let the caller see anything (contract 14: a
+/// server with nothing visible is absent from every listing).
+pub fn visible_servers(identity: &Identity) -> Result<Vec<&ServerEntry>, GatewayError> {
+    let curation = Curation::of(identity);
+    Ok(servers(identity)?.iter().filter(|entry| curation.server_visible(entry)).collect())
+}
+
+/// The server entry `name` of the caller's configuration, or `SERVER_NOT_FOUND` (a server the caller can see nothing
+/// of is not found either).
 pub fn find_server<'a>(identity: &'a Identity, name: &str) -> Result<&'a ServerEntry, GatewayError> {
-    servers(identity)?.iter().find(|s| s.server_name == name).ok_or_else(|| {
+    let curation = Curation::of(identity);
+    servers(identity)?.iter().find(|s| s.server_name == name && curation.server_visible(s)).ok_or_else(|| {
         GatewayError::new(ErrorCode::ServerNotFound, format!("no server named {name:?} in your MCP configuration"))
     })
 }
@@ -342,7 +351,7 @@ pub async fn discover_tool(
             Err(f) => f.answer(),
         },
         None => {
-            let entries = match servers(identity) {
+            let entries = match visible_servers(identity) {
                 Ok(entries) => entries,
                 Err(f) => return f.answer(),
             };
@@ -366,7 +375,7 @@ pub async fn list_servers(
     session: Option<&str>,
     input: ListServersInput,
 ) -> Value {
-    let entries = match servers(identity) {
+    let entries = match visible_servers(identity) {
         Ok(entries) => entries,
         Err(f) => return f.answer(),
     };

@@ -21,7 +21,6 @@ use crate::gateway::GatewayContext;
 use crate::gateway::exposure::filter::Curation;
 use crate::gateway::middleware::guardrails::{CallOutcome, GuardrailLayer, Guardrails, UpstreamCall};
 use crate::guardrails::provider::{Provider, ProviderChoice};
-use crate::guardrails::stage::GuardSettings;
 use crate::json_strict::object;
 use crate::telemetry::spans;
 use crate::timeouts::TimeoutKind;
@@ -129,21 +128,8 @@ impl<'a> ServerCalls<'a> {
         entry: &'a ServerEntry,
         provider: &'a ProviderChoice,
     ) -> ServerCalls<'a> {
-        let settings = &identity.snapshot.settings;
         // The per-call stack (its order is described in middleware/guardrails.rs): guardrails around the upstream call.
-        let guardrails = GuardrailLayer {
-            provider,
-            input: entry.input_guardrails_policy.as_ref(),
-            output: entry.output_guardrails_policy.as_ref(),
-            settings: GuardSettings {
-                timeout: settings.timeouts.guardrail,
-                relevancy_threshold: settings.relevancy_threshold,
-                adherence_threshold: settings.adherence_threshold,
-            },
-            timeouts: &ctx.timeouts,
-            blocks: &ctx.store.metrics().guardrail_blocks,
-            server_name: &entry.server_name,
-        };
+        let guardrails = GuardrailLayer::of(ctx, identity, entry, provider);
         let key = PoolKey {
             mcp_config_id: identity.mcp_config_id.clone().unwrap_or_default(),
             server_name: entry.server_name.clone(),
@@ -255,12 +241,11 @@ impl<'a> ServerCalls<'a> {
         self.guardrails_applied |= self.guardrails.applies();
         let spec = &*self.spec.insert(spec);
         let (ctx, identity, session, key) = (self.ctx, self.identity, self.session, &self.key);
-        let relay = self.relay.as_ref();
-        let upstream = UpstreamService { ctx, identity, session, key, spec, operation, relay };
+        let upstream = UpstreamService { ctx, identity, session, key, spec, operation };
         let (server, tool, project) = (&self.entry.server_name, call.name.clone(), &self.identity.project_id);
         let transport = spec.transport();
-        spans::tool_execution(server, &tool, project, transport, guarded_call(self.guardrails.layer(upstream), call))
-            .await
+        let stack = self.guardrails.layer(upstream);
+        spans::tool_execution(server, &tool, project, transport, guarded_call(stack, call, self.relay.clone())).await
     }
 }
 
@@ -299,6 +284,7 @@ fn record_upstream_call(ctx: &GatewayContext, server_name: &str, tool_name: &str
 fn guarded_call<'a>(
     mut stack: Guardrails<'a, UpstreamService<'a>>,
     call: ToolCall,
+    relay: Option<Relay>,
 ) -> BoxFuture<'a, Result<Value, GatewayError>> {
     Box::pin(async move {
         let args = match call.args {
@@ -307,7 +293,7 @@ fn guarded_call<'a>(
             Some(_) => return Err(GatewayError::new(ErrorCode::InvalidArguments, "args must be an object")),
         };
         std::future::poll_fn(|cx| stack.poll_ready(cx)).await?;
-        Ok(match stack.call(UpstreamCall { tool: call.name.clone(), args }).await? {
+        Ok(match stack.call(UpstreamCall { tool: call.name.clone(), args, relay }).await? {
             CallOutcome::Completed(response) => {
                 object([("status", "success".into()), ("tool_name", call.name.into()), ("response", response)])
             }
@@ -326,7 +312,6 @@ struct UpstreamService<'a> {
     key: &'a PoolKey,
     spec: &'a ServerSpec,
     operation: Operation,
-    relay: Option<&'a Relay>,
 }
 
 impl<'a> Service<UpstreamCall> for UpstreamService<'a> {
@@ -342,15 +327,22 @@ impl<'a> Service<UpstreamCall> for UpstreamService<'a> {
         let this = *self;
         // One boxed future per operation (see `FastToolCall::call`): a tool call's future stays the size of its own.
         match this.operation {
-            Operation::CallTool => Box::pin(async move { run_call(this, &call.tool, call.args).await }),
+            Operation::CallTool => {
+                Box::pin(async move { run_call(this, &call.tool, call.args, call.relay.as_ref()).await })
+            }
             operation => Box::pin(relay(this, operation, call)),
         }
     }
 }
 
 /// The upstream call itself: its `CallToolResult` as JSON.
-async fn run_call(upstream: UpstreamService<'_>, tool: &str, args: Map<String, Value>) -> Result<Value, GatewayError> {
-    let UpstreamService { ctx, identity, session, key, spec, relay, .. } = upstream;
+async fn run_call(
+    upstream: UpstreamService<'_>,
+    tool: &str,
+    args: Map<String, Value>,
+    relay: Option<&Relay>,
+) -> Result<Value, GatewayError> {
+    let UpstreamService { ctx, identity, session, key, spec, .. } = upstream;
     let settings = &identity.snapshot.settings;
     let limit = settings.timeouts.tool_execution;
     // The pool enforces `limit` on the server's work; waiting for a process start is bounded by the start timeout.
@@ -369,7 +361,8 @@ async fn run_call(upstream: UpstreamService<'_>, tool: &str, args: Map<String, V
 /// A transparent `prompts/get` or `resources/read` on a pooled process, under `tool_execution_timeout` as a tool
 /// call is.
 async fn relay(upstream: UpstreamService<'_>, operation: Operation, call: UpstreamCall) -> Result<Value, GatewayError> {
-    let UpstreamService { ctx, identity, session, key, spec, relay, .. } = upstream;
+    let UpstreamService { ctx, identity, session, key, spec, .. } = upstream;
+    let relay = call.relay.as_ref();
     let (method, params): (&str, Value) = match operation {
         Operation::GetPrompt => {
             ("prompts/get", object([("name", call.tool.into()), ("arguments", Value::Object(call.args))]))

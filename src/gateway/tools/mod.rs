@@ -25,7 +25,9 @@ use crate::error::{ErrorCode, GatewayError};
 use crate::telemetry::spans;
 use crate::timeouts::TimeoutKind;
 
-pub use discovery::{DiscoveryResult, discover, discover_visible, servers, upstream_failure, upstream_spec};
+pub use discovery::{
+    DiscoveryResult, discover, discover_visible, servers, upstream_failure, upstream_spec, visible_servers,
+};
 pub use execute::{Operation, ServerCalls, TIMEOUT_MARGIN};
 
 /// Why a tool call is refused at the protocol level.

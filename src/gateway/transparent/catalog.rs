@@ -16,9 +16,10 @@ use crate::auth::Identity;
 use crate::config::model::ServerEntry;
 use crate::error::GatewayError;
 use crate::gateway::GatewayContext;
+use crate::gateway::boundary::listing::{self, Offered};
 use crate::gateway::capabilities::Capability;
 use crate::gateway::exposure::names::{self, MAX_NAME};
-use crate::gateway::tools::{DiscoveryResult, discover_visible, servers};
+use crate::gateway::tools::{DiscoveryResult, discover_visible, visible_servers};
 use crate::telemetry::metrics::GW_TOOLS;
 
 /// One upstream tool or prompt as the caller sees it.
@@ -81,7 +82,10 @@ pub async fn prompts<'a>(
     let mut found = Vec::new();
     for (entry, prefix) in candidates(identity, only) {
         match upstream::list_all(ctx, identity, session, entry, Capability::Prompts, "prompts/list", "prompts").await {
-            Ok(listed) => found.extend(listed.into_iter().map(|prompt| (entry, prefix.clone(), prompt))),
+            Ok(listed) => {
+                let listed = listing::offered(ctx, identity, entry, Offered::Prompt, listed).await;
+                found.extend(listed.into_iter().map(|prompt| (entry, prefix.clone(), prompt)))
+            }
             Err(failure) => left_out(entry, "prompts", &failure),
         }
     }
@@ -153,10 +157,10 @@ pub async fn is_quarantined(ctx: &GatewayContext, identity: &Identity, session: 
 /// The servers of the caller's configuration with the prefix of their exposed names; with `only`, those that could
 /// have made that name.
 fn candidates<'a>(identity: &'a Identity, only: Option<&str>) -> Vec<(&'a ServerEntry, String)> {
-    let Ok(entries) = servers(identity) else { return Vec::new() };
+    let Ok(entries) = visible_servers(identity) else { return Vec::new() };
     let separator = identity.snapshot.exposure(identity.mcp_config_id.as_deref()).separator;
     entries
-        .iter()
+        .into_iter()
         .map(|entry| (entry, prefix(entry, &separator)))
         .filter(|(_, prefix)| only.is_none_or(|name| could_make(prefix, name)))
         .collect()

@@ -11,8 +11,9 @@ use super::upstream::{self, list_all};
 use crate::auth::Identity;
 use crate::config::model::ServerEntry;
 use crate::gateway::GatewayContext;
+use crate::gateway::boundary::listing::{self, Offered};
 use crate::gateway::capabilities::Capability;
-use crate::gateway::tools::servers;
+use crate::gateway::tools::visible_servers;
 use crate::upstream::relay::Relay;
 
 /// Every upstream's resources (`resources/list`), in configuration order.
@@ -36,11 +37,15 @@ async fn merged<'a>(
     method: &str,
     field: &str,
 ) -> Vec<(&'a ServerEntry, Value)> {
-    let Ok(entries) = servers(identity) else { return Vec::new() };
+    let Ok(entries) = visible_servers(identity) else { return Vec::new() };
     let mut all = Vec::new();
     for entry in entries {
         match list_all(ctx, identity, session, entry, Capability::Resources, method, field).await {
-            Ok(items) => all.extend(items.into_iter().map(|item| (entry, item))),
+            Ok(items) => {
+                let kind = if field == "resources" { Offered::Resource } else { Offered::Template };
+                let items = listing::offered(ctx, identity, entry, kind, items).await;
+                all.extend(items.into_iter().map(|item| (entry, item)))
+            }
             Err(failure) => tracing::warn!(
                 server_name = %entry.server_name,
                 error_code = %failure.code,
@@ -151,7 +156,7 @@ pub async fn complete(
     };
     match upstream::request(ctx, identity, session, entry, Capability::Completions, "completion/complete", params).await
     {
-        Ok(Some(result)) => Ok(result),
+        Ok(Some(result)) => Ok(listing::completion(ctx, identity, entry, result).await),
         // A server without completions has none to offer.
         Ok(None) => Ok(json!({"completion": {"values": []}})),
         Err(failure) => Err(McpError::internal_error(failure.message.clone(), Some(failure.answer()))),
@@ -161,7 +166,7 @@ pub async fn complete(
 /// `logging/setLevel`: sent to every upstream of the configuration that declares logging; one that cannot be reached
 /// is logged and skipped.
 pub async fn set_level(ctx: &GatewayContext, identity: &Identity, session: Option<&str>, params: Value) {
-    let Ok(entries) = servers(identity) else { return };
+    let Ok(entries) = visible_servers(identity) else { return };
     for entry in entries {
         let sent =
             upstream::request(ctx, identity, session, entry, Capability::Logging, "logging/setLevel", params.clone())

@@ -156,14 +156,19 @@ pub async fn answer(ctx: Arc<GatewayContext>, call: SessionCall) -> Response<Bod
     let (respond, response) = oneshot::channel::<Response<Body>>();
     tokio::spawn(async move {
         let mut respond = respond;
-        let first = loop {
+        let (first, done) = loop {
             tokio::select! {
                 biased;
-                Some(message) = messages.recv() => break message,
-                answered = &mut work => {
-                    let _ = respond.send(json_response(&id, answered));
-                    return;
-                }
+                Some(message) = messages.recv() => break (message, None),
+                // A message may have been passed on in the same step as the answer (the boundary's pump forwards
+                // what the upstream sent before its answer): it still goes first, on the stream.
+                answered = &mut work => match messages.try_recv() {
+                    Ok(message) => break (message, Some(answered)),
+                    Err(_) => {
+                        let _ = respond.send(json_response(&id, answered));
+                        return;
+                    }
+                },
                 () = respond.closed(), if !cancel.is_cancelled() => cancel.cancel(),
             }
         };
@@ -173,12 +178,15 @@ pub async fn answer(ctx: Arc<GatewayContext>, call: SessionCall) -> Response<Bod
             stream.cancel.cancel();
         }
         stream.pass_on(first).await;
-        let answered = loop {
-            tokio::select! {
-                biased;
-                Some(message) = messages.recv() => stream.pass_on(message).await,
-                answered = &mut work => break answered,
-            }
+        let answered = match done {
+            Some(answered) => answered,
+            None => loop {
+                tokio::select! {
+                    biased;
+                    Some(message) = messages.recv() => stream.pass_on(message).await,
+                    answered = &mut work => break answered,
+                }
+            },
         };
         while let Ok(message) = messages.try_recv() {
             stream.pass_on(message).await;

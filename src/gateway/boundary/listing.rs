@@ -1,0 +1,116 @@
+//! Listings and completions on their way to the client (contract 14): what a server offers besides its tools
+//! (prompts, resources, resource templates) and the values of `completion/complete`.
+//!
+//! Each item passes curation first: the server's and the project's `tool_filter` read a prompt by its name (the
+//! project's filter by the exposed name, `{server_name}{sep}{name}`), a resource by its URI and a template by its URI
+//! template (the project's filter by `{server_name}{sep}` and the URI), so a project filtered down to some tools of
+//! one server sees nothing else of the others. Then the output guardrails of the server that offered it read every
+//! string of the item; an item they block is left out (logged and counted as a block), as a blocked message is not
+//! delivered. Completion values are checked one by one, and a blocked one is left out.
+//!
+//! A route that lists, reads or completes takes its items from here; the lookups that route a `prompts/get`,
+//! `resources/read` or `completion/complete` read the same curated lists, so a hidden item is unknown there too.
+
+use serde_json::Value;
+
+use crate::auth::Identity;
+use crate::config::model::ServerEntry;
+use crate::gateway::GatewayContext;
+use crate::gateway::exposure::filter::Curation;
+use crate::gateway::middleware::guardrails::GuardrailLayer;
+use crate::guardrails::provider::Provider;
+
+/// What kind of item a listing holds, and the field that names it for curation.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Offered {
+    Prompt,
+    Resource,
+    Template,
+}
+
+impl Offered {
+    fn field(self) -> &'static str {
+        match self {
+            Offered::Prompt => "name",
+            Offered::Resource => "uri",
+            Offered::Template => "uriTemplate",
+        }
+    }
+
+    fn noun(self) -> &'static str {
+        match self {
+            Offered::Prompt => "prompt",
+            Offered::Resource => "resource",
+            Offered::Template => "resource template",
+        }
+    }
+}
+
+/// The items of `entry`'s server that may reach `identity`: curated, then through the server's output guardrails.
+pub async fn offered(
+    ctx: &GatewayContext,
+    identity: &Identity,
+    entry: &ServerEntry,
+    kind: Offered,
+    items: Vec<Value>,
+) -> Vec<Value> {
+    let curation = Curation::of(identity);
+    let mut items: Vec<Value> = items
+        .into_iter()
+        .filter(|item| item.get(kind.field()).and_then(Value::as_str).is_some_and(|name| curation.visible(entry, name)))
+        .collect();
+    if entry.output_guardrails_policy.as_ref().is_none_or(|p| !p.is_enabled()) {
+        return items;
+    }
+    let provider = ctx.guardrails.get(&identity.snapshot, Provider::from_snapshot);
+    let guard = GuardrailLayer::of(ctx, identity, entry, &provider).guard();
+    let mut passed = Vec::with_capacity(items.len());
+    for item in items.drain(..) {
+        let name = item.get(kind.field()).and_then(Value::as_str).unwrap_or("").to_string();
+        match guard.check_relayed(item).await {
+            Ok(item) => passed.push(item),
+            Err(_) => tracing::warn!(
+                server_name = %entry.server_name,
+                item = %name,
+                "a {} the output guardrails block is left out of the listing",
+                kind.noun()
+            ),
+        }
+    }
+    passed
+}
+
+/// A `completion/complete` result of `entry`'s server as `identity` may see it: each value through the server's output
+/// guardrails, a blocked one left out (and `total` with it).
+pub async fn completion(ctx: &GatewayContext, identity: &Identity, entry: &ServerEntry, mut result: Value) -> Value {
+    if entry.output_guardrails_policy.as_ref().is_none_or(|p| !p.is_enabled()) {
+        return result;
+    }
+    let provider = ctx.guardrails.get(&identity.snapshot, Provider::from_snapshot);
+    let guard = GuardrailLayer::of(ctx, identity, entry, &provider).guard();
+    if let Some(values) = result.pointer_mut("/completion/values").and_then(Value::as_array_mut) {
+        let mut passed = Vec::with_capacity(values.len());
+        let mut left_out = 0u64;
+        for value in values.drain(..) {
+            match guard.check_relayed(value).await {
+                Ok(value) => passed.push(value),
+                Err(_) => left_out += 1,
+            }
+        }
+        *values = passed;
+        if left_out > 0 {
+            tracing::warn!(server_name = %entry.server_name, left_out,
+                "completion values the output guardrails block are left out");
+            if let Some(total) = result.pointer_mut("/completion/total")
+                && let Some(n) = total.as_u64()
+            {
+                *total = Value::from(n.saturating_sub(left_out));
+            }
+        }
+    }
+    // The rest of the result (its `_meta`, fields no revision defines) is output too: blocked, nothing is offered.
+    match guard.check_relayed(result).await {
+        Ok(result) => result,
+        Err(_) => serde_json::json!({"completion": {"values": []}}),
+    }
+}
