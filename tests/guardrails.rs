@@ -171,6 +171,10 @@ fn start_gw(api: &HttpMock, input: Value, output: Value, common: Value) -> TestG
     let mut server = mock_server("mock");
     server["input_guardrails_policy"] = input;
     server["output_guardrails_policy"] = output;
+    // The tools are configured, so no live discovery sends their definitions to the API's output check (contract
+    // 14) before the calls these tests look at.
+    server["tools"] = json!([{"name": "echo", "description": "Answers the given text.",
+                              "inputSchema": {"type": "object", "properties": {"text": {"type": "string"}}}}]);
     let mut config = config_with(vec![server], common);
     config["plugins"]["guardrails"] = json!({"provider": "gw", "config": {"base_url": api.base_url, "api_key": "k"}});
     TestGateway::start(&config)

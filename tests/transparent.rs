@@ -160,7 +160,10 @@ fn curation_hides_tools_from_every_listing_and_refuses_every_call_path() {
         assert_eq!(listed, ["echo"], "{found}");
         assert_eq!(found["message"], json!("discovered 1 tool"), "{found}");
         let all = call(&client, "gw_list_all_servers", json!({"discover_tools": true})).await;
-        assert_eq!(all["servers"][1]["tools"], json!([]), "m2's tools are all denied by the project: {all}");
+        // Contract 14: a server the project can see nothing of is absent.
+        assert_eq!(all["servers"].as_array().map(Vec::len), Some(1), "m2 is all denied by the project: {all}");
+        let absent = call(&client, "gw_get_server_info", json!({"server_name": "m2"})).await;
+        assert_eq!(absent["error_code"], json!("SERVER_NOT_FOUND"), "{absent}");
         let info = call(&client, "gw_get_server_info", json!({"server_name": "m1"})).await;
         assert_eq!(info["server_info"]["tools"].as_array().map(Vec::len), Some(1), "{info}");
         let answer = call(

@@ -11,6 +11,8 @@
 //! A route that lists, reads or completes takes its items from here; the lookups that route a `prompts/get`,
 //! `resources/read` or `completion/complete` read the same curated lists, so a hidden item is unknown there too.
 
+use std::sync::Arc;
+
 use serde_json::Value;
 
 use crate::auth::Identity;
@@ -19,6 +21,7 @@ use crate::gateway::GatewayContext;
 use crate::gateway::exposure::filter::Curation;
 use crate::gateway::middleware::guardrails::GuardrailLayer;
 use crate::guardrails::provider::Provider;
+use crate::guardrails::stage::CallGuard;
 
 /// What kind of item a listing holds, and the field that names it for curation.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -64,20 +67,29 @@ pub async fn offered(
     }
     let provider = ctx.guardrails.get(&identity.snapshot, Provider::from_snapshot);
     let guard = GuardrailLayer::of(ctx, identity, entry, &provider).guard();
-    let mut passed = Vec::with_capacity(items.len());
-    for item in items.drain(..) {
-        let name = item.get(kind.field()).and_then(Value::as_str).unwrap_or("").to_string();
-        match guard.check_relayed(item).await {
-            Ok(item) => passed.push(item),
-            Err(_) => tracing::warn!(
-                server_name = %entry.server_name,
-                item = %name,
-                "a {} the output guardrails block is left out of the listing",
-                kind.noun()
-            ),
+    let blocked = blocked_items(&guard, &items).await;
+    for at in blocked.iter().rev() {
+        let item = items.remove(*at);
+        let name = item.get(kind.field()).and_then(Value::as_str).unwrap_or("");
+        tracing::warn!(server_name = %entry.server_name, item = %name,
+            "a {} the output guardrails block is left out of the listing", kind.noun());
+    }
+    items
+}
+
+/// The places in `items` of those `guard`'s output policy blocks. The whole list is checked as one message first
+/// (one call of a remote provider per listing); only a list that is blocked is checked item by item.
+async fn blocked_items(guard: &CallGuard<'_>, items: &[Value]) -> Vec<usize> {
+    if items.is_empty() || guard.check_relayed(Value::Array(items.to_vec())).await.is_ok() {
+        return Vec::new();
+    }
+    let mut blocked = Vec::new();
+    for (at, item) in items.iter().enumerate() {
+        if guard.check_relayed(item.clone()).await.is_err() {
+            blocked.push(at);
         }
     }
-    passed
+    blocked
 }
 
 /// A `completion/complete` result of `entry`'s server as `identity` may see it: each value through the server's output
@@ -113,4 +125,39 @@ pub async fn completion(ctx: &GatewayContext, identity: &Identity, entry: &Serve
         Ok(result) => result,
         Err(_) => serde_json::json!({"completion": {"values": []}}),
     }
+}
+
+/// Tool definitions found by live discovery, through the server's output guardrails (contract 14), before they are
+/// cached: a tool whose definition the policy blocks is withheld as a quarantined one is (never listed; a call of it
+/// answers `TOOL_QUARANTINED`), and logged. Checked once per discovery, not per listing.
+pub async fn discovered_tools(
+    ctx: &GatewayContext,
+    identity: &Identity,
+    entry: &ServerEntry,
+    tools: Arc<Vec<Value>>,
+    quarantined: Arc<Vec<String>>,
+) -> (Arc<Vec<Value>>, Arc<Vec<String>>) {
+    if entry.output_guardrails_policy.as_ref().is_none_or(|p| !p.is_enabled()) {
+        return (tools, quarantined);
+    }
+    let provider = ctx.guardrails.get(&identity.snapshot, Provider::from_snapshot);
+    let guard = GuardrailLayer::of(ctx, identity, entry, &provider).guard();
+    let mut withheld = Vec::new();
+    for at in blocked_items(&guard, &tools).await {
+        let name = tools[at].get("name").and_then(Value::as_str).unwrap_or("").to_string();
+        tracing::warn!(server_name = %entry.server_name, tool_name = %name,
+            "a tool whose definition the output guardrails block is withheld");
+        withheld.push(name);
+    }
+    if withheld.is_empty() {
+        return (tools, quarantined);
+    }
+    let kept = tools
+        .iter()
+        .filter(|t| !withheld.iter().any(|w| Some(w.as_str()) == t.get("name").and_then(Value::as_str)))
+        .cloned()
+        .collect();
+    let mut all = quarantined.as_ref().clone();
+    all.extend(withheld);
+    (Arc::new(kept), Arc::new(all))
 }

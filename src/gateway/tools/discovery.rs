@@ -18,6 +18,7 @@ use crate::cache::ExternalError;
 use crate::cache::shared::fingerprint;
 use crate::config::model::ServerEntry;
 use crate::error::{ErrorCode, GatewayError};
+use crate::gateway::boundary::listing;
 use crate::gateway::exposure::filter::Curation;
 use crate::gateway::{CachedTools, GatewayContext};
 use crate::guardrails::strings::{self, UPSTREAM_ERROR_LIMIT};
@@ -102,15 +103,29 @@ pub fn servers(identity: &Identity) -> Result<&[ServerEntry], GatewayError> {
 /// The servers of the caller's configuration of which curation could let the caller see anything (contract 14: a
 /// server with nothing visible is absent from every listing).
 pub fn visible_servers(identity: &Identity) -> Result<Vec<&ServerEntry>, GatewayError> {
+    let entries = servers(identity)?;
+    if !filtered(identity, entries) {
+        return Ok(entries.iter().collect());
+    }
     let curation = Curation::of(identity);
-    Ok(servers(identity)?.iter().filter(|entry| curation.server_visible(entry)).collect())
+    Ok(entries.iter().filter(|entry| curation.server_visible(entry)).collect())
+}
+
+/// Whether any filter applies to `identity`'s view of `entries` (without one, every server is visible, and the
+/// common path costs nothing).
+fn filtered(identity: &Identity, entries: &[ServerEntry]) -> bool {
+    let project = identity.snapshot.file.projects.get(&identity.project_id).and_then(|p| p.tool_filter.as_ref());
+    project.is_some() || entries.iter().any(|entry| entry.tool_filter.is_some())
 }
 
 /// The server entry `name` of the caller's configuration, or `SERVER_NOT_FOUND` (a server the caller can see nothing
 /// of is not found either).
 pub fn find_server<'a>(identity: &'a Identity, name: &str) -> Result<&'a ServerEntry, GatewayError> {
-    let curation = Curation::of(identity);
-    servers(identity)?.iter().find(|s| s.server_name == name && curation.server_visible(s)).ok_or_else(|| {
+    let entry = servers(identity)?.iter().find(|s| s.server_name == name);
+    let visible = |entry: &&ServerEntry| {
+        !filtered(identity, std::slice::from_ref(*entry)) || Curation::of(identity).server_visible(entry)
+    };
+    entry.filter(visible).ok_or_else(|| {
         GatewayError::new(ErrorCode::ServerNotFound, format!("no server named {name:?} in your MCP configuration"))
     })
 }
@@ -270,6 +285,7 @@ async fn discover_live(
         .map_err(|e| upstream_failure(ctx, &e))?;
     let tools: Vec<Value> = live.tools.iter().filter_map(|t| serde_json::to_value(t).ok()).collect();
     let Reviewed { tools, findings, quarantined, pinned_now } = review(ctx, identity, entry, &key, tools);
+    let (tools, quarantined) = listing::discovered_tools(ctx, identity, entry, tools, quarantined).await;
     let metadata = json!({
         "name": live.server_name,
         "version": live.server_version,
