@@ -1,9 +1,9 @@
 //! Tool pinning from outside (contract section 11): a rug pull played by the mock upstream, whose definitions come
 //! from a file (`--tools-file`) that the test changes between two starts of the process. The first discovery pins the
 //! tools into the configuration file (trust on first use); a changed or new definition is logged and counted, usable
-//! under `warn`, quarantined under `enforce` until approved, by the pin the operator reviewed, through the admin API or
-//! the CLI; a read-only file keeps the pins in memory. A pin covers the whole definition (contract section 14): a change
-//! of `_meta` or `icons` alone is a change.
+//! under `warn`, quarantined under `enforce` until approved, by the pin the operator reviewed, through the admin API
+//! or the CLI; a read-only file keeps the pins in memory. A pin covers the whole definition (contract section 14): a
+//! change of `_meta` or `icons` alone is a change.
 
 mod common;
 #[path = "common/mcp.rs"]
