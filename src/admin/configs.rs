@@ -75,9 +75,14 @@ async fn tool_pins(State(st): St, Path((config, server)): Path<(String, String)>
     answer(configs::tool_pins(&st.store.snapshot(), &st.pins, &config, &server).map_err(Into::into), "tool pins")
 }
 
-async fn approve_tool(State(st): St, Path((config, server, tool)): Path<(String, String, String)>) -> Response {
+async fn approve_tool(
+    State(st): St,
+    Path((config, server, tool)): Path<(String, String, String)>,
+    JsonBody(body): JsonBody,
+) -> Response {
     let book = Arc::clone(&st.pins);
-    let result = write(&st, move |file, snap| configs::approve_tool(file, snap, &book, &config, &server, &tool)).await;
+    let result =
+        write(&st, move |file, snap| configs::approve_tool(file, snap, &book, &config, &server, &tool, body)).await;
     answer(result, "tool definition approved")
 }
 

@@ -99,13 +99,19 @@ pub enum ConfigAction {
         server: String,
     },
     /// Approve a tool's current definition (pin what the gateway's last discovery found); needs --admin-url.
+    /// --sha256 is the pin you reviewed (CURRENT in `mcpgw config pins`): if the server changed the definition since,
+    /// the approval is refused (exit 5) and nothing is pinned.
     ///
-    /// Example: mcpgw config approve-tool production github create_issue --admin-url http://127.0.0.1:8001
+    /// Example: mcpgw config approve-tool production github create_issue --sha256 sha256:9f86d0…
+    ///   --admin-url http://127.0.0.1:8001
     ApproveTool {
         #[arg(id = "config_ident", value_name = "CONFIG")]
         config: String,
         server: String,
         tool: String,
+        /// The pin of the definition you reviewed (`sha256:` and 64 hex digits; the prefix may be left out).
+        #[arg(long, value_name = "HASH")]
+        sha256: String,
     },
     /// Add an upstream server (a stdio command, or a remote server with --url) to a configuration.
     ///

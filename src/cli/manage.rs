@@ -42,7 +42,9 @@ impl ConfigAction {
             ConfigAction::Servers { config } => Op::ServerList { config },
             ConfigAction::GetServer { config, server } => Op::ServerGet { config, server },
             ConfigAction::Pins { config, server } => Op::ToolPins { config, server },
-            ConfigAction::ApproveTool { config, server, tool } => Op::ApproveTool { config, server, tool },
+            ConfigAction::ApproveTool { config, server, tool, sha256 } => {
+                Op::ApproveTool { config, server, tool, sha256 }
+            }
             ConfigAction::AddServer { config, edit } => Op::ServerAdd { config, entry: edit.load()?.build()? },
             ConfigAction::UpdateServer { config, server, edit } => {
                 Op::ServerUpdate { config, server, edit: Box::new(edit.load()?) }

@@ -167,7 +167,13 @@ pub fn run(args: impl IntoIterator<Item = OsString>) -> ExitCode {
         }
         Err(e) => {
             let text = e.render().to_string();
-            let first = text.lines().next().unwrap_or("invalid arguments").trim_start_matches("error: ");
+            let mut lines = text.lines();
+            let first = lines.next().unwrap_or("invalid arguments").trim_start_matches("error: ");
+            // Some errors list what they are about on the indented lines below (the missing arguments): kept, on the
+            // one line, so the message names them.
+            let listed: Vec<&str> =
+                lines.take_while(|line| line.starts_with(' ')).map(str::trim).filter(|l| !l.is_empty()).collect();
+            let first = if listed.is_empty() { first.to_string() } else { format!("{first} {}", listed.join(", ")) };
             eprintln!("mcpgw: error: {first} (see mcpgw --help)");
             return ExitCode::from(2);
         }

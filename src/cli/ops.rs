@@ -26,7 +26,7 @@ pub enum Op {
     ServerList { config: String },
     ServerGet { config: String, server: String },
     ToolPins { config: String, server: String },
-    ApproveTool { config: String, server: String, tool: String },
+    ApproveTool { config: String, server: String, tool: String, sha256: String },
     ServerAdd { config: String, entry: Value },
     ServerUpdate { config: String, server: String, edit: Box<ServerEdit> },
     ServerRemove { config: String, server: String },
@@ -109,6 +109,13 @@ const KEY_COLUMNS: &[Column] = &[
     Column { header: "CREATED", cell: |r| field(r, "created_at") },
     Column { header: "DISABLED", cell: |r| field(r, "disabled") },
 ];
+/// A server's tool pins: the full pins, since `--sha256` of `approve-tool` takes CURRENT as shown.
+const PIN_COLUMNS: &[Column] = &[
+    Column { header: "TOOL", cell: |r| field(r, "tool_name") },
+    Column { header: "STATUS", cell: |r| field(r, "status") },
+    Column { header: "PINNED", cell: |r| field(r, "pinned") },
+    Column { header: "CURRENT", cell: |r| field(r, "current") },
+];
 
 fn server_command(row: &Value) -> String {
     let config = &row["config"];
@@ -136,6 +143,7 @@ impl Op {
             Op::Backup { output_file, overwrite } => json!({"output_file": output_file, "overwrite": overwrite}),
             Op::Restore { input_file } => json!({"input_file": input_file}),
             Op::Reset => json!({"confirm": true}),
+            Op::ApproveTool { sha256, .. } => json!({"sha256": sha256}),
             _ => return None,
         })
     }
@@ -157,8 +165,8 @@ impl Op {
             Op::ToolPins { config, server } => {
                 route(M::GET, &["configs", config, "servers", server, "tool-pins"], None)
             }
-            Op::ApproveTool { config, server, tool } => {
-                route(M::POST, &["configs", config, "servers", server, "tool-pins", tool, "approve"], None)
+            Op::ApproveTool { config, server, tool, .. } => {
+                route(M::POST, &["configs", config, "servers", server, "tool-pins", tool, "approve"], body)
             }
             Op::ServerUpdate { config, server, .. } => route(M::PUT, &["configs", config, "servers", server], None),
             Op::ServerRemove { config, server } => route(M::DELETE, &["configs", config, "servers", server], None),
@@ -200,6 +208,7 @@ impl Op {
             Op::ProjectMembers { .. } | Op::ProjectAddUser { .. } => Shape::Table(MEMBER_COLUMNS),
             Op::UserList => Shape::Table(USER_COLUMNS),
             Op::KeyList | Op::UserKeys { .. } => Shape::Table(KEY_COLUMNS),
+            Op::ToolPins { .. } => Shape::Table(PIN_COLUMNS),
             _ => Shape::Record,
         }
     }

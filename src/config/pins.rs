@@ -1,28 +1,22 @@
 //! Tool pins (contract section 11): what a tool definition is pinned by, and what the last live discovery of each
 //! server found against its pins, for the admin API's review (`GET …/tool-pins`).
 //!
-//! A pin is `sha256:` and the hex SHA-256 of the tool's definition (name, title, description, inputSchema,
-//! outputSchema, annotations) as JSON with its object keys sorted at every depth, so the same definition pins the same
-//! whatever order a server writes its keys in.
+//! A pin is `sha256:` and the hex SHA-256 of the tool's whole definition as the upstream sent it (contract section
+//! 14: every field, `_meta`, `icons` and fields this gateway does not know included), as JSON with its object keys
+//! sorted at every depth (`json_strict::canonical`), so the same definition pins the same whatever order a server
+//! writes its keys in, and no field can change unseen. A definition with only the fields section 11 named (name,
+//! title, description, inputSchema, outputSchema, annotations) pins as it did when only those were covered: the
+//! object hashed is the same.
 
 use std::collections::HashMap;
 use std::sync::Mutex;
 
-use serde_json::{Map, Value};
+use serde_json::Value;
 use sha2::{Digest, Sha256};
 
-/// The fields of a tool definition a pin covers.
-pub const PINNED_FIELDS: [&str; 6] = ["name", "title", "description", "inputSchema", "outputSchema", "annotations"];
-
-/// The pin of one tool definition.
+/// The pin of one tool definition: over all of it.
 pub fn pin_of(tool: &Value) -> String {
-    let mut covered = Map::new();
-    for field in PINNED_FIELDS {
-        if let Some(value) = tool.get(field) {
-            covered.insert(field.to_string(), value.clone());
-        }
-    }
-    let digest = Sha256::digest(crate::json_strict::canonical(&Value::Object(covered)).as_bytes());
+    let digest = Sha256::digest(crate::json_strict::canonical(tool).as_bytes());
     format!("sha256:{}", crate::secrets::hex(&digest))
 }
 
@@ -110,14 +104,49 @@ mod tests {
     use super::*;
     use serde_json::json;
 
+    fn schema() -> Value {
+        json!({"type": "object", "properties": {"x": {"type": "string"}}})
+    }
+
     #[test]
-    fn pins_ignore_key_order_and_other_fields_but_see_every_covered_change() {
-        let a = json!({"name": "t", "description": "d", "inputSchema": {"type": "object", "properties": {"x": {"type": "string"}}}});
-        let b = json!({"inputSchema": {"properties": {"x": {"type": "string"}}, "type": "object"}, "description": "d", "name": "t", "_meta": {"z": 1}});
+    fn pins_ignore_key_order_but_see_every_change() {
+        let a = json!({"name": "t", "description": "d", "inputSchema": schema()});
+        let b = json!({"inputSchema": {"properties": {"x": {"type": "string"}}, "type": "object"}, "description": "d",
+            "name": "t"});
         assert_eq!(pin_of(&a), pin_of(&b));
         assert!(is_pin(&pin_of(&a)));
-        let changed = json!({"name": "t", "description": "d!", "inputSchema": {"type": "object", "properties": {"x": {"type": "string"}}}});
+        let changed = json!({"name": "t", "description": "d!", "inputSchema": schema()});
         assert_ne!(pin_of(&a), pin_of(&changed));
         assert!(!is_pin("sha256:XYZ") && !is_pin("md5:00"));
+    }
+
+    #[test]
+    fn every_field_is_pinned_meta_icons_and_unknown_ones_included() {
+        let base = json!({"name": "t", "description": "d", "inputSchema": schema()});
+        let with = |field: &str, value: Value| {
+            let mut tool = base.clone();
+            tool[field] = value;
+            pin_of(&tool)
+        };
+        let meta = with("_meta", json!({"note": "a"}));
+        assert_ne!(meta, pin_of(&base), "adding _meta changes the pin");
+        assert_ne!(meta, with("_meta", json!({"note": "b"})), "changing _meta changes the pin");
+        let icon = with("icons", json!([{"src": "https://example.com/a.png"}]));
+        assert_ne!(icon, pin_of(&base));
+        assert_ne!(icon, with("icons", json!([{"src": "https://example.com/b.png"}])));
+        assert_ne!(with("x-unknown", json!("a")), pin_of(&base), "a field no version of MCP defines is pinned too");
+    }
+
+    /// Pins taken when only section 11's fields were covered stay valid for definitions that have no other field:
+    /// the hash is of the same object.
+    #[test]
+    fn a_definition_with_only_the_old_fields_keeps_its_old_pin() {
+        let tool = json!({"name": "t", "title": "T", "description": "d", "inputSchema": schema(),
+            "outputSchema": schema(), "annotations": {"readOnlyHint": true}});
+        let old_fields = ["name", "title", "description", "inputSchema", "outputSchema", "annotations"];
+        let covered: serde_json::Map<String, Value> =
+            old_fields.iter().map(|f| (f.to_string(), tool[*f].clone())).collect();
+        let old = Sha256::digest(crate::json_strict::canonical(&Value::Object(covered)).as_bytes());
+        assert_eq!(pin_of(&tool), format!("sha256:{}", crate::secrets::hex(&old)));
     }
 }

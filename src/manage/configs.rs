@@ -5,7 +5,7 @@ use serde_json::{Value, json};
 
 use super::{ManageError, ManageResult, decode_body, required_name, views};
 use crate::config::model::{McpConfig, ServerEntry, decode_server_at};
-use crate::config::pins::{PinBook, PinRow, PinStatus};
+use crate::config::pins::{PinBook, PinRow, PinStatus, is_pin};
 use crate::config::snapshot::check_server_name;
 use crate::config::{ConfigFile, Snapshot};
 use crate::ids::{new_id, timestamp};
@@ -179,8 +179,8 @@ pub fn delete_server(file: &mut ConfigFile, snap: &Snapshot, ident: &str, server
     Ok(views::server(&removed))
 }
 
-/// The tool pins of a server (contract section 11): each tool of the last discovery against its pin, or, before any
-/// discovery, the pins alone.
+/// The tool pins of a server (contract sections 11 and 14): the list of rows itself, each tool of the last discovery
+/// against its pin, or, before any discovery, the pins alone.
 pub fn tool_pins(snap: &Snapshot, book: &PinBook, ident: &str, server: &str) -> ManageResult {
     let id = resolve(snap, ident)?;
     let index = server_index(&snap.file, &id, ident, server)?;
@@ -202,10 +202,39 @@ pub fn tool_pins(snap: &Snapshot, book: &PinBook, ident: &str, server: &str) -> 
                 .collect()
         }
     };
-    Ok(json!({"server_name": entry.server_name, "tool_pins": rows}))
+    serde_json::to_value(rows).map_err(|e| ManageError::Internal(format!("cannot show the tool pins: {e}")))
 }
 
-/// Pins the definition of `tool` that the last discovery found (`POST …/tool-pins/{tool}/approve`).
+#[derive(Deserialize)]
+struct ApproveBody {
+    sha256: Option<String>,
+}
+
+/// The pin an approval names, `sha256:` and 64 lower-case hex digits, from the body's `sha256` (with or without the
+/// `sha256:` prefix, hex digits in either case).
+fn reviewed_pin(body: Value) -> ManageResult<String> {
+    let body: ApproveBody = decode_body(body)?;
+    let Some(given) = body.sha256 else {
+        return Err(ManageError::Validation(
+            "sha256 is required: the pin of the definition you reviewed (the row's `current` in GET …/tool-pins)"
+                .to_string(),
+        ));
+    };
+    let hex = given.trim();
+    let hex = hex.strip_prefix("sha256:").unwrap_or(hex).to_ascii_lowercase();
+    let pin = format!("sha256:{hex}");
+    if !is_pin(&pin) {
+        return Err(ManageError::Validation(
+            "sha256 must be 64 hex digits, with or without the `sha256:` prefix".to_string(),
+        ));
+    }
+    Ok(pin)
+}
+
+/// Pins the definition of `tool` that the last discovery found (`POST …/tool-pins/{tool}/approve {sha256}`), only if
+/// it is the one the operator reviewed: a server may change its definition between the review and the approval (any
+/// key can cause a rediscovery), and an approval must never pin a definition nobody saw. So the body names the pin
+/// reviewed; when the last discovery's pin of the tool differs, nothing changes and the answer is 409.
 pub fn approve_tool(
     file: &mut ConfigFile,
     snap: &Snapshot,
@@ -213,9 +242,11 @@ pub fn approve_tool(
     ident: &str,
     server: &str,
     tool: &str,
+    body: Value,
 ) -> ManageResult {
     let id = resolve(snap, ident)?;
     let index = server_index(file, &id, ident, server)?;
+    let reviewed = reviewed_pin(body)?;
     let Some(entry) = file.mcp_configs.get_mut(&id).map(|cfg| &mut cfg.mcp_config[index]) else {
         return Err(ManageError::NotFound(ident.to_string()));
     };
@@ -227,13 +258,20 @@ pub fn approve_tool(
     let row = rows.into_iter().find(|row| row.tool_name == tool).ok_or_else(|| {
         ManageError::NotFound(format!("the last discovery of server {server:?} has no tool {tool:?}"))
     })?;
-    let Some(current) = row.current.clone() else {
+    let Some(current) = row.current else {
         return Err(ManageError::Conflict(format!("tool {tool:?} is no longer offered by server {server:?}")));
     };
+    if current != reviewed {
+        return Err(ManageError::Conflict(format!(
+            "the current definition of tool {tool:?} is {current}, not the {reviewed} you approved: \
+             the server changed it since; review it again (GET …/tool-pins)"
+        )));
+    }
     let mut pins = entry.pinned_tools.clone().or_else(|| book.in_memory(&id, &entry.server_name)).unwrap_or_default();
-    pins.insert(tool.to_string(), current.clone());
+    // The pin written is the one reviewed (equal to the current one here), never a later discovery's.
+    pins.insert(tool.to_string(), reviewed.clone());
     entry.pinned_tools = Some(pins);
-    Ok(json!({"server_name": entry.server_name, "tool_name": tool, "pinned": current}))
+    Ok(json!({"server_name": entry.server_name, "tool_name": tool, "pinned": reviewed}))
 }
 
 /// Removes the pin of `tool` (`DELETE …/tool-pins/{tool}`): the next discovery treats the tool as new.

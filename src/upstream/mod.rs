@@ -190,7 +190,8 @@ impl Default for PoolSettings {
 /// What a live discovery returns: the tools, and who the server says it is in its `initialize` result.
 #[derive(Clone, Debug)]
 pub struct Discovered {
-    pub tools: Vec<rmcp::model::Tool>,
+    /// The tool definitions as the server sent them (each checked to have MCP's shape), every field kept.
+    pub tools: Vec<serde_json::Value>,
     pub server_name: Option<String>,
     pub server_version: Option<String>,
     /// The server's own description, or else its instructions.

@@ -181,9 +181,16 @@ impl UpstreamPool {
             };
             let mut page = lease.request(deadline, timeout, "tools/list", params, None).await?;
             let listed = page.get_mut("tools").map(Value::take).unwrap_or(Value::Null);
-            let listed: Vec<rmcp::model::Tool> = serde_json::from_value(listed).map_err(|error| {
-                UpstreamError::Protocol(format!("the server's tools/list result is not valid: {error}"))
-            })?;
+            // Each definition is checked against MCP's shape but kept as the server sent it: pins and the
+            // poisoning checks cover every field (contract section 14), fields rmcp does not know included.
+            let Value::Array(listed) = listed else {
+                return Err(UpstreamError::Protocol("the server's tools/list result has no list of tools".to_string()));
+            };
+            for tool in &listed {
+                <rmcp::model::Tool as serde::Deserialize>::deserialize(tool).map_err(|error| {
+                    UpstreamError::Protocol(format!("the server's tools/list result is not valid: {error}"))
+                })?;
+            }
             tools.extend(listed);
             cursor = match page.get("nextCursor") {
                 Some(Value::String(next)) if Some(next) != cursor.as_ref() => Some(next.clone()),

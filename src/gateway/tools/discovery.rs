@@ -283,8 +283,7 @@ async fn discover_live(
         .await
         .map_err(|t| GatewayError::new(ErrorCode::Timeout, t.to_string()))?
         .map_err(|e| upstream_failure(ctx, &e))?;
-    let tools: Vec<Value> = live.tools.iter().filter_map(|t| serde_json::to_value(t).ok()).collect();
-    let Reviewed { tools, findings, quarantined, pinned_now } = review(ctx, identity, entry, &key, tools);
+    let Reviewed { tools, findings, quarantined, pinned_now } = review(ctx, identity, entry, &key, live.tools);
     let (tools, quarantined) = listing::discovered_tools(ctx, identity, entry, tools, quarantined).await;
     let metadata = json!({
         "name": live.server_name,

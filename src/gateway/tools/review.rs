@@ -1,10 +1,11 @@
-//! The review of a server's tool definitions at each live discovery (contract section 11): the poisoning checks
-//! (`guardrails/tool_scan.rs`) under `tool_scan`, and the pins (`config/pins.rs`) under `tool_pinning`. A server
-//! without pins is pinned now (trust on first use): the pins are written into its entry in the configuration file,
-//! or kept in memory when the file cannot be written. A server with pins has each tool compared: a changed or a new
-//! definition is logged, counted and, under `enforce`, quarantined until approved. What the review quarantines is left out of the tools every listing and
-//! every call path reads (the tool cache), and remembered by name, so that a call of it answers `TOOL_QUARANTINED`
-//! rather than "no such tool".
+//! The review of a server's tool definitions at each live discovery (contract sections 11 and 14): the poisoning
+//! checks (`guardrails/tool_scan.rs`) under `tool_scan`, and the pins (`config/pins.rs`) under `tool_pinning`, both
+//! over every field of each definition as the server sent it. A server without pins is pinned now (trust on first
+//! use): the pins are written into its entry in the configuration file, or kept in memory when the file cannot be
+//! written. A server with pins has each tool compared: a changed or a new definition is logged, counted and, under
+//! `enforce`, quarantined until approved. What the review quarantines is left out of the tools every listing and every
+//! call path reads (the tool cache), and remembered by name, so that a call of it answers `TOOL_QUARANTINED` rather
+//! than "no such tool".
 
 use std::sync::Arc;
 
