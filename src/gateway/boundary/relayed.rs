@@ -53,9 +53,7 @@ pub async fn pump<T>(
             outcome = &mut work => {
                 // What the upstream sent before its answer reaches the client before the answer.
                 while let Ok(message) = messages.try_recv() {
-                    if let Err(blocked) = pass(guard, message, outer).await {
-                        return Err(blocked);
-                    }
+                    pass(guard, message, outer).await?;
                 }
                 return Ok(outcome);
             }

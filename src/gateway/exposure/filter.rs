@@ -132,26 +132,26 @@ pub fn matches(pattern: &str, name: &str) -> bool {
 mod tests {
     use super::*;
 
-    fn filter(allow: Option<&[&str]>, deny: &[&str]) -> ToolFilter {
+    fn patterns(allow: Option<&[&str]>, deny: &[&str]) -> ToolFilter {
         let strings = |list: &[&str]| list.iter().map(|s| s.to_string()).collect::<Vec<_>>();
         serde_json::from_value(serde_json::json!({"allow": allow.map(strings), "deny": strings(deny)})).unwrap()
     }
 
     #[test]
     fn a_server_is_visible_when_a_filter_could_let_one_of_its_names_through() {
-        assert!(could_allow_with_prefix(&filter(None, &[]), "github__"));
-        assert!(could_allow_with_prefix(&filter(Some(&["github__*"]), &[]), "github__"));
-        assert!(could_allow_with_prefix(&filter(Some(&["git*"]), &[]), "github__"));
-        assert!(could_allow_with_prefix(&filter(Some(&["*search*"]), &[]), "github__"));
-        assert!(could_allow_with_prefix(&filter(Some(&["github"]), &[]), "git"), "the pattern goes on past the prefix");
-        assert!(!could_allow_with_prefix(&filter(Some(&["gitlab__*"]), &[]), "github__"));
-        assert!(!could_allow_with_prefix(&filter(Some(&["github"]), &[]), "github__"), "ends inside the prefix");
-        assert!(!could_allow_with_prefix(&filter(Some(&[]), &[]), "github__"));
-        assert!(!could_allow_with_prefix(&filter(None, &["github__*"]), "github__"));
-        assert!(!could_allow_with_prefix(&filter(None, &["*"]), "github__"));
-        assert!(could_allow_with_prefix(&filter(None, &["github__delete_*"]), "github__"));
-        assert!(!could_allow_some(&filter(None, &["*"])));
-        assert!(could_allow_some(&filter(Some(&["read_*"]), &[])));
+        assert!(could_allow_with_prefix(&patterns(None, &[]), "github__"));
+        assert!(could_allow_with_prefix(&patterns(Some(&["github__*"]), &[]), "github__"));
+        assert!(could_allow_with_prefix(&patterns(Some(&["git*"]), &[]), "github__"));
+        assert!(could_allow_with_prefix(&patterns(Some(&["*search*"]), &[]), "github__"));
+        assert!(could_allow_with_prefix(&patterns(Some(&["github"]), &[]), "git"), "the pattern goes on past the prefix");
+        assert!(!could_allow_with_prefix(&patterns(Some(&["gitlab__*"]), &[]), "github__"));
+        assert!(!could_allow_with_prefix(&patterns(Some(&["github"]), &[]), "github__"), "ends inside the prefix");
+        assert!(!could_allow_with_prefix(&patterns(Some(&[]), &[]), "github__"));
+        assert!(!could_allow_with_prefix(&patterns(None, &["github__*"]), "github__"));
+        assert!(!could_allow_with_prefix(&patterns(None, &["*"]), "github__"));
+        assert!(could_allow_with_prefix(&patterns(None, &["github__delete_*"]), "github__"));
+        assert!(!could_allow_some(&patterns(None, &["*"])));
+        assert!(could_allow_some(&patterns(Some(&["read_*"]), &[])));
     }
     use proptest::prelude::*;
 
