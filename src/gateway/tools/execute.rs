@@ -140,7 +140,7 @@ impl<'a> ServerCalls<'a> {
                 relevancy_threshold: settings.relevancy_threshold,
                 adherence_threshold: settings.adherence_threshold,
             },
-            timeouts: &ctx.timeouts,
+            timeouts: ctx.timeouts.of(identity.mcp_config_id.as_deref()),
             blocks: &ctx.store.metrics().guardrail_blocks,
             server_name: &entry.server_name,
         };
@@ -355,6 +355,7 @@ async fn run_call(upstream: UpstreamService<'_>, tool: &str, args: Map<String, V
     let limit = settings.timeouts.tool_execution;
     // The pool enforces `limit` on the server's work; waiting for a process start is bounded by the start timeout.
     ctx.timeouts
+        .of(identity.mcp_config_id.as_deref())
         .run_classified(
             TimeoutKind::ToolExecution,
             limit + settings.start_timeout + TIMEOUT_MARGIN,
@@ -384,6 +385,7 @@ async fn relay(upstream: UpstreamService<'_>, operation: Operation, call: Upstre
     let limit = settings.timeouts.tool_execution;
     let answered = ctx
         .timeouts
+        .of(identity.mcp_config_id.as_deref())
         .run_classified(
             TimeoutKind::ToolExecution,
             limit + settings.start_timeout + TIMEOUT_MARGIN,
