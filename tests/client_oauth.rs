@@ -2,8 +2,9 @@
 //! server (`common/jwt_issuer.rs`: OpenID configuration and JWKS over HTTP, tokens signed in the test) stands in for
 //! Keycloak or Entra. A valid token runs as its user and project; every failure gets 401 (or 403 for a missing scope)
 //! with the challenge and the `AUTH_FAILED` object saying which check failed, never echoing the token; the protected
-//! resource metadata is public (for an allowed `Host`; forwarded headers count only when trusted); a rotated key is fetched once, and unknown key ids do not make the gateway hammer the
-//! issuer; an issuer whose keys cannot be fetched degrades health and fails closed; the token never reaches upstreams.
+//! resource metadata is public (for an allowed `Host`; forwarded headers count only when trusted); a rotated key is
+//! fetched once, and unknown key ids do not make the gateway hammer the issuer; an issuer whose keys cannot be fetched
+//! degrades health and fails closed; the token never reaches upstreams.
 
 mod common;
 #[path = "common/http_mock.rs"]

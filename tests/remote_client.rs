@@ -240,7 +240,8 @@ fn a_remote_that_refuses_every_token_gets_at_most_one_token_request_per_request(
         "server_name": "refusing",
         "config": {"url": format!("{}/mcp", remote.base_url)},
         "oauth_config": {"enabled": true, "OAUTH_GRANT_TYPE": "client_credentials", "OAUTH_CLIENT_ID": "gw",
-                         "OAUTH_CLIENT_SECRET": "issuer-secret-7a6b", "OAUTH_TOKEN_URL": format!("{}/token", issuer.base_url)}
+                         "OAUTH_CLIENT_SECRET": "issuer-secret-7a6b",
+                         "OAUTH_TOKEN_URL": format!("{}/token", issuer.base_url)}
     });
     let gw = TestGateway::start(&config_with(vec![server], json!({})));
     let token_requests = || issuer.seen().iter().filter(|seen| seen.path == "/token").count();

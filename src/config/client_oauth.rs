@@ -129,7 +129,8 @@ mod tests {
             ("email", "mcpgw_project", true, false)
         );
         let (none, problems) = read_value(json!({"issuer": "idp", "required_scopes": "mcp", "accept_api_keys": "yes",
-                                                 "jwks_uri": "ftp://x", "public_url": 3, "trust_forwarded_headers": 1}));
+                                                 "jwks_uri": "ftp://x", "public_url": 3,
+                                                 "trust_forwarded_headers": 1}));
         assert!(none.is_none());
         let text = problems.join("\n");
         let fields = ["issuer", "audience", "required_scopes", "accept_api_keys", "jwks_uri", "public_url"];

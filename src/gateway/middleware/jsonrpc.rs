@@ -1,8 +1,8 @@
 //! Well-formed JSON-RPC before the protocol layer: a POST body that is not JSON gets a JSON-RPC parse error (-32700),
 //! JSON that is not one JSON-RPC message (or has a key twice in one object, see [`crate::json_strict`]) gets invalid
-//! request (-32600), all as HTTP 400 with a JSON body: never a 5xx
-//! and never a plain-text answer. One message means (contract 14) an `id` that is a string or an integer within i64
-//! and `params`, when present, an object: rmcp's reader refuses the rest too, but deeper, with an answer of its own. Everything else goes on unchanged (the body is buffered once, up to the limit), with
+//! request (-32600), all as HTTP 400 with a JSON body: never a 5xx and never a plain-text answer. One message means
+//! (contract 14) an `id` that is a string or an integer within i64 and `params`, when present, an object: rmcp's
+//! reader refuses the rest too, but deeper, with an answer of its own. Everything else goes on unchanged (the body is buffered once, up to the limit), with
 //! the parsed message in the request's extensions as a [`ParsedMessage`] so that later layers need not parse it again.
 //!
 //! The limits of the request body are enforced here, from the current snapshot's `limits`: a body over
