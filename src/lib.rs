@@ -30,6 +30,7 @@ pub mod secrets;
 pub mod signal;
 pub mod telemetry;
 pub mod timeouts;
+pub mod unicode;
 pub mod upstream;
 
 /// The gateway version reported by the health endpoints.

@@ -3,9 +3,14 @@
 //! [`TimeoutMetrics::run`] wraps an operation: it finishes (successful), runs out of time (timeout: the future is
 //! dropped, which for an upstream call kills the process), or is dropped by its caller first (cancelled: the client
 //! went away or cancelled the request).
+//!
+//! Counts are kept per tenant, the caller's MCP configuration ([`TimeoutsByTenant::of`]), and a caller is shown its
+//! own (contract 14): how often another project's calls time out is that project's business.
 
+use std::collections::HashMap;
 use std::future::Future;
 use std::pin::Pin;
+use std::sync::RwLock;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::task::{Context, Poll};
 use std::time::Duration;
@@ -118,10 +123,56 @@ impl KindCounts {
     }
 }
 
-/// Counters per kind, in the order of [`TimeoutKind::ALL`].
+/// Counters per kind, in the order of [`TimeoutKind::ALL`]: one tenant's.
 #[derive(Default)]
 pub struct TimeoutMetrics {
     counts: [KindCounts; TimeoutKind::ALL.len()],
+}
+
+/// At most this many tenants get counters of their own; the operations of any beyond are counted nowhere (their
+/// report stays empty) rather than with another tenant's.
+const MAX_TENANTS: usize = 4096;
+
+/// The [`TimeoutMetrics`] of each tenant: the MCP configuration of the caller (`""` for a project without one).
+///
+/// A tenant's counters live as long as the gateway (a few hundred bytes for each configuration ever served, at most
+/// [`MAX_TENANTS`]), so that a request borrows them for its whole length, guardrail stage included, without a
+/// reference count or a lock held; finding them takes a read lock.
+#[derive(Default)]
+pub struct TimeoutsByTenant {
+    tenants: RwLock<HashMap<String, &'static TimeoutMetrics>>,
+    /// Where the operations of tenants past [`MAX_TENANTS`] are counted; never reported.
+    uncounted: TimeoutMetrics,
+}
+
+impl TimeoutsByTenant {
+    /// The counters of tenant `mcp_config_id`, made on its first operation.
+    pub fn of(&self, mcp_config_id: Option<&str>) -> &TimeoutMetrics {
+        let id = mcp_config_id.unwrap_or_default();
+        if let Some(found) = self.tenants.read().unwrap_or_else(|p| p.into_inner()).get(id) {
+            return found;
+        }
+        let mut tenants = self.tenants.write().unwrap_or_else(|p| p.into_inner());
+        if let Some(found) = tenants.get(id) {
+            return found;
+        }
+        if tenants.len() >= MAX_TENANTS {
+            return &self.uncounted;
+        }
+        let made: &'static TimeoutMetrics = Box::leak(Box::default());
+        tenants.insert(id.to_string(), made);
+        made
+    }
+
+    /// The `timeout_metrics` object of `gw_get_timeout_metrics` for tenant `mcp_config_id`: its operations only.
+    pub fn report(&self, mcp_config_id: Option<&str>) -> Value {
+        let id = mcp_config_id.unwrap_or_default();
+        let found = self.tenants.read().unwrap_or_else(|p| p.into_inner()).get(id).copied();
+        match found {
+            Some(metrics) => metrics.report(),
+            None => TimeoutMetrics::default().report(),
+        }
+    }
 }
 
 pin_project! {
@@ -205,6 +256,14 @@ impl TimeoutMetrics {
         }
     }
 
+    /// Counts an operation that was bounded elsewhere and finished in time (an authentication: its tenant is known
+    /// only once it has succeeded).
+    pub fn count_success(&self, kind: TimeoutKind) {
+        let counts = &self.counts[kind.index()];
+        KindCounts::count(&counts.total);
+        KindCounts::count(&counts.successful);
+    }
+
     /// The `timeout_metrics` object of `gw_get_timeout_metrics`. Process starts are not among them: they are bounded
     /// by `upstream_pool.start_timeout_seconds` and counted by the upstream pool (`mcpgw_upstream_start_*`).
     pub fn report(&self) -> Value {
@@ -273,5 +332,21 @@ mod tests {
         assert_eq!(report["cancelled_operations"], 1);
         assert_eq!(report["by_kind"]["tool_execution"]["timeout_operations"], 1);
         assert_eq!(TimedOut(Duration::from_secs(60)).to_string(), "operation timed out after 60 seconds");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn each_tenant_sees_its_own_counts() {
+        let by_tenant = TimeoutsByTenant::default();
+        let late = tokio::time::sleep(Duration::from_secs(5));
+        let _ = by_tenant.of(Some("alpha")).run(TimeoutKind::ToolExecution, Duration::from_secs(1), late).await;
+        let _ = by_tenant.of(Some("alpha")).run(TimeoutKind::Discovery, Duration::from_secs(1), async {}).await;
+        by_tenant.of(Some("beta")).count_success(TimeoutKind::Auth);
+        let alpha = by_tenant.report(Some("alpha"));
+        assert_eq!((alpha["total_operations"].as_u64(), alpha["timeout_operations"].as_u64()), (Some(2), Some(1)));
+        let beta = by_tenant.report(Some("beta"));
+        assert_eq!((beta["total_operations"].as_u64(), beta["timeout_operations"].as_u64()), (Some(1), Some(0)));
+        assert_eq!(beta["by_kind"]["auth"]["successful_operations"], 1);
+        assert_eq!(by_tenant.report(None)["total_operations"], 0);
+        assert!(std::ptr::eq(by_tenant.of(Some("alpha")), by_tenant.of(Some("alpha"))));
     }
 }

@@ -2,8 +2,9 @@
 //! server (`common/jwt_issuer.rs`: OpenID configuration and JWKS over HTTP, tokens signed in the test) stands in for
 //! Keycloak or Entra. A valid token runs as its user and project; every failure gets 401 (or 403 for a missing scope)
 //! with the challenge and the `AUTH_FAILED` object saying which check failed, never echoing the token; the protected
-//! resource metadata is public; a rotated key is fetched once, and unknown key ids do not make the gateway hammer the
-//! issuer; an issuer whose keys cannot be fetched degrades health and fails closed; the token never reaches upstreams.
+//! resource metadata is public (for an allowed `Host`; forwarded headers count only when trusted); a rotated key is
+//! fetched once, and unknown key ids do not make the gateway hammer the issuer; an issuer whose keys cannot be fetched
+//! degrades health and fails closed; the token never reaches upstreams.
 
 mod common;
 #[path = "common/http_mock.rs"]
@@ -208,6 +209,50 @@ fn the_protected_resource_metadata_is_public() {
     let plain = TestGateway::start(&config_with(vec![], json!({})));
     let answer = http().get(format!("{}/.well-known/oauth-protected-resource", origin(&plain))).send().unwrap();
     assert_eq!(answer.status(), 404);
+}
+
+/// Contract 14: the metadata answers only a `Host` in `gw_allowed_hosts` (403 otherwise, as `/mcp/` does), and the URL
+/// it names comes from `X-Forwarded-Host`/`X-Forwarded-Proto` only with `trust_forwarded_headers`; without it, a
+/// client that sends them changes neither the document nor the challenge.
+#[test]
+fn the_metadata_answers_allowed_hosts_only_and_trusts_forwarded_headers_only_when_told() {
+    let issuer = JwtIssuer::start();
+    let gw = oauth_gateway(&issuer, vec![], json!({}));
+    let paths = ["/.well-known/oauth-protected-resource", "/.well-known/oauth-protected-resource/mcp"];
+    let get = |gw: &TestGateway, path: &str, headers: &[(&str, &str)]| {
+        let mut req = http().get(format!("{}{path}", origin(gw)));
+        for (name, value) in headers {
+            req = req.header(*name, *value);
+        }
+        let answer = req.send().unwrap();
+        let status = answer.status().as_u16();
+        (status, answer.json::<Value>().unwrap_or(Value::Null))
+    };
+    for path in paths {
+        let (status, body) = get(&gw, path, &[("host", "evil.example")]);
+        assert_eq!(status, 403, "{path}: {body}");
+        assert_eq!(body["error"]["data"]["error_code"], json!("HOST_NOT_ALLOWED"), "{path}: {body}");
+        let spoofed = [("x-forwarded-host", "evil.example"), ("x-forwarded-proto", "https")];
+        let (status, body) = get(&gw, path, &spoofed);
+        assert_eq!(status, 200, "{path}: {body}");
+        assert_eq!(body["resource"], json!(format!("{}/mcp", origin(&gw))), "{path}");
+    }
+    let challenge =
+        post(&http(), &gw.mcp, None, &[("x-forwarded-host", "evil.example")], &initialize_body(1, "2025-11-25"));
+    assert_eq!(challenge.status, 401, "{}", challenge.text);
+    let metadata = format!("{}/.well-known/oauth-protected-resource/mcp", origin(&gw));
+    assert_eq!(challenge.header("www-authenticate"), Some(format!("Bearer resource_metadata=\"{metadata}\"")));
+
+    // Behind a proxy that sets them, and with every Host allowed, the forwarded headers name the gateway.
+    let mut config = config_with(vec![], json!({"gw_allowed_hosts": ["*"]}));
+    config["plugins"]["auth"] = json!({"provider": "oauth", "config": {"issuer": issuer.issuer, "audience": AUDIENCE,
+        "trust_forwarded_headers": true}});
+    let proxied = TestGateway::start(&config);
+    let (status, body) = get(&proxied, paths[0], &[("host", "any.example")]);
+    assert_eq!((status, &body["resource"]), (200, &json!("http://any.example/mcp")), "{body}");
+    let forwarded = [("x-forwarded-host", "mcp.example.com, 10.0.0.1"), ("x-forwarded-proto", "https")];
+    let (status, body) = get(&proxied, paths[1], &forwarded);
+    assert_eq!((status, &body["resource"]), (200, &json!("https://mcp.example.com/mcp")), "{body}");
 }
 
 /// The issuer rotates its keys: a token of the new key is accepted after one fetch; tokens naming unknown keys are

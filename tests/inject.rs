@@ -1,7 +1,7 @@
 //! `mcpgw inject` (contract 12), through the binary: every kind of workload gets the native sidecar, its config volume
 //! from the Secret and `MCPGW_URL` in its agent containers; other documents and fields pass unchanged and keep their
 //! key order; what was there (env, volumes, init containers) stays; a second run changes nothing; bad input is an
-//! error on stderr with nothing on stdout.
+//! error on stderr with nothing on stdout, YAML nested deeper than 64 levels or larger than 4 MiB included.
 
 use std::io::Write;
 use std::path::PathBuf;
@@ -224,4 +224,52 @@ fn bad_input_is_an_error_with_nothing_on_stdout() {
         assert!(stderr.contains(wanted) && stderr.starts_with("mcpgw: error:"), "{stderr}");
         assert!(!stderr.contains("panicked"), "{stderr}");
     }
+}
+
+/// A one-line error naming why, a failure exit, nothing on stdout and no panic.
+#[track_caller]
+fn assert_refused(out: &Output, wanted: &str) {
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{stderr}");
+    assert!(out.stdout.is_empty(), "nothing written");
+    assert!(stderr.starts_with("mcpgw: error:") && stderr.contains(wanted), "{stderr}");
+    assert_eq!(stderr.trim_end().lines().count(), 1, "one line: {stderr}");
+    assert!(!stderr.contains("panicked"), "{stderr}");
+}
+
+#[test]
+fn yaml_nested_deeper_than_64_levels_is_refused() {
+    let nested = |levels: usize| format!("{}1{}\n", "{a: ".repeat(levels), "}".repeat(levels));
+    // 64 levels is a (strange) document like any other: it passes unchanged.
+    let out = injected(&[], &nested(64));
+    assert_eq!(documents(&out).len(), 1, "{out}");
+    for levels in [65, 129, 20_000] {
+        assert_refused(&inject(&[], &nested(levels)), "nested deeper than 64 levels");
+    }
+    // Sequences count as levels too, and a deep document after a good one still leaves stdout empty.
+    let deep = format!(
+        "apiVersion: v1\nkind: Pod\nmetadata: {{name: p}}\nspec: {{containers: [{{name: a}}]}}\n---\n{}{}\n",
+        "[".repeat(65),
+        "]".repeat(65)
+    );
+    assert_refused(&inject(&[], &deep), "document 2: nested deeper than 64 levels");
+}
+
+#[test]
+fn yaml_larger_than_4_mib_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("big.yaml");
+    let pod = "apiVersion: v1\nkind: Pod\nmetadata: {name: p}\nspec: {containers: [{name: a}]}\n";
+    let mut text = pod.to_string();
+    while text.len() <= 4 * 1024 * 1024 {
+        text.push_str("# padding padding padding padding padding padding padding padding padding padding\n");
+    }
+    std::fs::write(&path, &text).unwrap();
+    let file = path.to_str().unwrap();
+    assert_refused(&inject(&[file], ""), "larger than 4 MiB");
+    // The same manifest under the bound is injected.
+    let mut text = pod.to_string();
+    text.push_str(&"# padding\n".repeat(1000));
+    std::fs::write(&path, &text).unwrap();
+    assert_sidecar(&documents(&injected(&[file], ""))[0]["spec"], "mcpgw-config");
 }

@@ -224,6 +224,44 @@ fn headers_and_the_token_reach_the_remote_a_401_refreshes_it_and_the_client_key_
     let _ = remote.wait();
 }
 
+/// Contract 14: a remote server that refuses every token (401 on every request) costs the issuer at most one token
+/// request per client request: the first request obtains a token and, the server refusing that brand-new token, does
+/// not fetch another; later requests refresh the cached token once each. The calls fail as UPSTREAM_ERROR naming 401.
+#[test]
+fn a_remote_that_refuses_every_token_gets_at_most_one_token_request_per_request() {
+    use mcp::*;
+    let issuer = http_mock::HttpMock::start(vec![(
+        "/token",
+        200,
+        json!({"access_token": "refused-token-cccc", "token_type": "Bearer", "expires_in": 3600}),
+    )]);
+    let remote = http_mock::HttpMock::start(vec![("/mcp", 401, json!({"error": "invalid_token"}))]);
+    let server = json!({
+        "server_name": "refusing",
+        "config": {"url": format!("{}/mcp", remote.base_url)},
+        "oauth_config": {"enabled": true, "OAUTH_GRANT_TYPE": "client_credentials", "OAUTH_CLIENT_ID": "gw",
+                         "OAUTH_CLIENT_SECRET": "issuer-secret-7a6b",
+                         "OAUTH_TOKEN_URL": format!("{}/token", issuer.base_url)}
+    });
+    let gw = TestGateway::start(&config_with(vec![server], json!({})));
+    let token_requests = || issuer.seen().iter().filter(|seen| seen.path == "/token").count();
+    runtime().block_on(async {
+        let client = connect(&gw.mcp, common::API_KEY).await;
+        for round in 1..=3 {
+            let before = token_requests();
+            let answer = call(&client, "gw_secure_call_tools", calls("refusing", &[("anything", json!({}))])).await;
+            let failed = &answer["results"][0];
+            assert_eq!(failed["error_code"], json!("UPSTREAM_ERROR"), "{answer}");
+            assert!(failed.to_string().contains("401"), "{answer}");
+            assert!(token_requests() - before <= 1, "round {round}: {} token requests", token_requests() - before);
+        }
+        client.cancel().await.unwrap();
+    });
+    // The first request obtained the token and did not ask again when the server refused it.
+    assert!(remote.seen().iter().all(|seen| seen.path == "/mcp"), "{:?}", remote.seen());
+    assert!(token_requests() >= 1);
+}
+
 /// A remote server behind mutual TLS: with the entry's CA bundle and client certificate the gateway reaches it; an
 /// entry without the client certificate is refused in the handshake, one without the CA does not trust the server,
 /// and both are UPSTREAM_ERROR with the reason.

@@ -54,13 +54,22 @@ fn header_str<'a>(headers: &'a HeaderMap, name: &str) -> Option<&'a str> {
 }
 
 /// The gateway's public base URL for the `oauth` provider's metadata: `public_url`, or else built from the request's
-/// `Host` (`https` when `X-Forwarded-Proto` says so, else `http`, as the gateway itself serves).
+/// `Host` over `http`, as the gateway itself serves. `X-Forwarded-Host` and `X-Forwarded-Proto` (the first value of
+/// each: the hop nearest the client) count only with `trust_forwarded_headers`, for a gateway behind a proxy that sets
+/// them: any client can send them, and the URL they would build is where clients are told to send their tokens.
 pub fn public_base(config: &ClientOAuth, headers: &HeaderMap) -> String {
     if let Some(base) = &config.public_url {
         return base.clone();
     }
-    let host = header_str(headers, "host").filter(|h| h.bytes().all(|b| b.is_ascii_graphic())).unwrap_or("localhost");
-    let https = header_str(headers, "x-forwarded-proto").is_some_and(|p| p.trim().eq_ignore_ascii_case("https"));
+    let forwarded = |name: &str| {
+        let first = header_str(headers, name)?.split(',').next()?.trim();
+        (config.trust_forwarded_headers && !first.is_empty()).then_some(first)
+    };
+    let host = forwarded("x-forwarded-host")
+        .or_else(|| header_str(headers, "host"))
+        .filter(|h| h.bytes().all(|b| b.is_ascii_graphic() && !matches!(b, b'/' | b'"' | b'\\' | b'?' | b'#' | b'@')))
+        .unwrap_or("localhost");
+    let https = forwarded("x-forwarded-proto").is_some_and(|p| p.eq_ignore_ascii_case("https"));
     format!("{}://{host}", if https { "https" } else { "http" })
 }
 

@@ -73,19 +73,25 @@ pub fn run(args: &InjectArgs) -> ExitCode {
     }
 }
 
+/// The most `mcpgw inject` reads (contract 14): a manifest is kilobytes; more is a mistake or an attack on the reader.
+const MAX_INPUT_BYTES: u64 = 4 * 1024 * 1024;
+
+/// The manifest's name (for messages) and text, refused past [`MAX_INPUT_BYTES`] without reading further.
 fn read_input(file: Option<&PathBuf>) -> Result<(String, String), String> {
-    match file {
+    let (source, reader): (String, Box<dyn Read>) = match file {
         Some(path) if path.as_os_str() != "-" => {
-            let bytes = std::fs::read(path).map_err(|e| format!("cannot read {}: {e}", path.display()))?;
-            let text = String::from_utf8(bytes).map_err(|_| format!("{} is not UTF-8 text", path.display()))?;
-            Ok((path.display().to_string(), text))
+            let file = std::fs::File::open(path).map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+            (path.display().to_string(), Box::new(file))
         }
-        _ => {
-            let mut text = String::new();
-            std::io::stdin().read_to_string(&mut text).map_err(|e| format!("cannot read stdin: {e}"))?;
-            Ok(("stdin".to_string(), text))
-        }
+        _ => ("stdin".to_string(), Box::new(std::io::stdin())),
+    };
+    let mut bytes = Vec::new();
+    reader.take(MAX_INPUT_BYTES + 1).read_to_end(&mut bytes).map_err(|e| format!("cannot read {source}: {e}"))?;
+    if bytes.len() as u64 > MAX_INPUT_BYTES {
+        return Err(format!("{source} is larger than 4 MiB, the most mcpgw inject reads"));
     }
+    let text = String::from_utf8(bytes).map_err(|_| format!("{source} is not UTF-8 text"))?;
+    Ok((source, text))
 }
 
 /// Where the pod spec of each workload kind sits, for the API groups Kubernetes defines them in.

@@ -24,6 +24,9 @@ pub struct ClientOAuth {
     /// The gateway's public base URL (`https://mcp.example.com`), for the protected resource metadata; without it the
     /// URL is built from the request's `Host`.
     pub public_url: Option<String>,
+    /// Whether that URL may come from `X-Forwarded-Host` and `X-Forwarded-Proto` (default false: a proxy in front
+    /// sets them, but so can any client when there is none).
+    pub trust_forwarded_headers: bool,
 }
 
 /// The config's problems, each with its path (`plugins.auth.config.<field>`).
@@ -77,14 +80,16 @@ pub fn read(config: &Map<String, Value>, problems: &mut Vec<String>) -> Option<C
             Vec::new()
         }
     };
-    let accept_api_keys = match config.get("accept_api_keys") {
-        None | Some(Value::Null) => true,
+    let flag = |field: &str, default: bool, problems: &mut Vec<String>| match config.get(field) {
+        None | Some(Value::Null) => default,
         Some(Value::Bool(b)) => *b,
         Some(_) => {
-            problems.push(format!("{path}.accept_api_keys: must be a boolean"));
-            true
+            problems.push(format!("{path}.{field}: must be a boolean"));
+            default
         }
     };
+    let accept_api_keys = flag("accept_api_keys", true, problems);
+    let trust_forwarded_headers = flag("trust_forwarded_headers", false, problems);
     if problems.len() > before {
         return None;
     }
@@ -99,6 +104,7 @@ pub fn read(config: &Map<String, Value>, problems: &mut Vec<String>) -> Option<C
         required_scopes,
         accept_api_keys,
         public_url,
+        trust_forwarded_headers,
     })
 }
 
@@ -119,14 +125,16 @@ mod tests {
         assert!(problems.is_empty(), "{problems:?}");
         let ok = ok.unwrap();
         assert_eq!(
-            (ok.user_claim.as_str(), ok.project_claim.as_str(), ok.accept_api_keys),
-            ("email", "mcpgw_project", true)
+            (ok.user_claim.as_str(), ok.project_claim.as_str(), ok.accept_api_keys, ok.trust_forwarded_headers),
+            ("email", "mcpgw_project", true, false)
         );
         let (none, problems) = read_value(json!({"issuer": "idp", "required_scopes": "mcp", "accept_api_keys": "yes",
-                                                 "jwks_uri": "ftp://x", "public_url": 3}));
+                                                 "jwks_uri": "ftp://x", "public_url": 3,
+                                                 "trust_forwarded_headers": 1}));
         assert!(none.is_none());
         let text = problems.join("\n");
-        for field in ["issuer", "audience", "required_scopes", "accept_api_keys", "jwks_uri", "public_url"] {
+        let fields = ["issuer", "audience", "required_scopes", "accept_api_keys", "jwks_uri", "public_url"];
+        for field in fields.into_iter().chain(["trust_forwarded_headers"]) {
             assert!(text.contains(&format!("plugins.auth.config.{field}:")), "{field}: {text}");
         }
     }

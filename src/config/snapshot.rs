@@ -11,7 +11,7 @@ use std::hash::{BuildHasherDefault, Hasher};
 use super::decode::Problems;
 use super::model::ConfigFile;
 use super::settings::Settings;
-use crate::secrets;
+use crate::{secrets, unicode};
 
 /// What a gateway API key resolves to.
 #[derive(Debug, Clone, PartialEq)]
@@ -62,6 +62,7 @@ impl Snapshot {
         let mut problems = Problems::new();
         let settings = Settings::resolve(&file, &mut problems);
         let indexes = Indexes::build(&file, &mut problems);
+        check_names_against_ids(&file, &mut problems);
         super::exposure::check(&file, &settings.exposure, &mut problems);
         if !problems.is_empty() {
             return Err(problems);
@@ -172,8 +173,6 @@ impl Indexes {
             let name = &config.mcp_config_name;
             if let Err(why) = check_name(name) {
                 problems.push(format!("mcp_configs.{id}.mcp_config_name: {why}"));
-            } else if name != id && file.mcp_configs.contains_key(name) {
-                problems.push(format!("mcp_configs.{id}.mcp_config_name: {name:?} is the id of another configuration"));
             }
             if config_names.insert(config.mcp_config_name.clone(), id.clone()).is_some() {
                 problems.push(format!(
@@ -221,8 +220,6 @@ impl Indexes {
             let name = &project.project_name;
             if let Err(why) = check_name(name) {
                 problems.push(format!("projects.{id}.project_name: {why}"));
-            } else if name != id && file.projects.contains_key(name) {
-                problems.push(format!("projects.{id}.project_name: {name:?} is the id of another project"));
             }
             if project_names.insert(project.project_name.clone(), id.clone()).is_some() {
                 problems
@@ -268,8 +265,9 @@ impl Indexes {
     }
 }
 
-/// Configuration and project names: 1 to 128 characters, none of them a control character (no NUL, no newline): a
-/// name is shown in listings and logs and used in place of an id.
+/// Configuration and project names: 1 to 128 characters, none of them a control character (no NUL, no newline), a
+/// bidi control or a line or paragraph separator, and at least one that shows (contract 14): a name is shown in
+/// listings and logs and used in place of an id, so it must read as what it is.
 pub fn check_name(name: &str) -> Result<(), String> {
     let shown: String = name.chars().take(64).collect();
     if name.is_empty() || name.chars().count() > 128 {
@@ -278,7 +276,51 @@ pub fn check_name(name: &str) -> Result<(), String> {
     if name.chars().any(char::is_control) {
         return Err(format!("{shown:?} must not contain control characters (NUL, newline, tab, ...)"));
     }
+    if name.chars().any(unicode::is_bidi_control) {
+        return Err(format!(
+            "{shown:?} must not contain bidi controls (U+202A-202E, U+2066-2069, U+200E, U+200F, U+061C)"
+        ));
+    }
+    if name.chars().any(unicode::is_line_or_paragraph_separator) {
+        return Err(format!("{shown:?} must not contain line or paragraph separators (U+2028, U+2029)"));
+    }
+    if name.chars().all(unicode::is_default_ignorable) {
+        return Err(format!("{shown:?} must have a visible character, not only zero-width or other invisible ones"));
+    }
     Ok(())
+}
+
+/// Contract 13: a configuration, project or server name is never another object's id (a configuration's, a
+/// project's, a user's), so that an id in a request or a listing always means one object. An object may carry its
+/// own id as its name.
+fn check_names_against_ids(file: &ConfigFile, problems: &mut Problems) {
+    let kind_of = |id: &str| -> Option<&'static str> {
+        if file.mcp_configs.contains_key(id) {
+            Some("configuration")
+        } else if file.projects.contains_key(id) {
+            Some("project")
+        } else if file.users.contains_key(id) {
+            Some("user")
+        } else {
+            None
+        }
+    };
+    let mut refuse = |path: String, name: &str, own_id: Option<&str>| {
+        if let Some(kind) = kind_of(name)
+            && Some(name) != own_id
+        {
+            problems.push(format!("{path}: {name:?} is the id of another {kind}"));
+        }
+    };
+    for (id, config) in &file.mcp_configs {
+        refuse(format!("mcp_configs.{id}.mcp_config_name"), &config.mcp_config_name, Some(id));
+        for (i, server) in config.mcp_config.iter().enumerate() {
+            refuse(format!("mcp_configs.{id}.mcp_config[{i}].server_name"), &server.server_name, None);
+        }
+    }
+    for (id, project) in &file.projects {
+        refuse(format!("projects.{id}.project_name"), &project.project_name, Some(id));
+    }
 }
 
 /// Server names: 1 to 128 characters of `[A-Za-z0-9_.-]`.
@@ -293,7 +335,8 @@ pub fn check_server_name(name: &str) -> Result<(), String> {
 /// A plausible e-mail address: one `@`, a non-empty local part, a dotted domain, no spaces, at most 254 characters.
 pub fn check_email(email: &str) -> Result<(), String> {
     let invalid = || Err(format!("{email:?} is not a valid e-mail address"));
-    if email.len() > 254 || email.chars().any(|c| c.is_whitespace() || c.is_control()) {
+    // U+2028 and U+2029 are whitespace; bidi controls are not, and would show the address as another (contract 14).
+    if email.len() > 254 || email.chars().any(|c| c.is_whitespace() || c.is_control() || unicode::is_bidi_control(c)) {
         return invalid();
     }
     let Some((local, domain)) = email.split_once('@') else { return invalid() };
@@ -369,8 +412,38 @@ mod tests {
         for ok in ["a@b.co", "first.last+tag@sub.example.org"] {
             assert!(check_email(ok).is_ok(), "{ok}");
         }
-        for bad in ["", "a", "a@b", "@b.co", "a@@b.co", "a b@c.co", "a@b..co", "a@-b.co"] {
+        for bad in
+            ["", "a", "a@b", "@b.co", "a@@b.co", "a b@c.co", "a@b..co", "a@-b.co", "a\u{202E}b@c.co", "a\u{2028}@b.co"]
+        {
             assert!(check_email(bad).is_err(), "{bad}");
         }
+    }
+
+    #[test]
+    fn name_rules() {
+        for ok in ["main", "Équipe données", "a\u{200B}b", "日本"] {
+            assert!(check_name(ok).is_ok(), "{ok:?}");
+        }
+        let bad = ["", "a\u{0}b", "a\u{202E}b", "a\u{2067}b", "\u{200F}x", "a\u{061C}", "a\u{2028}b", "a\u{2029}"];
+        for name in bad.iter().copied().chain(["\u{200B}", "\u{FEFF}\u{00AD}", "\u{2060}"]) {
+            assert!(check_name(name).is_err(), "{name:?}");
+        }
+    }
+
+    #[test]
+    fn a_name_is_never_another_objects_id() {
+        let mut f = sample();
+        let config_id = f.mcp_configs.keys().next().unwrap().clone();
+        let project_id = f.projects.keys().next().unwrap().clone();
+        f.projects[0].project_name = config_id.clone();
+        f.mcp_configs[0].mcp_config[0].server_name = project_id.clone();
+        let problems = Snapshot::build(f.clone(), [0; 32]).err().unwrap();
+        assert!(problems.iter().any(|p| p.contains("is the id of another configuration")), "{problems:#?}");
+        assert!(problems.iter().any(|p| p.contains("is the id of another project")), "{problems:#?}");
+        // Its own id is no other object's.
+        f.projects[0].project_name = project_id;
+        f.mcp_configs[0].mcp_config[0].server_name = "echo".into();
+        f.mcp_configs[0].mcp_config_name = config_id;
+        assert!(Snapshot::build(f, [0; 32]).is_ok());
     }
 }

@@ -28,7 +28,8 @@ use super::middleware::{admission, drain, jsonrpc, limits, origin, request_metri
 use crate::error::{ErrorCode, GatewayError, jsonrpc_error};
 
 /// `GET /.well-known/oauth-protected-resource[/mcp]`: the gateway's protected resource metadata (RFC 9728) under the
-/// `oauth` provider; 404 under the others.
+/// `oauth` provider; 404 under the others. Served behind the `Host`/`Origin` step like `/mcp/` (contract 14): the
+/// document names the gateway's URL, which a `Host` the gateway does not answer to must not choose.
 fn protected_resource(ctx: &GatewayContext, headers: &axum::http::HeaderMap) -> Response<Body> {
     let snapshot = ctx.store.snapshot();
     let Some(config) = snapshot.settings.client_oauth.as_deref() else {
@@ -94,7 +95,8 @@ pub fn router(ctx: Arc<GatewayContext>, sessions: CancellationToken) -> Router {
     let metadata = axum::routing::get(move |headers: axum::http::HeaderMap| {
         let ctx = Arc::clone(&metadata);
         async move { protected_resource(&ctx, &headers) }
-    });
+    })
+    .layer(StepLayer(origin::HostAndOrigin(Arc::clone(&ctx))));
     Router::new()
         .route_service("/mcp", stack.clone())
         .route_service("/mcp/", stack)

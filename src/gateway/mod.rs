@@ -34,7 +34,7 @@ use crate::cache::{ExternalCache, TtlCache};
 use crate::config::model::ServerEntry;
 use crate::config::{ConfigStore, Snapshot};
 use crate::telemetry::metrics::{Metrics, catch_up};
-use crate::timeouts::TimeoutMetrics;
+use crate::timeouts::TimeoutsByTenant;
 use crate::upstream::relay::ServerEvent;
 use crate::upstream::{PoolKey, PoolSettings, ServerSpec, UpstreamPool};
 use sessions::SessionRegistry;
@@ -60,7 +60,7 @@ pub struct GatewayContext {
     pub config_cache: GatewayConfigCache,
     /// The shared cache (Redis) when `gw_mcp_use_external_cache` is on; it follows the configuration itself.
     pub external_cache: Arc<ExternalCache>,
-    pub timeouts: TimeoutMetrics,
+    pub timeouts: TimeoutsByTenant,
     pub sessions: SessionRegistry,
     /// The remote authentication client of the current snapshot (auth provider `gw`).
     pub remote_auth: RemoteAuthCache,
@@ -166,7 +166,7 @@ impl GatewayContext {
             tool_cache: TtlCache::new(snapshot.settings.tool_cache_expiry),
             config_cache: GatewayConfigCache::new(snapshot.settings.gateway_cache_expiry),
             external_cache: ExternalCache::new(&snapshot.settings),
-            timeouts: TimeoutMetrics::default(),
+            timeouts: TimeoutsByTenant::default(),
             sessions: SessionRegistry::default(),
             remote_auth: Default::default(),
             guardrails: Default::default(),

@@ -19,6 +19,8 @@ use std::borrow::Cow;
 
 use unicode_normalization::{IsNormalized, UnicodeNormalization, is_nfkc_quick};
 
+use crate::unicode::is_default_ignorable;
+
 /// At most this many forms per keyword; past it, the letters left keep the form they are written in.
 const MAX_SPELLINGS: usize = 16;
 
@@ -203,31 +205,6 @@ impl Folder {
             self.after_space = true;
         }
     }
-}
-
-/// Unicode's Default_Ignorable_Code_Point (DerivedCoreProperties.txt, Unicode 16): characters that show nothing.
-fn is_default_ignorable(c: char) -> bool {
-    !c.is_ascii()
-        && matches!(
-            c,
-            '\u{00AD}'
-                | '\u{034F}'
-                | '\u{061C}'
-                | '\u{115F}'..='\u{1160}'
-                | '\u{17B4}'..='\u{17B5}'
-                | '\u{180B}'..='\u{180F}'
-                | '\u{200B}'..='\u{200F}'
-                | '\u{202A}'..='\u{202E}'
-                | '\u{2060}'..='\u{206F}'
-                | '\u{3164}'
-                | '\u{FE00}'..='\u{FE0F}'
-                | '\u{FEFF}'
-                | '\u{FFA0}'
-                | '\u{FFF0}'..='\u{FFF8}'
-                | '\u{1BCA0}'..='\u{1BCA3}'
-                | '\u{1D173}'..='\u{1D17A}'
-                | '\u{E0000}'..='\u{E0FFF}'
-        )
 }
 
 /// The lowercase Latin letter a Greek or Cyrillic letter looks like, in the case it is written in (after NFKC, so the

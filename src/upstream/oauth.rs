@@ -91,11 +91,27 @@ pub struct Bearer {
     manager: std::sync::Arc<TokenManager>,
     key: TokenKey,
     settings: OAuthSettings,
+    /// The token the caller's request obtained from the issuer just now, until the first request to the server
+    /// takes it (see [`Bearer::take_new_token`]); shared by the clones that open the session.
+    new_token: std::sync::Arc<std::sync::Mutex<Option<std::sync::Arc<AccessToken>>>>,
 }
 
 impl Bearer {
     pub fn new(manager: std::sync::Arc<TokenManager>, key: TokenKey, settings: OAuthSettings) -> Bearer {
-        Bearer { manager, key, settings }
+        Bearer { manager, key, settings, new_token: Default::default() }
+    }
+
+    /// Notes that `token` was obtained from the issuer for the request this bearer serves: if the server refuses it,
+    /// a new one is not fetched, so one request costs the issuer at most one token request (contract 14).
+    pub fn obtained_now(self, token: std::sync::Arc<AccessToken>) -> Bearer {
+        *super::lock(&self.new_token) = Some(token);
+        self
+    }
+
+    /// The token obtained for this request, once: the first request to the server takes it, so a session that
+    /// outlives the request refreshes a refused token as usual.
+    pub fn take_new_token(&self) -> Option<std::sync::Arc<AccessToken>> {
+        super::lock(&self.new_token).take()
     }
 
     /// The token to send now.

@@ -18,7 +18,7 @@ use axum::http::{HeaderMap, HeaderName, HeaderValue, StatusCode};
 
 use super::RemoteTls;
 use super::http_client::HttpRpcError;
-use super::oauth::Bearer;
+use super::oauth::{AccessToken, Bearer};
 use crate::outbound::describe;
 
 /// How the gateway talks HTTP to one remote server.
@@ -41,17 +41,27 @@ impl Endpoint {
         Endpoint { http, headers: map, bearer }
     }
 
-    /// Sends the request `build` makes with the entry's headers and the token; on a 401, once more with a new token.
+    /// Sends the request `build` makes with the entry's headers and the token; on a 401, once more with a new token,
+    /// unless the refused token is one the caller's request has just obtained (a new one would fare no better, and
+    /// a server that refuses every token would cost the issuer two token requests per request).
     pub async fn send(
         &self,
         build: impl Fn(&reqwest::Client) -> reqwest::RequestBuilder,
     ) -> Result<reqwest::Response, HttpRpcError> {
-        let first = self.send_once(&build, false).await?;
+        let new_token = self.bearer.as_ref().and_then(Bearer::take_new_token);
+        let (first, sent) = self.send_once(&build, false).await?;
         if first.status() != StatusCode::UNAUTHORIZED || self.bearer.is_none() {
             return Ok(first);
         }
+        if let (Some(new), Some(sent)) = (&new_token, &sent)
+            && std::sync::Arc::ptr_eq(new, sent)
+        {
+            tracing::info!(url = %shown(first.url()),
+                "the remote server refused an access token obtained for this request (401); not fetching another");
+            return Ok(first);
+        }
         tracing::info!(url = %shown(first.url()), "the remote server refused the access token (401); fetching a new one");
-        self.send_once(&build, true).await
+        self.send_once(&build, true).await.map(|(response, _)| response)
     }
 
     /// Sends the request `build` makes with the entry's headers and the current token, without a refresh on a 401
@@ -60,21 +70,25 @@ impl Endpoint {
         &self,
         build: impl Fn(&reqwest::Client) -> reqwest::RequestBuilder,
     ) -> Result<reqwest::Response, HttpRpcError> {
-        self.send_once(&build, false).await
+        self.send_once(&build, false).await.map(|(response, _)| response)
     }
 
+    /// One request, and the token it carried.
     async fn send_once(
         &self,
         build: &impl Fn(&reqwest::Client) -> reqwest::RequestBuilder,
         new_token: bool,
-    ) -> Result<reqwest::Response, HttpRpcError> {
+    ) -> Result<(reqwest::Response, Option<std::sync::Arc<AccessToken>>), HttpRpcError> {
         let mut request = build(&self.http).headers(self.headers.clone());
+        let mut sent = None;
         if let Some(bearer) = &self.bearer {
             let token = if new_token { bearer.refreshed().await } else { bearer.current().await };
             let token = token.map_err(|e| HttpRpcError::Credential(e.to_string()))?;
             request = request.bearer_auth(token.secret());
+            sent = Some(token);
         }
-        request.send().await.map_err(|e| HttpRpcError::Transport(describe(e)))
+        let response = request.send().await.map_err(|e| HttpRpcError::Transport(describe(e)))?;
+        Ok((response, sent))
     }
 }
 

@@ -14,12 +14,26 @@
 use serde::Deserialize;
 use serde_json::{Map, Value};
 
-/// The documents of `text`, in order; empty documents (a lone `---`, only comments) are left out.
+/// The deepest nesting of mappings and sequences a document may have (contract 14). Kubernetes objects stay far
+/// below it (a CRD's schema is some 20 levels); the writer and the walks over a document recurse once per level.
+pub const MAX_DEPTH: usize = 64;
+
+/// The documents of `text`, in order; empty documents (a lone `---`, only comments) are left out. A document nested
+/// deeper than [`MAX_DEPTH`] is refused.
 pub fn read_documents(text: &str) -> Result<Vec<Value>, String> {
+    let too_deep = |index: usize| format!("document {}: nested deeper than {MAX_DEPTH} levels", index + 1);
     let mut documents = Vec::new();
     for (index, document) in serde_norway::Deserializer::from_str(text).enumerate() {
-        let mut value =
-            Value::deserialize(document).map_err(|e| format!("document {}: not valid YAML: {e}", index + 1))?;
+        let mut value = Value::deserialize(document).map_err(|e| {
+            // The reader stops at 128 levels on its own; past 64 the answer is the same whatever the depth.
+            if e.to_string().contains("recursion limit exceeded") {
+                return too_deep(index);
+            }
+            format!("document {}: not valid YAML: {e}", index + 1)
+        })?;
+        if depth(&value) > MAX_DEPTH {
+            return Err(too_deep(index));
+        }
         if value.is_null() {
             continue;
         }
@@ -27,6 +41,16 @@ pub fn read_documents(text: &str) -> Result<Vec<Value>, String> {
         documents.push(value);
     }
     Ok(documents)
+}
+
+/// Levels of mappings and sequences in `value`: 0 for a scalar, 1 for a flat mapping. The reader holds documents to
+/// 128 levels, so the recursion here is bounded.
+fn depth(value: &Value) -> usize {
+    match value {
+        Value::Object(map) => 1 + map.values().map(depth).max().unwrap_or(0),
+        Value::Array(items) => 1 + items.iter().map(depth).max().unwrap_or(0),
+        _ => 0,
+    }
 }
 
 /// Writes `documents` as one YAML stream, `---` between documents.

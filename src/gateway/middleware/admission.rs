@@ -29,7 +29,7 @@ use crate::config::Snapshot;
 use crate::error::{ErrorCode, GatewayError};
 use crate::gateway::GatewayContext;
 use crate::telemetry::metrics::GW_TOOLS;
-use crate::timeouts::TimeoutKind;
+use crate::timeouts::{TimedOut, TimeoutKind};
 use axum::http::{HeaderValue, header};
 
 /// Resolves `presented` against `snapshot` under `auth_timeout`, then takes one cell of the key's rate limit.
@@ -58,16 +58,19 @@ pub async fn identify(
     presented: Result<&Credentials, AuthFailure>,
 ) -> Result<Arc<Identity>, GatewayError> {
     let limit = snapshot.settings.timeouts.auth;
-    let resolved = ctx
-        .timeouts
-        .run(TimeoutKind::Auth, limit, async {
-            match presented {
-                Ok(creds) => ctx.authenticate(snapshot, creds).await,
-                Err(failure) => Err(failure),
-            }
-        })
-        .await
-        .unwrap_or_else(|t| Err(AuthFailure::new(t.to_string())));
+    let resolved = tokio::time::timeout(limit, async {
+        match presented {
+            Ok(creds) => ctx.authenticate(snapshot, creds).await,
+            Err(failure) => Err(failure),
+        }
+    })
+    .await
+    .unwrap_or_else(|_| Err(AuthFailure::new(TimedOut(limit).to_string())));
+    // Counted for the caller's tenant, which is known only now (contract 14: a tenant sees its own counts); a
+    // refusal or a timeout belongs to no tenant.
+    if let Ok(identity) = &resolved {
+        ctx.timeouts.of(identity.mcp_config_id.as_deref()).count_success(TimeoutKind::Auth);
+    }
     // Refusals are logged at most 10 a second, the next record counting those left out (contract section 13).
     resolved.map_err(|failure| {
         if let Some(left_out) = ctx.refusals.admit() {

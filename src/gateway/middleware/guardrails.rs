@@ -76,7 +76,7 @@ impl<'a> GuardrailLayer<'a> {
                 relevancy_threshold: settings.relevancy_threshold,
                 adherence_threshold: settings.adherence_threshold,
             },
-            timeouts: &ctx.timeouts,
+            timeouts: ctx.timeouts.of(identity.mcp_config_id.as_deref()),
             blocks: &ctx.store.metrics().guardrail_blocks,
             server_name: &entry.server_name,
         }

@@ -1,7 +1,8 @@
 //! Well-formed JSON-RPC before the protocol layer: a POST body that is not JSON gets a JSON-RPC parse error (-32700),
 //! JSON that is not one JSON-RPC message (or has a key twice in one object, see [`crate::json_strict`]) gets invalid
-//! request (-32600), all as HTTP 400 with a JSON body: never a 5xx
-//! and never a plain-text answer. Everything else goes on unchanged (the body is buffered once, up to the limit), with
+//! request (-32600), all as HTTP 400 with a JSON body: never a 5xx and never a plain-text answer. One message means
+//! (contract 14) an `id` that is a string or an integer within i64 and `params`, when present, an object: rmcp's
+//! reader refuses the rest too, but deeper, with an answer of its own. Everything else goes on unchanged (the body is buffered once, up to the limit), with
 //! the parsed message in the request's extensions as a [`ParsedMessage`] so that later layers need not parse it again.
 //!
 //! The limits of the request body are enforced here, from the current snapshot's `limits`: a body over
@@ -43,13 +44,15 @@ pub fn parse_message(body: &[u8]) -> Result<Value, (i64, String, Value)> {
     let Value::Object(message) = &value else {
         return Err((-32600, "Invalid Request: the body must be one JSON-RPC message object".into(), Value::Null));
     };
+    if !message.get("id").is_none_or(id_ok) {
+        // An id the gateway could not echo faithfully is not echoed at all (JSON-RPC: `null` when unknown).
+        let why = "Invalid Request: \"id\" must be a string or an integer within i64";
+        return Err((-32600, why.into(), Value::Null));
+    }
     let id = message.get("id").cloned().unwrap_or(Value::Null);
     let invalid = |why: &str| Err((-32600, format!("Invalid Request: {why}"), id.clone()));
     if message.get("jsonrpc").and_then(Value::as_str) != Some("2.0") {
         return invalid("\"jsonrpc\" must be \"2.0\"");
-    }
-    if !matches!(message.get("id"), None | Some(Value::String(_) | Value::Number(_))) {
-        return invalid("\"id\" must be a string or a number");
     }
     match message.get("method") {
         Some(Value::String(_)) => {}
@@ -57,10 +60,26 @@ pub fn parse_message(body: &[u8]) -> Result<Value, (i64, String, Value)> {
         None if message.contains_key("id") && (message.contains_key("result") || message.contains_key("error")) => {}
         None => return invalid("a request needs \"method\""),
     }
-    if !matches!(message.get("params"), None | Some(Value::Object(_) | Value::Array(_))) {
-        return invalid("\"params\" must be an object or an array");
+    // JSON-RPC allows positional params; MCP never uses them, and a reader that took them would disagree with rmcp.
+    if !matches!(message.get("params"), None | Some(Value::Object(_))) {
+        return invalid("\"params\" must be an object");
     }
     Ok(value)
+}
+
+/// Whether `id` is a JSON-RPC id the gateway takes (contract 14): a string, or an integer within i64. A number in
+/// float form is taken only when it is exactly such an integer (`1.0`, `1e2`), as rmcp's own reader does, so that the
+/// guard and the protocol layer agree on every id; `1.5`, `1e30`, `true`, `{}` and `null` are refused.
+fn id_ok(id: &Value) -> bool {
+    /// 2^53: from here on an `f64` no longer says which integer was written.
+    const MAX_EXACT: f64 = 9_007_199_254_740_992.0;
+    match id {
+        Value::String(_) => true,
+        Value::Number(n) => {
+            n.as_i64().is_some() || (n.is_f64() && n.as_f64().is_some_and(|f| f.fract() == 0.0 && f.abs() < MAX_EXACT))
+        }
+        _ => false,
+    }
 }
 
 /// The step: one well-formed JSON-RPC message within the body limits.
@@ -115,6 +134,7 @@ async fn guard_jsonrpc(ctx: Arc<GatewayContext>, req: Request, next: impl Next) 
 #[cfg(test)]
 mod tests {
     use super::check_message;
+    use serde_json::Value;
 
     #[test]
     fn messages() {
@@ -124,6 +144,15 @@ mod tests {
         assert_eq!(check_message(br#"{"jsonrpc":"2.0"}"#).map(|m| m.0), Some(-32600));
         assert_eq!(check_message(br#"{"jsonrpc":"2.0","id":{},"method":"x"}"#).map(|m| m.0), Some(-32600));
         assert_eq!(check_message(br#"{"jsonrpc":"2.0","id":1,"method":"x","params":3}"#).map(|m| m.0), Some(-32600));
+        assert_eq!(check_message(br#"{"jsonrpc":"2.0","id":1,"method":"x","params":[]}"#).map(|m| m.0), Some(-32600));
+        for id in ["1.5", "1e30", "true", "null", "{}", "[]", "9223372036854775808", "-9223372036854775809"] {
+            let message = format!(r#"{{"jsonrpc":"2.0","id":{id},"method":"ping"}}"#);
+            assert_eq!(check_message(message.as_bytes()).map(|m| (m.0, m.2)), Some((-32600, Value::Null)), "{id}");
+        }
+        for id in ["0", "-9223372036854775808", "9223372036854775807", "1.0", "1e2", "\"a\""] {
+            let message = format!(r#"{{"jsonrpc":"2.0","id":{id},"method":"ping"}}"#);
+            assert!(check_message(message.as_bytes()).is_none(), "{id}");
+        }
         assert!(check_message(br#"{"jsonrpc":"2.0","id":1,"method":"tools/list"}"#).is_none());
         assert!(check_message(br#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#).is_none());
         assert!(check_message(br#"{"jsonrpc":"2.0","id":"a","result":{}}"#).is_none());

@@ -196,7 +196,7 @@ pub async fn upstream_spec(
         identity.mcp_config_id.clone().unwrap_or_default(),
         identity.project_id.clone(),
     );
-    let token = ctx.oauth.token(&key, &settings).await.map_err(|e| {
+    let (token, obtained_now) = ctx.oauth.token_noting_acquisition(&key, &settings).await.map_err(|e| {
         tracing::warn!(server = %entry.server_name, error = %e, "no OAuth token for the upstream server");
         GatewayError::new(
             ErrorCode::UpstreamError,
@@ -206,7 +206,10 @@ pub async fn upstream_spec(
     match &mut spec.remote {
         // A remote server gets the token as a bearer credential with each request, refreshed on a 401 (contract
         // section 9); the session outlives the token.
-        Some(remote) => remote.bearer = Some(Bearer::new(Arc::clone(&ctx.oauth), key, settings)),
+        Some(remote) => {
+            let bearer = Bearer::new(Arc::clone(&ctx.oauth), key, settings);
+            remote.bearer = Some(if obtained_now { bearer.obtained_now(token) } else { bearer });
+        }
         None => oauth::inject(&token, &mut spec.env, &mut spec.args),
     }
     Ok(spec)
@@ -240,6 +243,7 @@ async fn discover_untraced(
     // back); the margin keeps this outer bound from cutting that short.
     let cached = ctx
         .timeouts
+        .of(identity.mcp_config_id.as_deref())
         .run_classified(
             TimeoutKind::Cache,
             settings.timeouts.cache + crate::gateway::tools::execute::TIMEOUT_MARGIN,
@@ -277,6 +281,7 @@ async fn discover_live(
     let backstop = limit + settings.start_timeout + crate::gateway::tools::execute::TIMEOUT_MARGIN;
     let live = ctx
         .timeouts
+        .of(identity.mcp_config_id.as_deref())
         .run_classified(TimeoutKind::Discovery, backstop, ctx.pool.list_tools(&key, &spec, session, limit), |r| {
             matches!(r, Err(UpstreamError::Timeout(_)))
         })

@@ -347,6 +347,7 @@ async fn run_call(
     let limit = settings.timeouts.tool_execution;
     // The pool enforces `limit` on the server's work; waiting for a process start is bounded by the start timeout.
     ctx.timeouts
+        .of(identity.mcp_config_id.as_deref())
         .run_classified(
             TimeoutKind::ToolExecution,
             limit + settings.start_timeout + TIMEOUT_MARGIN,
@@ -377,6 +378,7 @@ async fn relay(upstream: UpstreamService<'_>, operation: Operation, call: Upstre
     let limit = settings.timeouts.tool_execution;
     let answered = ctx
         .timeouts
+        .of(identity.mcp_config_id.as_deref())
         .run_classified(
             TimeoutKind::ToolExecution,
             limit + settings.start_timeout + TIMEOUT_MARGIN,

@@ -153,6 +153,7 @@ fn parse<T: DeserializeOwned>(tool: &str, args: Map<String, Value>) -> Result<T,
 async fn bounded(ctx: &GatewayContext, identity: &Identity, answer: impl Future<Output = Value>) -> Value {
     let limit = identity.snapshot.settings.timeouts.default;
     ctx.timeouts
+        .of(identity.mcp_config_id.as_deref())
         .run(TimeoutKind::Default, limit, answer)
         .await
         .unwrap_or_else(|t| GatewayError::new(ErrorCode::Timeout, t.to_string()).answer())

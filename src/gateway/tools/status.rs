@@ -113,7 +113,8 @@ pub fn timeout_metrics(ctx: &GatewayContext, identity: &Identity) -> Value {
     let pool = ctx.pool.stats();
     json!({
         "status": "success",
-        "timeout_metrics": ctx.timeouts.report(),
+        // The caller's configuration's operations only (contract 14), as `gw_get_cache_status` reports its entries.
+        "timeout_metrics": ctx.timeouts.report(identity.mcp_config_id.as_deref()),
         "timeout_config": config_report(&identity.snapshot.settings.timeouts),
         // Process starts have a timeout of their own (`upstream_pool.start_timeout_seconds`), counted by the pool.
         "upstream_starts": {

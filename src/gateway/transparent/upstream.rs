@@ -33,6 +33,7 @@ pub async fn request(
     let limit = settings.timeouts.discovery;
     let declared = move |c: &ServerCapabilities| declares(c, capability);
     ctx.timeouts
+        .of(identity.mcp_config_id.as_deref())
         .run_classified(
             TimeoutKind::Discovery,
             limit + settings.start_timeout + TIMEOUT_MARGIN,

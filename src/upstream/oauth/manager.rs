@@ -60,27 +60,37 @@ impl TokenManager {
     /// the refresh fails but the cached token has not expired yet, the cached one is returned: the buffer exists to
     /// ride out an issuer outage.
     pub async fn token(&self, key: &TokenKey, settings: &OAuthSettings) -> Result<Arc<AccessToken>, OAuthError> {
+        self.token_noting_acquisition(key, settings).await.map(|(token, _)| token)
+    }
+
+    /// [`Self::token`], and whether this call obtained it from the issuer (rather than from the cache): a token
+    /// obtained for a request that the server then refuses would not be bettered by another one (contract 14).
+    pub async fn token_noting_acquisition(
+        &self,
+        key: &TokenKey,
+        settings: &OAuthSettings,
+    ) -> Result<(Arc<AccessToken>, bool), OAuthError> {
         let slot = self.slot(key);
         let mut state = slot.state.lock().await;
         let now = Instant::now();
         let still_valid = match &state.cached {
             Some((token, obtained_with)) if obtained_with == settings => {
                 if now < token.refresh_at {
-                    return Ok(Arc::clone(token));
+                    return Ok((Arc::clone(token), false));
                 }
                 (now < token.expires_at).then(|| Arc::clone(token))
             }
             _ => None,
         };
         if let Some(failure) = state.failure.as_ref().filter(|f| f.settings == *settings && now < f.until) {
-            return still_valid.ok_or_else(|| OAuthError::CoolingDown {
+            return still_valid.map(|token| (token, false)).ok_or_else(|| OAuthError::CoolingDown {
                 retry_after: failure.until - now,
                 last: Box::new(failure.error.clone()),
             });
         }
         match self.acquire_into(&slot, &mut state, key, settings).await {
-            Err(error) => still_valid.ok_or(error),
-            token => token,
+            Err(error) => still_valid.map(|token| (token, false)).ok_or(error),
+            Ok(token) => Ok((token, true)),
         }
     }
 
