@@ -313,3 +313,74 @@ fn card_numbers_with_dots_or_as_json_numbers_ipv6_and_non_ascii_emails_are_redac
         assert_eq!(success_text(&answer["results"][0], "echo"), text, "restored for the client");
     }
 }
+
+/// A `mock` server whose stdin is copied to `record` on its way in (`tee`), so a test reads what the upstream
+/// received, byte for byte.
+fn recorded_mock(record: &std::path::Path) -> Value {
+    let record = record.display().to_string();
+    json!({
+        "server_name": "mock",
+        "description": "Mock upstream behind tee",
+        "config": {"command": "/bin/sh", "args": ["-c", "tee -a \"$1\" | \"$0\"", mock_bin(), record]},
+        "input_guardrails_policy": {"enabled": true, "additional_config": {"pii_redaction": true}},
+    })
+}
+
+#[test]
+fn personal_data_in_keys_bare_runs_floats_and_fullwidth_digits_never_reaches_the_upstream() {
+    let dir = tempfile::tempdir().unwrap();
+    let record = dir.path().join("upstream-stdin.jsonl");
+    let mut config = config_with(vec![recorded_mock(&record)], json!({}));
+    config["plugins"]["guardrails"] = json!({"provider": "custom_keyword", "config": {"blocked_keywords": []}});
+    let gw = TestGateway::start(&config);
+    let text = "call 5551234567 or +15551234567 or ＋１ ５５５－１２３－４５６７, SSN 123456789, \
+                card ４１１１ １１１１ １１１１ １１１１";
+    // `echo` answers `text`; `raw` answers its `result` verbatim, keys and numbers included.
+    let structured = json!({"bob@example.com": "a key", "card": 4111111111111111.0, "count": 12.5});
+    let raw_result = json!({"content": [{"type": "text", "text": "ok"}], "structuredContent": structured});
+    let answer = secure_call(
+        &gw,
+        &[
+            ("echo", json!({"text": text, "alice@example.org": {"card": 4.111111111111111e15}})),
+            ("raw", json!({"result": raw_result})),
+        ],
+    );
+    let results = answer["results"].as_array().unwrap();
+    assert_eq!(success_text(&results[0], "echo"), text, "restored for the client, fullwidth digits as written");
+    assert_eq!(results[1]["status"], json!("success"), "{answer}");
+    let echoed = &results[1]["response"]["structuredContent"];
+    assert_eq!(echoed, &structured, "the key restored as the key, the float as the float: {answer}");
+    assert!(echoed["card"].is_f64(), "{echoed}");
+
+    let received = std::fs::read_to_string(&record).unwrap();
+    for secret in [
+        "5551234567",
+        "555-123-4567",
+        "５５５",
+        "123456789",
+        "４１１１",
+        "4111111111111111",
+        "4.111111111111111e15",
+        "bob@example.com",
+        "alice@example.org",
+    ] {
+        assert!(!received.contains(secret), "the upstream received {secret:?}:\n{received}");
+    }
+    let calls: Vec<Value> = received
+        .lines()
+        .filter_map(|line| serde_json::from_str::<Value>(line).ok())
+        .filter(|message| message["method"] == json!("tools/call"))
+        .collect();
+    assert_eq!(calls.len(), 2, "{received}");
+    let echo_args = &calls.iter().find(|c| c["params"]["name"] == json!("echo")).unwrap()["params"]["arguments"];
+    assert_eq!(
+        echo_args["text"],
+        json!("call [PHONE_1] or [PHONE_2] or [PHONE_3], SSN [SSN_1], card [CARD_NUMBER_1]"),
+        "{echo_args}"
+    );
+    // The float's digits are another original than the fullwidth text: another placeholder.
+    assert_eq!(echo_args["[EMAIL_1]"], json!({"card": "[CARD_NUMBER_2]"}), "a key redacted: {echo_args}");
+    let raw_args = &calls.iter().find(|c| c["params"]["name"] == json!("raw")).unwrap()["params"]["arguments"];
+    let sent = &raw_args["result"]["structuredContent"];
+    assert_eq!(sent, &json!({"[EMAIL_1]": "a key", "card": "[CARD_NUMBER_1]", "count": 12.5}), "{raw_args}");
+}

@@ -1,7 +1,8 @@
-//! Keyword guardrails against spelling (contract 13), from outside: a blocked keyword written with other whitespace,
-//! hidden characters, fullwidth or look-alike letters, or split over two arguments is still blocked on input; an
-//! upstream answer spelled around a keyword is blocked on output; ordinary calls pass, and what the upstream receives
-//! is what the client sent, byte for byte (the normalisation is for matching only).
+//! Keyword guardrails against spelling (contracts 13 and 14), from outside: a blocked keyword written with other
+//! whitespace, separators, comments or blank fillers, hidden characters, fullwidth, look-alike or confusable letters,
+//! or split over two arguments is still blocked on input; an upstream answer spelled around a keyword is blocked on
+//! output; ordinary calls pass, and what the upstream receives is what the client sent, byte for byte (the
+//! normalisation is for matching only).
 
 mod common;
 #[path = "common/mcp.rs"]
@@ -110,4 +111,69 @@ fn an_upstream_answer_spelled_around_a_blocked_keyword_is_blocked_on_output() {
     assert_all_blocked(&cases, &results, "output", "Top  SECRET");
     let results = secure_call(&gw, &[("echo", json!({"text": "top of the secretariat"}))]);
     assert_eq!(success_text(&results[0], "echo"), "top of the secretariat", "an ordinary answer passes");
+}
+
+/// The spellings of contract 14: separators and comments, blank fillers, confusables (TS #39 skeletons).
+const CONTRACT_14_SPELLINGS: [(&str, &str); 14] = [
+    ("underscore", "drop_table"),
+    ("hyphen", "drop-table"),
+    ("empty comment", "drop/**/table"),
+    ("comment with text", "DROP/* harmless */TABLE users"),
+    ("dot", "drop.table"),
+    ("slash", "drop/table"),
+    ("Braille blank", "drop\u{2800}table"),
+    ("Hangul filler", "drop\u{3164}table"),
+    ("Hangul choseong filler", "drop\u{115F}table"),
+    ("halfwidth Hangul filler", "drop\u{FFA0}table"),
+    ("Mongolian vowel separator", "drop\u{180E}table"),
+    ("a mix of separators", "drop _-/. table"),
+    ("Cherokee and Lisu capitals", "ᎠᏒꓳᏢ ꓔꓮꓐꓡꓰ"),
+    ("keyword inside a comment", "select 1 /* drop table */"),
+];
+
+#[test]
+fn contract_14_spellings_are_blocked_on_input_and_on_output() {
+    let gw = start();
+    let mut list: Vec<(&str, Value)> =
+        CONTRACT_14_SPELLINGS.iter().map(|(_, text)| ("echo", json!({"text": text}))).collect();
+    // Ordinary text full of separators and comments passes, untouched.
+    let ordinary = "see /docs/drop-in_tables.md /* v1.2 */ and tab-le drop";
+    list.push(("echo", json!({"text": ordinary})));
+    let results = secure_call(&gw, &list);
+    let cases: Vec<&str> = CONTRACT_14_SPELLINGS.iter().map(|(case, _)| *case).collect();
+    assert_all_blocked(&cases, &results, "input", "DROP  Table");
+    assert_eq!(success_text(&results[CONTRACT_14_SPELLINGS.len()], "echo"), ordinary);
+
+    // The same spellings of the output keyword in the upstream's answer.
+    let answers = [
+        ("underscore", "top_secret"),
+        ("comment", "top/**/secret"),
+        ("Braille blank", "top\u{2800}secret"),
+        ("Hangul filler", "TOP\u{3164}SECRET"),
+        ("Mongolian vowel separator", "top\u{180E}secret"),
+        ("confusables", "tօp ꜱecret"),
+    ];
+    let list: Vec<(&str, Value)> = answers.iter().map(|(_, text)| ("echo", json!({"text": text}))).collect();
+    let results = secure_call(&gw, &list);
+    let cases: Vec<&str> = answers.iter().map(|(case, _)| *case).collect();
+    assert_all_blocked(&cases, &results, "output", "Top  SECRET");
+}
+
+#[test]
+fn a_keyword_written_with_separators_matches_its_own_spelling_and_the_others() {
+    let mut config = config_with(vec![mock_server("mock")], json!({}));
+    config["plugins"]["guardrails"] =
+        json!({"provider": "custom_keyword", "config": {"blocked_keywords": ["rm -rf", "api_key", ".env"]}});
+    config["mcp_configs"][common::CONFIG_ID]["mcp_config"][0]["input_guardrails_policy"] =
+        json!({"enabled": true, "policy_name": "default"});
+    let gw = TestGateway::start(&config);
+    let texts = ["rm -rf /", "RM_-RF", "rm\u{2800}rf", "the api_key", "API-KEY", "cat .env", "cat x_env"];
+    let keywords = ["rm -rf", "rm -rf", "rm -rf", "api_key", "api_key", ".env", ".env"];
+    let mut list: Vec<(&str, Value)> = texts.iter().map(|text| ("echo", json!({"text": text}))).collect();
+    list.push(("echo", json!({"text": "myenv, rmrf, apikey"})));
+    let results = secure_call(&gw, &list);
+    for ((text, keyword), result) in texts.iter().zip(keywords).zip(&results) {
+        assert!(blocked_by_keyword(result, "input", keyword), "{text:?} not blocked by {keyword:?}: {result}");
+    }
+    assert_eq!(success_text(&results[texts.len()], "echo"), "myenv, rmrf, apikey");
 }

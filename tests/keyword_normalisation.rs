@@ -1,8 +1,8 @@
-//! Properties of keyword matching against spelling (contract 13): a blocked phrase written with any mix of the
-//! transformations an attacker has (capitals, other whitespace, hidden characters, fullwidth and mathematical letters,
-//! Greek and Cyrillic look-alikes, a split over several arguments) is still found; a keyword configured with capitals
-//! or extra space still matches; ordinary text without a blocked phrase is never flagged. The unit tests of the
-//! normaliser itself are in `src/guardrails/normalise.rs`.
+//! Properties of keyword matching against spelling (contracts 13 and 14): a blocked phrase written with any mix of the
+//! transformations an attacker has (capitals, other whitespace, separators, comments and blank fillers, hidden
+//! characters, fullwidth and mathematical letters, Greek and Cyrillic look-alikes, a split over several arguments) is
+//! still found; a keyword configured with capitals or extra space still matches; ordinary text without a blocked
+//! phrase is never flagged. The unit tests of the normaliser itself are in `src/guardrails/normalise.rs`.
 
 use mcpgw::guardrails::keyword::KeywordMatcher;
 use proptest::prelude::*;
@@ -50,9 +50,30 @@ const HIDDEN: [char; 12] = [
     '\u{E007F}',
 ];
 
-/// What may stand for the one space between two words of a phrase.
-const SPACES: [&str; 10] =
-    [" ", "  ", "\t", "\n", "\r\n", "\u{00A0}", "\u{3000}", "\u{2003}", " \t\u{00A0}\n ", "\u{202F}"];
+/// What may stand for the one space between two words of a phrase: whitespace (contract 13), separators, comments
+/// and blank fillers (contract 14).
+const SPACES: [&str; 20] = [
+    " ",
+    "  ",
+    "\t",
+    "\n",
+    "\r\n",
+    "\u{00A0}",
+    "\u{3000}",
+    "\u{2003}",
+    " \t\u{00A0}\n ",
+    "\u{202F}",
+    "_",
+    "-",
+    ".",
+    "/",
+    "/**/",
+    "/* a comment */",
+    "\u{2800}",
+    "\u{3164}",
+    "\u{180E}",
+    " _\u{FFA0}-/**/ ",
+];
 
 /// One way of writing one letter.
 fn letter_spelling(letter: char, how: u8, pick: usize) -> String {

@@ -87,14 +87,18 @@ impl KeywordMatcher {
         // (text, position of first occurrence, keyword index)
         let mut first_seen: Vec<(usize, usize, usize)> = Vec::new();
         for (text_index, text) in texts.into_iter().enumerate() {
-            let haystack = normalise::for_search(text);
-            self.scan(&haystack, &mut |position, index| {
+            let mut found = |position, index: usize| {
                 if !seen[index] {
                     seen[index] = true;
                     first_seen.push((text_index, position, index));
                 }
                 first_seen.len() == seen.len()
-            });
+            };
+            self.scan(&normalise::for_search(text), &mut found);
+            // What comments hold is searched too: removing them must not hide a keyword written inside one.
+            if let Some(kept) = normalise::with_comments_kept(text) {
+                self.scan(&kept, &mut found);
+            }
             if first_seen.len() == seen.len() {
                 break;
             }
@@ -221,6 +225,54 @@ mod tests {
             assert_eq!(matcher.find_all(text), vec!["drop table"], "{text:?}");
         }
         assert!(matcher.find_all("drop the table").is_empty());
+    }
+
+    #[test]
+    fn contract_14_spellings_are_found() {
+        let matcher = KeywordMatcher::new(["drop table"]);
+        for text in [
+            "drop_table",
+            "drop-table",
+            "drop/**/table",
+            "DROP/*x*/TABLE",
+            "drop.table",
+            "drop\u{2800}table",
+            "drop\u{3164}table",
+            "drop\u{115F}table",
+            "drop\u{FFA0}table",
+            "drop\u{180E}table",
+            "drop\u{1680}table",
+            "drop_-_table",
+            "ԁгор tаblе",
+            "ᎠᏒꓳᏢ ꓔꓮꓐꓡꓰ",
+            "/* drop table */",
+            "select 1 /*drop table*/",
+        ] {
+            assert_eq!(matcher.find_all(text), vec!["drop table"], "{text:?}");
+        }
+        assert!(matcher.find_all("drop the_table").is_empty());
+        assert!(matcher.find_all("drop/* the */ chairs; drop*table").is_empty());
+    }
+
+    #[test]
+    fn keywords_with_separators_match_their_own_spelling_and_the_others() {
+        let matcher = KeywordMatcher::new(["rm -rf", "api_key", ".env", "/etc/passwd"]);
+        for (text, keyword) in [
+            ("run rm -rf /", "rm -rf"),
+            ("RM  -RF", "rm -rf"),
+            ("rm_rf", "rm -rf"),
+            ("the api_key is", "api_key"),
+            ("API-KEY", "api_key"),
+            ("api key", "api_key"),
+            ("cat .env", ".env"),
+            ("x.env", ".env"),
+            ("cat /etc/passwd", "/etc/passwd"),
+            ("cat etc_passwd", "/etc/passwd"),
+        ] {
+            assert_eq!(matcher.find_all(text), vec![keyword], "{text:?}");
+        }
+        assert!(matcher.find_all("myenv, rmrf, apikey").is_empty(), "`.env` is ` env`, which `myenv` does not hold");
+        assert!(KeywordMatcher::new(["-", "_ . /", "\u{2800}"]).is_empty(), "blank keywords are dropped");
     }
 
     #[test]

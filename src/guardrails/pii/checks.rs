@@ -9,12 +9,17 @@ pub(super) fn number_valid(kind: PiiKind, candidate: &str) -> bool {
         PiiKind::CardNumber => luhn_valid(candidate.as_bytes()),
         // Area 000, 666 and 900-999, group 00 and serial 0000 are never issued.
         PiiKind::Ssn => {
-            let (area, group, serial) = (&candidate[0..3], &candidate[4..6], &candidate[7..11]);
-            area != "000" && area != "666" && !area.starts_with('9') && group != "00" && serial != "0000"
+            // Written 3-2-4 with dashes or as one run of nine.
+            let digits: Vec<u8> = candidate.bytes().filter(u8::is_ascii_digit).collect();
+            let [a, b, c, d, e, f, g, h, i] = digits[..] else { return false };
+            let (area, group, serial) = ([a, b, c], [d, e], [f, g, h, i]);
+            &area != b"000" && &area != b"666" && a != b'9' && &group != b"00" && &serial != b"0000"
         }
         PiiKind::Ipv4 if candidate.contains(':') => ipv6_valid(candidate),
         PiiKind::Ipv4 => candidate.split('.').all(|octet| octet.parse::<u16>().is_ok_and(|n| n <= 255)),
-        PiiKind::Phone => !candidate.starts_with('+') || international_phone_valid(candidate),
+        PiiKind::Phone if candidate.starts_with('+') => international_phone_valid(candidate),
+        PiiKind::Phone if candidate.bytes().all(|b| b.is_ascii_digit()) => north_american_run_valid(candidate),
+        PiiKind::Phone => true,
         PiiKind::Email | PiiKind::Iban => true,
     }
 }
@@ -44,6 +49,13 @@ fn international_phone_valid(candidate: &str) -> bool {
     let groups = || candidate.split([' ', '-']).filter(|group| !group.is_empty()).skip(1);
     let thousands = groups().count() >= 2 && groups().all(|group| group.len() == 3 && !group.contains(['(', ')']));
     dialable && !thousands
+}
+
+/// A run of 10 digits, or 11 starting with `1`, whose area code is not an N11 service code (`211` to `911`); the
+/// regex saw to the rest of the North American shape.
+fn north_american_run_valid(candidate: &str) -> bool {
+    let national = candidate.strip_prefix('1').filter(|rest| rest.len() == 10).unwrap_or(candidate);
+    national.len() == 10 && national.get(1..3) != Some("11")
 }
 
 /// Registered IBAN lengths per country (ISO 13616 registry).

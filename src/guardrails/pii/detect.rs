@@ -1,9 +1,13 @@
 //! Which spans of a text are PII: the kinds the redaction recognises and the detector of each.
 //!
-//! [`detect`] finds e-mail addresses, IBANs, card numbers, US SSNs, IP addresses (v4 and v6) and phone numbers, in that order of
-//! priority, so a card number is never also taken for a phone; each kind has a regex for the shape and a check for what
-//! a regex cannot see (Luhn, mod-97, SSN number ranges, octets, the characters around a match). The characters around
-//! a match are judged here; the checks of the numbers themselves live in `checks.rs`.
+//! [`detect`] finds e-mail addresses, IBANs, card numbers, US SSNs, IP addresses (v4 and v6) and phone numbers, in that
+//! order of priority, so a card number is never also taken for a phone; each kind has a regex for the shape and a check
+//! for what a regex cannot see (Luhn, mod-97, SSN number ranges, octets, the characters around a match). The characters
+//! around a match are judged here; the checks of the numbers themselves live in `checks.rs`.
+//!
+//! Fullwidth forms (`４１１１…`, `＋１ ５５５…`, `ｊｏｈｎ＠ｅｘａｍｐｌｅ．ｃｏｍ`) are read as the ASCII characters they stand
+//! for (contract 14): a text holding any is searched in a copy where each is its ASCII character, and the spans found
+//! are mapped back, so that the placeholder replaces the text as written and restoring gives it back as written.
 
 use std::sync::LazyLock;
 
@@ -77,15 +81,22 @@ const IBAN_PATTERN: &str = r"[A-Za-z]{2}[0-9]{2}";
 // 13-19 digits in one run, or in groups of 3-6 as printed on cards (4-4-4-4, 4-6-5, 4-4-4-4-3), spaces, dashes or
 // dots between them.
 const CARD_PATTERN: &str = r"[0-9]{13,19}|[0-9]{4,6}(?:[ .-][0-9]{3,6}){1,4}(?:[ .-][0-9]{1,3})?";
-const SSN_PATTERN: &str = r"[0-9]{3}-[0-9]{2}-[0-9]{4}";
+// 3-2-4 with dashes, or 9 digits in a run of exactly nine (contract 14: SSNs without separators); `checks.rs` refuses
+// the never-issued areas, groups and serials, which leaves out many 9-digit numbers that are not SSNs (those starting
+// with 000, 666 or 9, or holding 00 or 0000 where group and serial sit), but not all: a 9-digit order number of the
+// issued shape is taken for an SSN, the safe side to err on.
+const SSN_PATTERN: &str = r"[0-9]{3}-[0-9]{2}-[0-9]{4}|[0-9]{9}";
 // IPv4 dotted quads, and IPv6 in its colon forms (checked by parsing it, see `checks.rs`).
 const IP_PATTERN: &str = r"[0-9]{1,3}(?:\.[0-9]{1,3}){3}|(?:[0-9A-Fa-f]{0,4}:){2,7}[0-9A-Fa-f]{0,4}";
 // International: `+`, country code, groups (a trunk prefix such as `(0)` allowed). North American: 3-3-4 with the
-// area code in parentheses or followed by a separator, optionally after a leading `1`. Bare digit runs are not
-// phones: without a `+` or separators they are as likely an order number.
+// area code in parentheses or followed by a separator, optionally after a leading `1`; or, without separators
+// (contract 14), a run of exactly 10 digits, or 11 starting with `1`, of the North American shape: an area code whose
+// first digit is 2-9, whose second is not 9 (reserved) and which is not an N11 service code (`checks.rs`). So a
+// 10-digit epoch time (`1764086400`) is never a phone, while an order number of that shape is.
 const PHONE_PATTERN: &str = concat!(
     r"\+[1-9][0-9]{0,2}(?:[ -]?(?:\([0-9]{1,4}\)|[0-9]{1,12})){1,6}",
     r"|(?:1[ .-])?(?:\([0-9]{3}\) ?|[0-9]{3}[ .-])[0-9]{3}[ .-][0-9]{4}",
+    r"|1?[2-9][0-8][0-9]{8}",
 );
 
 /// Every pattern of this folder, the vault's placeholder too, for the check at start
@@ -118,8 +129,75 @@ pub(super) struct Span {
 }
 
 /// The spans to replace in `text`, sorted and disjoint: `literals` first, then each kind in [`PRIORITY`] order,
-/// each only where nothing earlier claimed the text.
+/// each only where nothing earlier claimed the text. Fullwidth forms are read as ASCII (see the module's text).
 pub(super) fn detect(text: &str, literals: Vec<Span>) -> Vec<Span> {
+    match AsciiForms::of(text) {
+        None => detect_ascii_forms(text, literals),
+        Some(forms) => {
+            let literals = literals.into_iter().map(|span| forms.to_ascii_span(span)).collect();
+            detect_ascii_forms(&forms.text, literals).into_iter().map(|span| forms.to_original_span(span)).collect()
+        }
+    }
+}
+
+/// A text with its fullwidth forms (U+FF01 to U+FF5E, and the ideographic space U+3000) made the ASCII characters they
+/// stand for, and where each byte of it came from.
+struct AsciiForms {
+    text: String,
+    /// `origins[i]` is the offset in the original text of the character byte `i` belongs to or is a byte of;
+    /// `origins[text.len()]` is the original's length.
+    origins: Vec<usize>,
+}
+
+impl AsciiForms {
+    /// `None` when `text` holds no fullwidth form (always for ASCII text: one read).
+    fn of(text: &str) -> Option<AsciiForms> {
+        if text.is_ascii() || !text.chars().any(|c| ascii_form(c).is_some()) {
+            return None;
+        }
+        let (mut ascii, mut origins) = (String::with_capacity(text.len()), Vec::with_capacity(text.len() + 1));
+        for (offset, c) in text.char_indices() {
+            match ascii_form(c) {
+                Some(plain) => {
+                    ascii.push(plain);
+                    origins.push(offset);
+                }
+                None => {
+                    ascii.push(c);
+                    origins.extend(offset..offset + c.len_utf8());
+                }
+            }
+        }
+        origins.push(text.len());
+        Some(AsciiForms { text: ascii, origins })
+    }
+
+    /// The offset in the ASCII form of the character at `offset` in the original.
+    fn to_ascii(&self, offset: usize) -> usize {
+        self.origins.partition_point(|&origin| origin < offset)
+    }
+
+    fn to_ascii_span(&self, span: Span) -> Span {
+        Span { start: self.to_ascii(span.start), end: self.to_ascii(span.end), ..span }
+    }
+
+    fn to_original_span(&self, span: Span) -> Span {
+        let end = self.origins.last().copied().unwrap_or_default();
+        let origin = |offset: usize| self.origins.get(offset).copied().unwrap_or(end);
+        Span { start: origin(span.start), end: origin(span.end), ..span }
+    }
+}
+
+/// The ASCII character a fullwidth form stands for.
+fn ascii_form(c: char) -> Option<char> {
+    match c {
+        '\u{FF01}'..='\u{FF5E}' => char::from_u32(u32::from(c) - 0xFEE0),
+        '\u{3000}' => Some(' '),
+        _ => None,
+    }
+}
+
+fn detect_ascii_forms(text: &str, literals: Vec<Span>) -> Vec<Span> {
     let mut taken = literals;
     for kind in PRIORITY {
         let found = find_kind(text, kind, &taken);
@@ -172,9 +250,9 @@ fn find_kind(text: &str, kind: PiiKind, taken: &[Span]) -> Vec<Span> {
 /// Checks a regex match of `kind` at `start..end`, returning the span to redact, which ends at `limit` at the latest.
 fn accept(kind: PiiKind, text: &str, start: usize, end: usize, limit: usize) -> Option<(usize, usize)> {
     let bytes = text.as_bytes();
-    // A `+` before digits makes them a phone number's, never a card's.
+    // A `+` before digits makes them a phone number's, never a card's or an SSN's.
     let after_plus = start.checked_sub(1).and_then(|i| bytes.get(i)) == Some(&b'+');
-    if !clear_before(bytes, start, glue(kind)) || (kind == PiiKind::CardNumber && after_plus) {
+    if !clear_before(bytes, start, glue(kind)) || (matches!(kind, PiiKind::CardNumber | PiiKind::Ssn) && after_plus) {
         return None;
     }
     match kind {
@@ -269,6 +347,73 @@ mod tests {
     }
 
     #[test]
+    fn contract_14_phones_and_ssns_without_separators() {
+        for phone in ["5551234567", "+15551234567", "15551234567", "2125551234", "12125551234"] {
+            assert_redacted_as(phone, "[PHONE_1]");
+            assert_eq!(redact(&format!("call {phone}, please")), "call [PHONE_1], please");
+        }
+        assert_eq!(redact(r#"{"phone":"5551234567"}"#), r#"{"phone":"[PHONE_1]"}"#, "in JSON text");
+        for ssn in ["123456789", "078051120"] {
+            assert_redacted_as(ssn, "[SSN_1]");
+        }
+        assert_eq!(redact("ssn:123456789."), "ssn:[SSN_1].");
+        for text in [
+            // An epoch time in seconds: its "area code" would start with 1.
+            "at 1764086400",
+            // N11 service codes and area codes with a 9 in the middle are not North American area codes.
+            "2115551234",
+            "9115551234",
+            "5951234567",
+            // Longer or shorter runs, and runs glued to other digits or letters.
+            "55512345",
+            "555123456789",
+            "55512345678",
+            "x5551234567",
+            "5551234567x",
+            "1.5551234567",
+            // SSNs never issued: area 000, 666 or 9xx, group 00, serial 0000; a `+` makes digits a phone's.
+            "000123456",
+            "666123456",
+            "912345678",
+            "123004567",
+            "123450000",
+            "1234567890123",
+            "+123456789",
+        ] {
+            assert_untouched(text);
+        }
+    }
+
+    #[test]
+    fn contract_14_fullwidth_digits_are_read_as_digits_and_redacted_as_written() {
+        for (text, placeholder) in [
+            ("４１１１１１１１１１１１１１１１", "[CARD_NUMBER_1]"),
+            ("４１１１ １１１１ １１１１ １１１１", "[CARD_NUMBER_1]"),
+            ("４１１１－１１１１－１１１１－１１１１", "[CARD_NUMBER_1]"),
+            ("１２３-４５-６７８９", "[SSN_1]"),
+            ("１２３４５６７８９", "[SSN_1]"),
+            ("５５５１２３４５６７", "[PHONE_1]"),
+            ("＋１ ５５５－１２３－４５６７", "[PHONE_1]"),
+            ("（５５５） １２３－４５６７", "[PHONE_1]"),
+            ("ｊｏｈｎ＠ｅｘａｍｐｌｅ．ｃｏｍ", "[EMAIL_1]"),
+            ("１９２．１６８．１．２０", "[IP_ADDRESS_1]"),
+        ] {
+            assert_redacted_as(text, placeholder);
+        }
+        // The placeholder takes the place of the text as written, whatever stands around it.
+        assert_eq!(redact("é ５５５１２３４５６７ ü 123-45-6789 ｘ"), "é [PHONE_1] ü [SSN_1] ｘ");
+        assert_eq!(redact("電話５５５１２３４５６７です"), "電話[PHONE_1]です");
+        assert_untouched("４１１１１１１１１１１１１１１２ and ５５５１２３");
+        // A literal placeholder after fullwidth text is still seen as one.
+        let mut vault = PiiVault::new();
+        let first = vault.redact_text("a@b.io");
+        let text = format!("４２ {first} ５５５１２３４５６７");
+        let redacted = vault.redact_text(&text);
+        assert_eq!(redacted, "４２ [EMAIL_2] [PHONE_1]");
+        assert_eq!(vault.restore_text(&redacted), text);
+    }
+
+    #[test]
     fn emails() {
         assert_eq!(redact("mail john.doe+tag@example.co.uk now"), "mail [EMAIL_1] now");
         assert_eq!(redact("<a@b.io>, c_d@sub.example.org."), "<[EMAIL_1]>, [EMAIL_2].");
@@ -309,7 +454,8 @@ mod tests {
         for text in [
             "42",
             "in 2026",
-            "order 5551234567",
+            "order 1764086400",
+            "id 0123456789 and 1234567890",
             "on 2026-11-22 at 12:30:45",
             "11/22/2026",
             "22.11.2026",

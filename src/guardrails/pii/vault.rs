@@ -5,6 +5,11 @@
 //! puts the originals back wherever the upstream echoed a placeholder, also inside longer strings and inside JSON text
 //! (originals are made only of ASCII characters JSON never escapes).
 //!
+//! Object keys are redacted like string values (contract 14: an e-mail address can be a key as well as a value), and
+//! restored wherever a key holds a placeholder. A card number sent as a JSON number, whole or as a float with nothing
+//! after the point (`4111111111111111.0`, `4.111111111111111e15`: serde_json reads both as the same `f64`, exact below
+//! 2^53, which every 16-digit card number is), becomes its placeholder string, and is restored as the number it was.
+//!
 //! Restoring is exact: `restore(redact(x)) == x` for every `x`. A placeholder-looking literal already present in an
 //! input would otherwise be "restored" into someone's data, so the vault remembers every such literal it has read and
 //! never hands out that placeholder; a literal equal to a placeholder the vault already handed out (in an earlier
@@ -16,7 +21,7 @@ use std::fmt;
 use std::sync::LazyLock;
 
 use regex::Regex;
-use serde_json::Value;
+use serde_json::{Number, Value};
 
 use super::detect::{PiiKind, Span, detect};
 use crate::guardrails::{Violation, compile_builtin as compile, strings};
@@ -39,8 +44,9 @@ pub struct PiiVault {
     last_number: [u64; 6],
     /// Distinct values redacted, per kind; escaped literals are not personal data and are not counted.
     redacted: [usize; 6],
-    /// Placeholders that stand for a JSON number (a card number sent as one): restored as that number.
-    numbers: HashSet<String>,
+    /// Placeholders that stand for a JSON number (a card number sent as one): restored as that number, as it was
+    /// written (integer or float).
+    numbers: HashMap<String, Number>,
 }
 
 impl PiiVault {
@@ -77,29 +83,22 @@ impl PiiVault {
         redacted
     }
 
-    /// `value` with every string inside it redacted, at any depth, and every whole number that is a card number.
-    /// Object keys are left alone: they are the tool's parameter names, which the upstream needs.
+    /// `value` with every string inside it redacted, at any depth, object keys included, and every whole number
+    /// that is a card number. A key without personal data (a parameter name, the usual key) stays as it is.
     pub fn redact_value(&mut self, value: &Value) -> Value {
         match value {
-            // A card number sent as a JSON number is one too: it becomes its placeholder (a string). Only 15 to 19
-            // digits starting with a card network's 2-6, so that epoch timestamps (13 digits in ms, or 16 and 19
-            // starting with 1) stay numbers.
-            Value::Number(number) if number.is_u64() => {
-                let digits = number.to_string();
-                let card_like = (15..=19).contains(&digits.len()) && digits.starts_with(['2', '3', '4', '5', '6']);
-                match card_like.then(|| self.redact_text(&digits)) {
-                    Some(redacted) if redacted != digits => {
-                        self.numbers.insert(redacted.clone());
-                        Value::String(redacted)
-                    }
-                    _ => value.clone(),
+            Value::Number(number) => match card_digits(number).map(|digits| (self.redact_text(&digits), digits)) {
+                Some((redacted, digits)) if redacted != digits => {
+                    self.numbers.entry(redacted.clone()).or_insert_with(|| number.clone());
+                    Value::String(redacted)
                 }
-            }
+                _ => value.clone(),
+            },
             Value::String(text) => Value::String(self.redact_text(text)),
             Value::Array(items) => Value::Array(items.iter().map(|item| self.redact_value(item)).collect()),
-            Value::Object(fields) => {
-                Value::Object(fields.iter().map(|(key, field)| (key.clone(), self.redact_value(field))).collect())
-            }
+            Value::Object(fields) => Value::Object(
+                fields.iter().map(|(key, field)| (self.redact_text(key), self.redact_value(field))).collect(),
+            ),
             other => other.clone(),
         }
     }
@@ -131,8 +130,7 @@ impl PiiVault {
     }
 
     /// Restores `value` where it is: every string value inside it (`strings.rs`'s walk, so the same strings the output
-    /// checks read), at any depth; strings without a placeholder are not copied. Keys are left alone, as in
-    /// [`Self::redact_value`].
+    /// checks read), at any depth, and every key; strings without a placeholder are not copied.
     pub fn restore_in_place(&self, value: &mut Value) {
         if self.originals.is_empty() {
             return;
@@ -143,23 +141,45 @@ impl PiiVault {
             return;
         }
         strings::rewrite(value, |text| self.restored(text));
+        self.restore_keys(value);
     }
 
-    /// `value` with every string inside it restored, at any depth (keys left alone, as in [`Self::redact_value`]).
-    pub fn restore_value(&self, value: &Value) -> Value {
-        if self.numbers.is_empty() {
-            return map_strings(value, &mut |text| self.restore_text(text));
+    /// Puts the originals back into the keys of every object in `value`; an object is rebuilt only when one of its
+    /// keys holds a placeholder. Iterative, as the other walks.
+    fn restore_keys(&self, value: &mut Value) {
+        let mut pending: Vec<&mut Value> = vec![value];
+        while let Some(value) = pending.pop() {
+            match value {
+                Value::Object(fields) => {
+                    if fields.keys().any(|key| PLACEHOLDER.is_match(key)) {
+                        *fields = std::mem::take(fields)
+                            .into_iter()
+                            .map(|(key, field)| (self.restore_key(key), field))
+                            .collect();
+                    }
+                    pending.extend(fields.values_mut());
+                }
+                Value::Array(items) => pending.extend(items.iter_mut()),
+                Value::Null | Value::Bool(_) | Value::Number(_) | Value::String(_) => {}
+            }
         }
+    }
+
+    fn restore_key(&self, key: String) -> String {
+        self.restored(&key).unwrap_or(key)
+    }
+
+    /// `value` with every string inside it restored, at any depth, keys included.
+    pub fn restore_value(&self, value: &Value) -> Value {
         match value {
-            Value::String(text) if self.numbers.contains(text) => {
-                let original = self.restore_text(text);
-                original.parse::<u64>().map_or(Value::String(original), Value::from)
-            }
-            Value::String(text) => Value::String(self.restore_text(text)),
+            Value::String(text) => match self.numbers.get(text) {
+                Some(number) => Value::Number(number.clone()),
+                None => Value::String(self.restore_text(text)),
+            },
             Value::Array(items) => Value::Array(items.iter().map(|item| self.restore_value(item)).collect()),
-            Value::Object(fields) => {
-                Value::Object(fields.iter().map(|(key, field)| (key.clone(), self.restore_value(field))).collect())
-            }
+            Value::Object(fields) => Value::Object(
+                fields.iter().map(|(key, field)| (self.restore_text(key), self.restore_value(field))).collect(),
+            ),
             other => other.clone(),
         }
     }
@@ -228,15 +248,20 @@ impl fmt::Debug for PiiVault {
     }
 }
 
-fn map_strings(value: &Value, transform: &mut impl FnMut(&str) -> String) -> Value {
-    match value {
-        Value::String(text) => Value::String(transform(text)),
-        Value::Array(items) => Value::Array(items.iter().map(|item| map_strings(item, transform)).collect()),
-        Value::Object(fields) => {
-            Value::Object(fields.iter().map(|(key, field)| (key.clone(), map_strings(field, transform))).collect())
+/// The digits of `number` when it may be a card number, whole or a float with nothing after the point: 15 to 19
+/// digits starting with a card network's 2-6, so that epoch timestamps (13 digits in ms, or 16 and 19 starting with 1)
+/// stay numbers. A float is taken as the integer it holds (exact below 2^53; above, the digits are those of the
+/// number the upstream would be sent, which is what could leak).
+fn card_digits(number: &Number) -> Option<String> {
+    let digits = match number.as_u64() {
+        Some(whole) => whole.to_string(),
+        None => {
+            let float = number.as_f64().filter(|f| f.is_finite() && f.fract() == 0.0 && (1e14..1e19).contains(f))?;
+            // In range and whole: the cast is exact.
+            (float as u64).to_string()
         }
-        other => other.clone(),
-    }
+    };
+    ((15..=19).contains(&digits.len()) && digits.starts_with(['2', '3', '4', '5', '6'])).then_some(digits)
 }
 
 #[cfg(test)]
@@ -300,7 +325,7 @@ mod tests {
     }
 
     #[test]
-    fn values_are_redacted_at_any_depth_keys_untouched() {
+    fn values_and_keys_are_redacted_at_any_depth() {
         let mut vault = PiiVault::new();
         let args = json!({
             "to": "john@example.com",
@@ -311,11 +336,52 @@ mod tests {
             redacted,
             json!({
                 "to": "[EMAIL_1]",
-                "a@b.io": ["call [PHONE_1]", {"card": "[CARD_NUMBER_1]", "n": 5, "ok": true, "none": null}],
+                "[EMAIL_2]": ["call [PHONE_1]", {"card": "[CARD_NUMBER_1]", "n": 5, "ok": true, "none": null}],
             })
         );
         assert_eq!(vault.restore_value(&redacted), args);
         assert_eq!(vault.restore_value(&json!({"echo": ["[EMAIL_1]!"]})), json!({"echo": ["john@example.com!"]}));
+    }
+
+    #[test]
+    fn keys_are_restored_in_place_wherever_the_upstream_puts_them() {
+        let mut vault = PiiVault::new();
+        let args = json!({"bob@example.com": {"ssn 123-45-6789": true}, "text": "hi"});
+        let redacted = vault.redact_value(&args);
+        assert_eq!(redacted, json!({"[EMAIL_1]": {"ssn [SSN_1]": true}, "text": "hi"}));
+        let mut answer = json!({"structuredContent": {"[EMAIL_1]": {"ssn [SSN_1]": true}, "seen": "[EMAIL_1]"}});
+        vault.restore_in_place(&mut answer);
+        assert_eq!(
+            answer,
+            json!({"structuredContent": {"bob@example.com": {"ssn 123-45-6789": true}, "seen": "bob@example.com"}})
+        );
+        let mut untouched = json!({"[EMAIL_9]": 1, "plain": {"k": "v"}});
+        vault.restore_in_place(&mut untouched);
+        assert_eq!(untouched, json!({"[EMAIL_9]": 1, "plain": {"k": "v"}}), "not a placeholder of this vault");
+    }
+
+    #[test]
+    fn card_numbers_given_as_json_floats_are_redacted_and_restored_as_written() {
+        for written in ["4111111111111111.0", "4.111111111111111e15", "4111111111111111e0", "5555555555554444.00"] {
+            let args: Value =
+                serde_json::from_str(&format!(r#"{{"card": {written}, "price": 12.5, "n": 1.0}}"#)).expect("JSON");
+            let mut vault = PiiVault::new();
+            let redacted = vault.redact_value(&args);
+            assert_eq!(redacted["card"], json!("[CARD_NUMBER_1]"), "{written}");
+            assert_eq!((&redacted["price"], &redacted["n"]), (&args["price"], &args["n"]), "other floats stay");
+            let restored = vault.restore_value(&redacted);
+            assert_eq!(restored, args, "{written}: restored as the float it was");
+            assert!(restored["card"].is_f64());
+            let mut in_place = redacted.clone();
+            vault.restore_in_place(&mut in_place);
+            assert_eq!(in_place, args);
+        }
+        let mut vault = PiiVault::new();
+        for not_a_card in
+            [json!(4111111111111112.0), json!(1764086400123456.0), json!(4.5e15), json!(-4.111111111111111e15)]
+        {
+            assert_eq!(vault.redact_value(&not_a_card), not_a_card, "{not_a_card}");
+        }
     }
 
     #[test]
