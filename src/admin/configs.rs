@@ -9,7 +9,7 @@ use axum::routing::{get, post};
 
 use super::AppState;
 use super::body::JsonBody;
-use super::{answer, answer_created, write};
+use super::{ToolWrite, answer, answer_created, write, write_about};
 use crate::manage::configs;
 
 type St = State<Arc<AppState>>;
@@ -77,13 +77,19 @@ async fn tool_pins(State(st): St, Path((config, server)): Path<(String, String)>
 
 async fn approve_tool(State(st): St, Path((config, server, tool)): Path<(String, String, String)>) -> Response {
     let book = Arc::clone(&st.pins);
-    let result = write(&st, move |file, snap| configs::approve_tool(file, snap, &book, &config, &server, &tool)).await;
+    let (named_server, named_tool) = (server.clone(), tool.clone());
+    let about = Some(ToolWrite { server: &named_server, tool: &named_tool });
+    let result =
+        write_about(&st, about, move |file, snap| configs::approve_tool(file, snap, &book, &config, &server, &tool))
+            .await;
     answer(result, "tool definition approved")
 }
 
 async fn forget_pin(State(st): St, Path((config, server, tool)): Path<(String, String, String)>) -> Response {
+    let (named_server, named_tool) = (server.clone(), tool.clone());
+    let about = Some(ToolWrite { server: &named_server, tool: &named_tool });
     answer(
-        write(&st, move |file, snap| configs::forget_pin(file, snap, &config, &server, &tool)).await,
+        write_about(&st, about, move |file, snap| configs::forget_pin(file, snap, &config, &server, &tool)).await,
         "tool pin removed",
     )
 }
