@@ -5,7 +5,8 @@
 //!
 //! The table of addresses is bounded ([`MAX_ADDRESSES`]): a client with many addresses cannot grow it without end.
 //! When it is full, the addresses whose window has passed with nothing left out go first (forgetting them loses
-//! nothing: a new entry starts the same way), then the eighth seen longest ago, whose `suppressed` counts are lost with them.
+//! nothing: a new entry starts the same way), then the eighth seen longest ago, whose `suppressed` counts go with
+//! them.
 
 use std::collections::HashMap;
 use std::net::IpAddr;

@@ -104,7 +104,8 @@ impl AuditLog {
                     *writer = Some(opened);
                 }
                 Err(error) => {
-                    tracing::error!(path = %path.display(), %error, "the audit log cannot be opened; no events are recorded");
+                    tracing::error!(path = %path.display(), %error,
+                        "the audit log cannot be opened; no events are recorded");
                     *writer = None;
                 }
             },
