@@ -315,10 +315,15 @@ async fn serve_connection(
     _slot: Slot,
 ) {
     let activity = Activity::new();
+    // Who is on the other end, for the records that name a source address (the audit of authentication failures).
+    let peer = tcp.peer_addr().ok();
     let io = Watched { tcp, activity: Arc::clone(&activity) };
     let requests = Arc::clone(&activity);
-    let service = hyper::service::service_fn(move |req: hyper::Request<hyper::body::Incoming>| {
+    let service = hyper::service::service_fn(move |mut req: hyper::Request<hyper::body::Incoming>| {
         let in_flight = requests.begin();
+        if let Some(peer) = peer {
+            req.extensions_mut().insert(axum::extract::ConnectInfo(peer));
+        }
         let answer = tower::ServiceExt::oneshot(router.clone(), req.map(Body::new));
         async move {
             let response = answer.await?;

@@ -1,10 +1,11 @@
 //! Admin authentication (spec 5.1 and 7): `Authorization: Bearer <admin_apikey>` on every route but `GET /health`,
 //! compared in constant time with the admin key of the snapshot serving now (so an edited or restored key takes effect
-//! with the reload, and old credentials stop working).
+//! with the reload, and old credentials stop working). A refusal is audited as `admin_auth_failure`.
 
+use std::net::SocketAddr;
 use std::sync::Arc;
 
-use axum::extract::{Request, State};
+use axum::extract::{ConnectInfo, Request, State};
 use axum::http::{StatusCode, header};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
@@ -77,7 +78,19 @@ pub async fn require_admin(State(state): State<Arc<AppState>>, req: Request, nex
     match check(header, snapshot.file.admin_apikey.as_deref()) {
         Ok(()) => next.run(req).await,
         Err(e) => {
-            // Logged by the request log (`request_log.rs`), with the route template, never the path.
+            // Logged by the request log (`request_log.rs`), with the route template, never the path; audited at most
+            // 10 a second per source address, never with what was presented (contract section 14).
+            let source = req.extensions().get::<ConnectInfo<SocketAddr>>().map(|peer| peer.0.ip());
+            state.audit.record_auth_failure(
+                source,
+                crate::audit::Event {
+                    event: "admin_auth_failure",
+                    outcome: Some("refused"),
+                    error_code: Some(CODE),
+                    config_revision: Some(crate::audit::revision(&snapshot.source_digest)),
+                    ..Default::default()
+                },
+            );
             let reason = e.as_str();
             let mut response = ApiError::from(e).into_response();
             response.extensions_mut().insert(RefusalReason(reason));

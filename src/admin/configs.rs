@@ -9,7 +9,7 @@ use axum::routing::{get, post};
 
 use super::AppState;
 use super::body::JsonBody;
-use super::{answer, answer_created, write};
+use super::{ToolWrite, answer, answer_created, write, write_about};
 use crate::manage::configs;
 
 type St = State<Arc<AppState>>;
@@ -81,14 +81,20 @@ async fn approve_tool(
     JsonBody(body): JsonBody,
 ) -> Response {
     let book = Arc::clone(&st.pins);
-    let result =
-        write(&st, move |file, snap| configs::approve_tool(file, snap, &book, &config, &server, &tool, body)).await;
+    let (named_server, named_tool) = (server.clone(), tool.clone());
+    let about = Some(ToolWrite { server: &named_server, tool: &named_tool });
+    let result = write_about(&st, about, move |file, snap| {
+        configs::approve_tool(file, snap, &book, &config, &server, &tool, body)
+    })
+    .await;
     answer(result, "tool definition approved")
 }
 
 async fn forget_pin(State(st): St, Path((config, server, tool)): Path<(String, String, String)>) -> Response {
+    let (named_server, named_tool) = (server.clone(), tool.clone());
+    let about = Some(ToolWrite { server: &named_server, tool: &named_tool });
     answer(
-        write(&st, move |file, snap| configs::forget_pin(file, snap, &config, &server, &tool)).await,
+        write_about(&st, about, move |file, snap| configs::forget_pin(file, snap, &config, &server, &tool)).await,
         "tool pin removed",
     )
 }

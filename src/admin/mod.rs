@@ -88,11 +88,27 @@ async fn write<F>(state: &AppState, change: F) -> Result<Value, ApiError>
 where
     F: FnOnce(&mut ConfigFile, &Snapshot) -> ManageResult + Send + 'static,
 {
+    write_about(state, None, change).await
+}
+
+/// The tool an admin write is about (an approval, a pin removed): its audit record names the server and the tool.
+struct ToolWrite<'a> {
+    server: &'a str,
+    tool: &'a str,
+}
+
+/// [`write`], its audit record naming the tool the write is about.
+async fn write_about<F>(state: &AppState, about: Option<ToolWrite<'_>>, change: F) -> Result<Value, ApiError>
+where
+    F: FnOnce(&mut ConfigFile, &Snapshot) -> ManageResult + Send + 'static,
+{
     let store = Arc::clone(&state.store);
     let written = blocking(move || store.update(change)).await;
     // Recorded before the answer goes; the revision is that of the file as written.
     state.audit.record(crate::audit::Event {
         event: "admin_write",
+        server_name: about.as_ref().map(|a| a.server),
+        tool_name: about.as_ref().map(|a| a.tool),
         outcome: Some(if written.is_ok() { "ok" } else { "refused" }),
         config_revision: Some(crate::audit::revision(&state.store.snapshot().source_digest)),
         ..Default::default()

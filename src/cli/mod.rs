@@ -69,7 +69,8 @@ pub enum Command {
     /// Example: mcpgw config list
     Config(Box<args::ConfigCommand>),
     /// The audit log: `verify PATH` checks its hash chain (exit 0 and the record count when it holds; exit 1 and the
-    /// first broken record when a record was changed, removed or inserted).
+    /// first broken record when a record was changed, removed or inserted, has a key twice, or the chain does not
+    /// start at seq 1; exit 1 for an empty file).
     ///
     /// Example: mcpgw audit verify /var/lib/mcpgw/audit.jsonl
     Audit {
@@ -258,6 +259,10 @@ fn audit_verify(path: &std::path::Path) -> ExitCode {
         }
         Err(crate::audit::VerifyError::Broken(broken)) => {
             eprintln!("mcpgw: {}: the chain breaks at record seq {}: {}", path.display(), broken.seq, broken.why);
+            ExitCode::FAILURE
+        }
+        Err(crate::audit::VerifyError::Empty) => {
+            eprintln!("mcpgw: {}: the file holds no audit record (an empty log proves nothing)", path.display());
             ExitCode::FAILURE
         }
         Err(crate::audit::VerifyError::Io(why)) => fail(why),

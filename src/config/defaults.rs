@@ -1,6 +1,7 @@
 //! The configuration `init` writes (and `reset` returns to): a new admin key, an MCP config `default_config` with no
 //! servers, a project `default_project` using it, a user `default@example.com` in that project, one API key for that
-//! user and project, and every gateway setting written out with its default so operators see what they can change.
+//! user and project, and every gateway setting written out with its default so operators see what they can change;
+//! the secrets (`session_secret`, `audit_log.hmac_key`) are 32 random bytes from the operating system each.
 
 use std::io;
 use std::path::Path;
@@ -39,6 +40,7 @@ pub fn fresh_config(admin_key: Option<String>) -> Result<(ConfigFile, FreshKeys)
     };
     let gateway_key = secrets::new_gateway_key()?;
     let session_secret = secrets::random_token()?;
+    let audit_key = secrets::random_token()?;
     let now = timestamp();
     let (config_id, project_id, user_id) = (new_id(), new_id(), new_id());
     let value = json!({
@@ -66,7 +68,8 @@ pub fn fresh_config(admin_key: Option<String>) -> Result<(ConfigFile, FreshKeys)
             "gw_allowed_origins": [],
             "gw_backup_dir": "backups",
             "config_store": {"type": "file"},
-            "session_secret": session_secret
+            "session_secret": session_secret,
+            "audit_log": {"enabled": false, "path": "audit.jsonl", "hmac_key": audit_key}
         },
         "plugins": {
             "auth": {"provider": "local_apikey", "config": {}},
@@ -128,6 +131,9 @@ mod tests {
         assert_eq!(snap.file.users[&entry.user_id].email, "default@example.com");
         assert!(entry.mcp_config_id.is_some());
         assert!(keys.admin_key.len() >= 43);
+        // The audit log is off, but has its key from the start: turning it on needs no write by the gateway.
+        assert_eq!(snap.settings.audit_log, None);
+        assert_eq!(snap.settings.audit_key.as_ref().map(|k| k.0.len()), Some(43));
     }
 
     #[test]

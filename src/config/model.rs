@@ -305,6 +305,9 @@ pub struct AuditLogConfig {
     pub enabled: Option<bool>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub path: Option<String>,
+    /// What `args_hmac` is keyed with (contract section 14). A secret.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub hmac_key: Option<String>,
     #[serde(flatten)]
     pub extra: Map<String, Value>,
 }

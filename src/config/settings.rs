@@ -192,6 +192,20 @@ impl std::fmt::Debug for SessionSecret {
     }
 }
 
+/// `audit_log.hmac_key`: what the digests of a call's arguments in the audit log are keyed with. `Debug` does not
+/// show it.
+#[derive(Clone, PartialEq, Eq)]
+pub struct AuditKey(pub String);
+
+impl std::fmt::Debug for AuditKey {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("AuditKey([redacted])")
+    }
+}
+
+/// The shortest `audit_log.hmac_key` accepted (`init` writes 43: 32 random bytes in URL-safe base64).
+pub const MIN_AUDIT_KEY_CHARS: usize = 32;
+
 /// The shortest `session_secret` accepted.
 pub const MIN_SESSION_SECRET_CHARS: usize = 32;
 
@@ -247,6 +261,8 @@ pub struct Settings {
     pub tool_pinning: PinMode,
     /// `audit_log.path` when `audit_log.enabled` (contract section 11); see [`Settings::audit_path_for`].
     pub audit_log: Option<PathBuf>,
+    /// `audit_log.hmac_key`, when the file has one (without one the audit log keys with the process's own).
+    pub audit_key: Option<AuditKey>,
     /// `tool_exposure` and `tool_name_separator` of `common_mcp_gateway_config`; see [`Snapshot::exposure`].
     ///
     /// [`Snapshot::exposure`]: super::Snapshot::exposure
@@ -417,6 +433,18 @@ impl Settings {
                     }
                 },
                 _ => None,
+            },
+            audit_key: match c.audit_log.as_ref().and_then(|audit| audit.hmac_key.as_deref()) {
+                None => None,
+                Some(key) if key.chars().count() >= MIN_AUDIT_KEY_CHARS => Some(AuditKey(key.to_string())),
+                Some(_) => {
+                    // Never the value: problems are shown by `check-config`, in logs and in the health report.
+                    problems.push(format!(
+                        "{p}.audit_log.hmac_key: must be at least {MIN_AUDIT_KEY_CHARS} characters \
+                         (`mcpgw init` writes a random one)"
+                    ));
+                    None
+                }
             },
             tool_pinning: match c.tool_pinning.as_deref() {
                 None | Some("warn") => PinMode::Warn,

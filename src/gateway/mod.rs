@@ -148,6 +148,12 @@ impl Drop for InFlightGuard<'_> {
     }
 }
 
+/// The audit log follows `audit_log` of `snapshot`: its file (relative to the configuration's folder) and its key.
+fn configure_audit(audit: &crate::audit::AuditLog, snapshot: &Snapshot, config_path: &std::path::Path) {
+    let settings = &snapshot.settings;
+    audit.configure(settings.audit_path_for(config_path).as_deref(), settings.audit_key.as_ref().map(|k| k.0.as_str()));
+}
+
 fn pool_settings(snapshot: &Snapshot) -> PoolSettings {
     PoolSettings {
         max_processes_per_server: snapshot.settings.max_processes_per_server as usize,
@@ -192,14 +198,14 @@ impl GatewayContext {
             }
         });
         ctx.prefetch_keys(&snapshot);
-        ctx.audit.configure(snapshot.settings.audit_path_for(ctx.store.path()).as_deref());
+        configure_audit(&ctx.audit, &snapshot, ctx.store.path());
+        ctx.keep_audit_key(&snapshot);
         // Every reload of the file is audited, the failed ones too (the last valid configuration keeps serving). The
         // log follows the new configuration first, so a reload that turns it on is its first record.
         let (audit, store) = (Arc::clone(&ctx.audit), Arc::downgrade(&ctx.store));
         ctx.store.on_reload(move |used, digest| {
             if let (true, Some(store)) = (used, store.upgrade()) {
-                let snapshot = store.snapshot();
-                audit.configure(snapshot.settings.audit_path_for(store.path()).as_deref());
+                configure_audit(&audit, &store.snapshot(), store.path());
             }
             audit.record(crate::audit::Event {
                 event: "config_reload",
@@ -326,7 +332,40 @@ impl GatewayContext {
         self.pool.retain(&live);
         self.prestart(snapshot);
         self.prefetch_keys(snapshot);
-        self.audit.configure(settings.audit_path_for(self.store.path()).as_deref());
+        configure_audit(&self.audit, snapshot, self.store.path());
+        self.keep_audit_key(snapshot);
+    }
+
+    /// With the audit log on and no `audit_log.hmac_key` in the configuration (a file older than the setting), writes
+    /// the key the log uses now (the process's own) into it, as a first discovery writes pins: the digests then stay
+    /// comparable across restarts. When the file cannot be written the key stays in memory, and the log says so.
+    fn keep_audit_key(&self, snapshot: &Snapshot) {
+        let settings = &snapshot.settings;
+        if settings.audit_log.is_none() || settings.audit_key.is_some() {
+            return;
+        }
+        let Some(key) = self.audit.own_key().map(str::to_string) else { return };
+        let store = Arc::clone(&self.store);
+        // Off the reload path (the write causes a reload of its own), on a thread that may block on the file.
+        tokio::task::spawn_blocking(move || {
+            let written = store.update(move |file, _| -> Result<bool, crate::config::WriteError> {
+                let audit = file.common_mcp_gateway_config.as_mut().and_then(|common| common.audit_log.as_mut());
+                match audit {
+                    Some(audit) if audit.hmac_key.is_none() => {
+                        audit.hmac_key = Some(key);
+                        Ok(true)
+                    }
+                    _ => Ok(false),
+                }
+            });
+            match written {
+                Ok(true) => tracing::info!("audit_log.hmac_key generated and written to the configuration"),
+                Ok(false) => {}
+                Err(error) => tracing::warn!(%error,
+                    "audit_log.hmac_key is kept in memory only (the configuration could not be written): \
+                     args_hmac values compare only within this process; set audit_log.hmac_key in the file"),
+            }
+        });
     }
 
     /// Under the `oauth` provider, fetches the issuer's keys now (at start and after each reload), so that the health

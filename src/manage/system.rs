@@ -20,6 +20,7 @@ pub const BACKUP_FORMAT: &str = "mcpgw-backup/1";
 const ADMIN_LABEL: &str = "mcpgw-backup/1 admin_apikey";
 const APIKEY_LABEL: &str = "mcpgw-backup/1 apikey";
 const SESSION_SECRET_LABEL: &str = "mcpgw-backup/1 session_secret";
+const AUDIT_KEY_LABEL: &str = "mcpgw-backup/1 audit_log.hmac_key";
 /// Top-level keys a backup adds around the configuration; a restore removes them.
 const BACKUP_META: [&str; 4] = ["backup_format", "created_at", "gateway_version", "encryption"];
 
@@ -132,7 +133,8 @@ pub fn backup(store: &ConfigStore, body: Value) -> ManageResult<String> {
     doc.insert(
         "encryption".into(),
         json!({"algorithm": "AES-256-GCM", "key_fingerprint": key.fingerprint(),
-               "encrypted": ["admin_apikey", "apikeys", "common_mcp_gateway_config.session_secret"]}),
+               "encrypted": ["admin_apikey", "apikeys", "common_mcp_gateway_config.session_secret",
+                             "common_mcp_gateway_config.audit_log.hmac_key"]}),
     );
     doc.insert("admin_apikey".into(), json!(admin));
     let section = |v: Value| if v.is_null() { json!({}) } else { v };
@@ -141,6 +143,11 @@ pub fn backup(store: &ConfigStore, body: Value) -> ManageResult<String> {
         && let Some(plain) = secret.as_str()
     {
         *secret = json!(key.encrypt(plain, SESSION_SECRET_LABEL)?);
+    }
+    if let Some(audit_key) = common.get_mut("audit_log").and_then(|audit| audit.get_mut("hmac_key"))
+        && let Some(plain) = audit_key.as_str()
+    {
+        *audit_key = json!(key.encrypt(plain, AUDIT_KEY_LABEL)?);
     }
     doc.insert("common_mcp_gateway_config".into(), common);
     doc.insert("plugins".into(), section(json!(file.plugins)));
@@ -199,6 +206,14 @@ fn read_backup(store: &ConfigStore, path: &Path) -> ManageResult<ConfigFile> {
     {
         *secret = json!(key.decrypt(sealed, SESSION_SECRET_LABEL).ok_or_else(wrong_key)?);
     }
+    if let Some(audit_key) = doc
+        .get_mut("common_mcp_gateway_config")
+        .and_then(|c| c.get_mut("audit_log"))
+        .and_then(|a| a.get_mut("hmac_key"))
+        && let Some(sealed) = audit_key.as_str().filter(|s| s.starts_with(ENCRYPTED_PREFIX))
+    {
+        *audit_key = json!(key.decrypt(sealed, AUDIT_KEY_LABEL).ok_or_else(wrong_key)?);
+    }
     let Some(Value::Object(sealed_keys)) = doc.remove("apikeys") else {
         return Err(ManageError::Validation("backup apikeys must be an object".into()));
     };
@@ -231,6 +246,7 @@ pub fn restore(store: &ConfigStore, body: Value) -> ManageResult<String> {
     store.replace(|snap| {
         keep_backup_dir(&mut file, &snap.file);
         keep_store(&mut file, &snap.file);
+        keep_audit_key(&mut file, &snap.file);
         Ok::<_, ManageError>(file)
     })?;
     tracing::info!(input_file = %input.display(), keys, "configuration restored from backup");
@@ -250,6 +266,18 @@ fn keep_store(replacing: &mut ConfigFile, serving: &ConfigFile) {
     common.gw_cache_port = serving.gw_cache_port;
     common.gw_cache_db = serving.gw_cache_db;
     common.gw_cache_password = serving.gw_cache_password.clone();
+}
+
+/// Gives a restored audit log without `hmac_key` (a backup older than the setting) the key serving now, so that the
+/// log's digests stay comparable across the restore.
+fn keep_audit_key(restored: &mut ConfigFile, serving: &ConfigFile) {
+    let serving_key = serving.common_mcp_gateway_config.as_ref().and_then(|c| c.audit_log.as_ref()?.hmac_key.clone());
+    let restored_log = restored.common_mcp_gateway_config.as_mut().and_then(|c| c.audit_log.as_mut());
+    if let (Some(log), Some(key)) = (restored_log, serving_key)
+        && log.hmac_key.is_none()
+    {
+        log.hmac_key = Some(key);
+    }
 }
 
 /// Gives `restored` the `gw_backup_dir` of `serving` (or none, as there).

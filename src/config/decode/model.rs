@@ -113,6 +113,7 @@ fn decode_common(mut f: Fields<'_>) -> CommonConfig {
         audit_log: f.nested("audit_log", |mut a| AuditLogConfig {
             enabled: a.bool("enabled"),
             path: a.string("path"),
+            hmac_key: a.string("hmac_key"),
             extra: a.rest(),
         }),
         config_store: f.nested("config_store", |mut c| ConfigStoreConfig { kind: c.string("type"), extra: c.rest() }),

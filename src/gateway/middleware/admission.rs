@@ -12,11 +12,12 @@
 //! takes effect at once there too; the refusal is then the tool's result. Its other requests (`initialize`, the
 //! lists) resolve the credentials with [`identify`], taking no cell.
 
+use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
 
 use std::future::Future;
 
-use axum::extract::Request;
+use axum::extract::{ConnectInfo, Request};
 use axum::response::Response;
 
 use super::step::{Next, Step, forward};
@@ -32,13 +33,24 @@ use crate::telemetry::metrics::GW_TOOLS;
 use crate::timeouts::{TimedOut, TimeoutKind};
 use axum::http::{HeaderValue, header};
 
-/// Resolves `presented` against `snapshot` under `auth_timeout`, then takes one cell of the key's rate limit.
+/// Resolves `presented` against `snapshot` under `auth_timeout`, then takes one cell of the key's rate limit (over
+/// stdio: no source address).
 pub async fn admit(
     ctx: &GatewayContext,
     snapshot: &Arc<Snapshot>,
     presented: Result<&Credentials, AuthFailure>,
 ) -> Result<Arc<Identity>, GatewayError> {
-    let identity = identify(ctx, snapshot, presented).await?;
+    admit_from(ctx, snapshot, presented, None).await
+}
+
+/// [`admit`] for a request from `source` (the peer address over HTTP), which a failure's audit record names.
+async fn admit_from(
+    ctx: &GatewayContext,
+    snapshot: &Arc<Snapshot>,
+    presented: Result<&Credentials, AuthFailure>,
+    source: Option<IpAddr>,
+) -> Result<Arc<Identity>, GatewayError> {
+    let identity = identify_from(ctx, snapshot, presented, source).await?;
     if let Err(limited) = ctx.rate_limits.check(&identity.snapshot.settings, &identity.key_digest) {
         ctx.store.metrics().rate_limited.inc();
         if let Some(left_out) = ctx.refusals.admit() {
@@ -57,6 +69,15 @@ pub async fn identify(
     snapshot: &Arc<Snapshot>,
     presented: Result<&Credentials, AuthFailure>,
 ) -> Result<Arc<Identity>, GatewayError> {
+    identify_from(ctx, snapshot, presented, None).await
+}
+
+async fn identify_from(
+    ctx: &GatewayContext,
+    snapshot: &Arc<Snapshot>,
+    presented: Result<&Credentials, AuthFailure>,
+    source: Option<IpAddr>,
+) -> Result<Arc<Identity>, GatewayError> {
     let limit = snapshot.settings.timeouts.auth;
     let resolved = tokio::time::timeout(limit, async {
         match presented {
@@ -71,18 +92,22 @@ pub async fn identify(
     if let Ok(identity) = &resolved {
         ctx.timeouts.of(identity.mcp_config_id.as_deref()).count_success(TimeoutKind::Auth);
     }
-    // Refusals are logged at most 10 a second, the next record counting those left out (contract section 13).
+    // Refusals are logged at most 10 a second, the next record counting those left out (contract section 13), and
+    // audited at most 10 a second per source address (contract section 14).
     resolved.map_err(|failure| {
         if let Some(left_out) = ctx.refusals.admit() {
             tracing::info!(reason = %failure, left_out, "gateway request refused");
         }
-        ctx.audit.record(crate::audit::Event {
-            event: "auth_failure",
-            outcome: Some("refused"),
-            error_code: Some("AUTH_FAILED"),
-            config_revision: Some(crate::audit::revision(&snapshot.source_digest)),
-            ..Default::default()
-        });
+        ctx.audit.record_auth_failure(
+            source,
+            crate::audit::Event {
+                event: "auth_failure",
+                outcome: Some("refused"),
+                error_code: Some("AUTH_FAILED"),
+                config_revision: Some(crate::audit::revision(&snapshot.source_digest)),
+                ..Default::default()
+            },
+        );
         GatewayError::from(failure)
     })
 }
@@ -155,7 +180,8 @@ impl Step for Admit {
 async fn admit_http(ctx: Arc<GatewayContext>, mut req: Request, next: impl Next) -> Response {
     let snapshot = ctx.store.snapshot();
     let presented = crate::auth::http::credentials(req.headers());
-    match admit(&ctx, &snapshot, presented.as_ref().map_err(Clone::clone)).await {
+    let source = req.extensions().get::<ConnectInfo<SocketAddr>>().map(|peer| peer.0.ip());
+    match admit_from(&ctx, &snapshot, presented.as_ref().map_err(Clone::clone), source).await {
         Ok(identity) => {
             req.extensions_mut().insert(identity);
             forward(next, req).await

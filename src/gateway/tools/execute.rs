@@ -167,16 +167,16 @@ impl<'a> ServerCalls<'a> {
     pub async fn call(&mut self, call: ToolCall) -> Value {
         let started = Instant::now();
         let tool_name = call.name.clone();
-        // The audit log keeps a hash of the arguments, never the arguments.
-        let args_sha256 =
-            self.ctx.audit.enabled().then(|| audit::sha256_of(call.args.as_ref().unwrap_or(&Value::Null)));
+        // The audit log keeps a keyed digest of the arguments, never the arguments (`None`: the log is off).
+        let args_hmac =
+            self.ctx.audit.enabled().then(|| self.ctx.audit.args_hmac(call.args.as_ref().unwrap_or(&Value::Null)));
         let result = match self.check(&call.name).await {
             Ok(()) => self.upstream(Operation::CallTool, call).await,
             Err(refused) => Err(refused),
         };
         let result = result.unwrap_or_else(|f| f.answer());
         record_upstream_call(self.ctx, &self.entry.server_name, &tool_name, started.elapsed(), &result);
-        if let Some(args_sha256) = args_sha256 {
+        if let Some(args_hmac) = args_hmac {
             let identity = self.identity;
             self.ctx.audit.record(audit::Event {
                 event: "tool_call",
@@ -185,10 +185,11 @@ impl<'a> ServerCalls<'a> {
                 key_id: Some(&identity.key_id),
                 server_name: Some(&self.entry.server_name),
                 tool_name: Some(&tool_name),
-                args_sha256: Some(args_sha256),
+                args_hmac,
                 outcome: result.get("status").and_then(Value::as_str),
                 error_code: result.get("error_code").and_then(Value::as_str),
                 config_revision: Some(audit::revision(&identity.snapshot.source_digest)),
+                ..Default::default()
             });
         }
         result

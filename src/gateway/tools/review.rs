@@ -6,6 +6,8 @@
 //! `enforce`, quarantined until approved. What the review quarantines is left out of the tools every listing and every
 //! call path reads (the tool cache), and remembered by name, so that a call of it answers `TOOL_QUARANTINED` rather
 //! than "no such tool".
+//! What a review finds is logged and audited per tool, or, when more than [`SUMMARY_OVER`] tools have something to
+//! tell, in one summary record of each.
 
 use std::sync::Arc;
 
@@ -41,25 +43,19 @@ pub fn review(
     tools: Vec<Value>,
 ) -> Reviewed {
     let mode = identity.snapshot.settings.tool_scan;
-    let (mut quarantined, pinned_now) = pin_review(ctx, identity, entry, key, &tools);
+    let (mut quarantined, pinned_now, mut notices) = pin_review(ctx, identity, entry, key, &tools);
     let findings =
         if mode == ScanMode::Off { Vec::new() } else { tool_scan::scan(&tools, &sibling_tool_names(ctx, key)) };
     let server = entry.server_name.as_str();
     for finding in &findings {
         ctx.store.metrics().tool_scan_findings.with_label_values(&[server, finding.kind]).inc();
-        tracing::warn!(server_name = server, tool_name = %finding.tool_name, kind = finding.kind,
-            excerpt = %finding.excerpt, blocked = mode == ScanMode::Block, "tool definition finding");
-        ctx.audit.record(crate::audit::Event {
-            event: "tool_finding",
-            project_id: Some(&identity.project_id),
-            server_name: Some(server),
-            tool_name: Some(&finding.tool_name),
-            outcome: Some(if mode == ScanMode::Block { "quarantined" } else { "warned" }),
-            error_code: Some(finding.kind),
-            config_revision: Some(crate::audit::revision(&identity.snapshot.source_digest)),
-            ..Default::default()
+        notices.push(Notice {
+            tool: finding.tool_name.clone(),
+            quarantined: mode == ScanMode::Block,
+            what: What::Finding { kind: finding.kind, excerpt: finding.excerpt.clone() },
         });
     }
+    tell(ctx, identity, server, &notices);
     if mode == ScanMode::Block {
         quarantined.extend(findings.iter().map(|f| f.tool_name.clone()));
     }
@@ -87,19 +83,22 @@ fn sibling_tool_names(ctx: &GatewayContext, key: &PoolKey) -> Vec<String> {
     names
 }
 
-/// Compares `tools` with the pins of `entry` (pinning them on first use); returns the tools to quarantine, and the
-/// pins written into the file when this was the first use.
+/// What [`pin_review`] found: the tools to quarantine, the pins written when this was the first use, and what to
+/// tell the log and the audit log.
+type PinReview = (Vec<String>, Option<indexmap::IndexMap<String, String>>, Vec<Notice>);
+
+/// Compares `tools` with the pins of `entry` (pinning them on first use).
 fn pin_review(
     ctx: &GatewayContext,
     identity: &Identity,
     entry: &ServerEntry,
     key: &PoolKey,
     tools: &[Value],
-) -> (Vec<String>, Option<indexmap::IndexMap<String, String>>) {
+) -> PinReview {
     let mode = identity.snapshot.settings.tool_pinning;
     // Servers a remote authentication service supplied have no entry in the file to pin them in.
     if mode == PinMode::Off || identity.servers.is_some() {
-        return (Vec::new(), None);
+        return (Vec::new(), None, Vec::new());
     }
     let (config_id, server) = (key.mcp_config_id.as_str(), entry.server_name.as_str());
     let current: Vec<(&str, String, &Value)> = tools
@@ -115,37 +114,26 @@ fn pin_review(
         let rows =
             current.iter().map(|(name, pin, _)| row(name, Some(pin), Some(pin), PinStatus::Pinned, None)).collect();
         ctx.pins.record(config_id, server, rows);
-        return (Vec::new(), written);
+        return (Vec::new(), written, Vec::new());
     };
     let mut rows = Vec::new();
     let mut quarantined = Vec::new();
+    let mut notices = Vec::new();
     for (name, pin, tool) in &current {
         let status = match pinned.get(*name) {
             Some(approved) if approved == pin => PinStatus::Pinned,
-            Some(approved) => {
-                tracing::warn!(server_name = server, tool_name = name, pinned = %approved, current = %pin,
-                    enforced = mode == PinMode::Enforce, "tool definition changed");
-                PinStatus::Changed
-            }
-            None => {
-                tracing::warn!(server_name = server, tool_name = name, current = %pin, enforced = mode == PinMode::Enforce,
-                    "new tool");
-                PinStatus::New
-            }
+            Some(_) => PinStatus::Changed,
+            None => PinStatus::New,
         };
         if status != PinStatus::Pinned {
             ctx.store.metrics().tool_pin_mismatches.with_label_values(&[server]).inc();
             let quarantine = mode == PinMode::Enforce;
-            ctx.audit.record(crate::audit::Event {
-                event: if status == PinStatus::Changed { "tool_definition_changed" } else { "tool_new" },
-                project_id: Some(&identity.project_id),
-                server_name: Some(server),
-                tool_name: Some(name),
-                outcome: Some(if quarantine { "quarantined" } else { "warned" }),
-                config_revision: Some(crate::audit::revision(&identity.snapshot.source_digest)),
-                ..Default::default()
-            });
-            if mode == PinMode::Enforce {
+            let what = match pinned.get(*name) {
+                Some(approved) => What::Changed { pinned: approved.clone(), current: pin.clone() },
+                None => What::New { current: pin.clone() },
+            };
+            notices.push(Notice { tool: name.to_string(), quarantined: quarantine, what });
+            if quarantine {
                 quarantined.push(name.to_string());
             }
         }
@@ -160,12 +148,104 @@ fn pin_review(
     }
     for (name, approved) in &pinned {
         if !current.iter().any(|(n, _, _)| n == name) {
-            tracing::warn!(server_name = server, tool_name = %name, pinned = %approved, "pinned tool missing");
+            notices.push(Notice {
+                tool: name.clone(),
+                quarantined: false,
+                what: What::Missing { pinned: approved.clone() },
+            });
             rows.push(row(name, Some(approved), None, PinStatus::Missing, None));
         }
     }
     ctx.pins.record(config_id, server, rows);
-    (quarantined, None)
+    (quarantined, None, notices)
+}
+
+/// Above this many tools with something to tell in one review, the log and the audit log get one summary each rather
+/// than a record per tool (contract section 14): a server that changes thousands of definitions at once must not
+/// flood either.
+pub const SUMMARY_OVER: usize = 100;
+
+/// Something one review found about one tool.
+struct Notice {
+    tool: String,
+    /// Left out of service until approved.
+    quarantined: bool,
+    what: What,
+}
+
+enum What {
+    Changed { pinned: String, current: String },
+    New { current: String },
+    Missing { pinned: String },
+    Finding { kind: &'static str, excerpt: String },
+}
+
+/// Logs and audits what one review of `server` found: a record per tool, or one summary of each when more than
+/// [`SUMMARY_OVER`] tools have something to tell.
+fn tell(ctx: &GatewayContext, identity: &Identity, server: &str, notices: &[Notice]) {
+    let revision = || Some(crate::audit::revision(&identity.snapshot.source_digest));
+    let mut tools: Vec<&str> = notices.iter().map(|n| n.tool.as_str()).collect();
+    tools.sort_unstable();
+    tools.dedup();
+    if tools.len() > SUMMARY_OVER {
+        let count = |f: fn(&What) -> bool| notices.iter().filter(|n| f(&n.what)).count();
+        let mut quarantined: Vec<&str> = notices.iter().filter(|n| n.quarantined).map(|n| n.tool.as_str()).collect();
+        quarantined.sort_unstable();
+        quarantined.dedup();
+        tracing::warn!(
+            server_name = server,
+            tools = tools.len(),
+            changed = count(|w| matches!(w, What::Changed { .. })),
+            new = count(|w| matches!(w, What::New { .. })),
+            missing = count(|w| matches!(w, What::Missing { .. })),
+            findings = count(|w| matches!(w, What::Finding { .. })),
+            quarantined = quarantined.len(),
+            "tool definitions changed on many tools at once (one summary; the tool-pins listing shows each)"
+        );
+        ctx.audit.record(crate::audit::Event {
+            event: "tools_changed_summary",
+            project_id: Some(&identity.project_id),
+            server_name: Some(server),
+            outcome: Some(if quarantined.is_empty() { "warned" } else { "quarantined" }),
+            config_revision: revision(),
+            count: Some(tools.len() as u64),
+            ..Default::default()
+        });
+        return;
+    }
+    for notice in notices {
+        let (tool_name, enforced) = (notice.tool.as_str(), notice.quarantined);
+        let outcome = Some(if enforced { "quarantined" } else { "warned" });
+        let (event, error_code) = match &notice.what {
+            What::Changed { pinned, current } => {
+                tracing::warn!(server_name = server, tool_name, %pinned, %current, enforced, "tool definition changed");
+                ("tool_definition_changed", None)
+            }
+            What::New { current } => {
+                tracing::warn!(server_name = server, tool_name, %current, enforced, "new tool");
+                ("tool_new", None)
+            }
+            What::Missing { pinned } => {
+                tracing::warn!(server_name = server, tool_name, %pinned, "pinned tool missing");
+                continue;
+            }
+            What::Finding { kind, excerpt } => {
+                tracing::warn!(server_name = server, tool_name, kind, %excerpt, blocked = enforced,
+                    "tool definition finding");
+                ("tool_finding", Some(*kind))
+            }
+        };
+        ctx.audit.record(crate::audit::Event {
+            event,
+            project_id: Some(&identity.project_id),
+            server_name: Some(server),
+            tool_name: Some(tool_name),
+            outcome,
+            error_code,
+            config_revision: revision(),
+            ..Default::default()
+        });
+    }
 }
 
 fn row(
@@ -212,6 +292,7 @@ fn pin_on_first_use(
         event: "tools_pinned",
         server_name: Some(server),
         outcome: Some(if written.is_ok() { "written" } else { "in_memory" }),
+        count: Some(pins.len() as u64),
         ..Default::default()
     });
     match written {
