@@ -43,6 +43,7 @@ fn hostile(dir: &Path, name: &str, offers: Value, record: &Path) -> Value {
 struct Rig {
     gw: TestGateway,
     record: PathBuf,
+    audit: PathBuf,
     _dir: tempfile::TempDir,
 }
 
@@ -68,12 +69,14 @@ fn rig_with(project_filter: Option<Value>) -> Rig {
     let dir = tempfile::tempdir().unwrap();
     let record = dir.path().join("received.jsonl");
     let servers = vec![hostile(dir.path(), "hostile", offers(), &record), mock_server("other")];
-    let mut config = config_with(servers, json!({"tool_exposure": "both"}));
+    let audit = dir.path().join("audit.jsonl");
+    let common = json!({"tool_exposure": "both", "audit_log": {"enabled": true, "path": audit.to_str().unwrap()}});
+    let mut config = config_with(servers, common);
     config["plugins"]["guardrails"] = json!({"provider": "custom_keyword", "config": {"blocked_keywords": [BLOCKED]}});
     if let Some(filter) = project_filter {
         config["projects"][common::PROJECT_ID]["tool_filter"] = filter;
     }
-    Rig { gw: TestGateway::start(&config), record, _dir: dir }
+    Rig { gw: TestGateway::start(&config), record, audit, _dir: dir }
 }
 
 fn rig() -> Rig {
@@ -258,6 +261,21 @@ fn listings_and_completions_leave_out_what_the_guardrails_block() {
         let completed = serde_json::to_value(completed).unwrap();
         assert_eq!(completed["completion"]["values"], json!(["fine"]), "{completed}");
         assert_eq!(completed["completion"]["total"], json!(1), "{completed}");
+
+        // Prompts, resources and completions are audited like tool calls (contract 14).
+        let prompt = client.get_prompt(rmcp::model::GetPromptRequestParams::new("hostile__clean")).await;
+        prompt.expect("prompts/get of a clean prompt");
+        let read = client.read_resource(rmcp::model::ReadResourceRequestParams::new("test://clean")).await;
+        read.expect("resources/read of a clean resource");
+        let audit = std::fs::read_to_string(&rig.audit).unwrap_or_default();
+        let records: Vec<Value> = audit.lines().map(|line| serde_json::from_str(line).unwrap()).collect();
+        for (event, name) in [("prompt_get", "clean"), ("resource_read", "test://clean"), ("completion", "clean")] {
+            let found = records.iter().find(|r| r["event"] == json!(event) && r["tool_name"] == json!(name));
+            let found = found.unwrap_or_else(|| panic!("no {event} record of {name}: {audit}"));
+            assert_eq!(found["server_name"], json!("hostile"), "{found}");
+            assert_eq!(found["outcome"], json!("success"), "{found}");
+            assert!(found["args_hmac"].is_string(), "{found}");
+        }
         client.cancel().await.unwrap();
     });
 }

@@ -134,7 +134,7 @@ mod tests {
 
     fn patterns(allow: Option<&[&str]>, deny: &[&str]) -> ToolFilter {
         let strings = |list: &[&str]| list.iter().map(|s| s.to_string()).collect::<Vec<_>>();
-        serde_json::from_value(serde_json::json!({"allow": allow.map(strings), "deny": strings(deny)})).unwrap()
+        filter(allow.map(strings), strings(deny))
     }
 
     #[test]
@@ -143,7 +143,10 @@ mod tests {
         assert!(could_allow_with_prefix(&patterns(Some(&["github__*"]), &[]), "github__"));
         assert!(could_allow_with_prefix(&patterns(Some(&["git*"]), &[]), "github__"));
         assert!(could_allow_with_prefix(&patterns(Some(&["*search*"]), &[]), "github__"));
-        assert!(could_allow_with_prefix(&patterns(Some(&["github"]), &[]), "git"), "the pattern goes on past the prefix");
+        assert!(
+            could_allow_with_prefix(&patterns(Some(&["github"]), &[]), "git"),
+            "the pattern goes on past the prefix"
+        );
         assert!(!could_allow_with_prefix(&patterns(Some(&["gitlab__*"]), &[]), "github__"));
         assert!(!could_allow_with_prefix(&patterns(Some(&["github"]), &[]), "github__"), "ends inside the prefix");
         assert!(!could_allow_with_prefix(&patterns(Some(&[]), &[]), "github__"));

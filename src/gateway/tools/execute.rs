@@ -177,20 +177,7 @@ impl<'a> ServerCalls<'a> {
         let result = result.unwrap_or_else(|f| f.answer());
         record_upstream_call(self.ctx, &self.entry.server_name, &tool_name, started.elapsed(), &result);
         if let Some(args_hmac) = args_hmac {
-            let identity = self.identity;
-            self.ctx.audit.record(audit::Event {
-                event: "tool_call",
-                project_id: Some(&identity.project_id),
-                user_id: Some(&identity.user_id),
-                key_id: Some(&identity.key_id),
-                server_name: Some(&self.entry.server_name),
-                tool_name: Some(&tool_name),
-                args_hmac,
-                outcome: result.get("status").and_then(Value::as_str),
-                error_code: result.get("error_code").and_then(Value::as_str),
-                config_revision: Some(audit::revision(&identity.snapshot.source_digest)),
-                ..Default::default()
-            });
+            audit_call(self.ctx, self.identity, ("tool_call", &self.entry.server_name, &tool_name), args_hmac, &result);
         }
         result
     }
@@ -198,7 +185,17 @@ impl<'a> ServerCalls<'a> {
     /// A request other than a tool call through the same stack (transparent `prompts/get`, `resources/read`): its
     /// result object as [`ServerCalls::call`] gives it, the upstream's result in `response`.
     pub async fn relay(&mut self, operation: Operation, call: ToolCall) -> Value {
-        self.upstream(operation, call).await.unwrap_or_else(|f| f.answer())
+        let name = call.name.clone();
+        // Audited like a tool call (contract 14): the prompt's name or the resource's URI, a keyed digest of the
+        // prompt's arguments.
+        let args_hmac =
+            self.ctx.audit.enabled().then(|| self.ctx.audit.args_hmac(call.args.as_ref().unwrap_or(&Value::Null)));
+        let result = self.upstream(operation, call).await.unwrap_or_else(|f| f.answer());
+        if let Some(args_hmac) = args_hmac {
+            let event = if operation == Operation::GetPrompt { "prompt_get" } else { "resource_read" };
+            audit_call(self.ctx, self.identity, (event, &self.entry.server_name, &name), args_hmac, &result);
+        }
+        result
     }
 
     /// Whether tool `name` may be called: curation lets the caller see it, and the server has it.
@@ -248,6 +245,31 @@ impl<'a> ServerCalls<'a> {
         let stack = self.guardrails.layer(upstream);
         spans::tool_execution(server, &tool, project, transport, guarded_call(stack, call, self.relay.clone())).await
     }
+}
+
+/// The audit record of one call of an upstream (a tool call, a prompt, a resource, a completion): who, what
+/// (`event`, server, tool, prompt or URI), a keyed digest of the arguments, and how it ended (the result object's
+/// `status` and `error_code`).
+pub fn audit_call(
+    ctx: &GatewayContext,
+    identity: &Identity,
+    (event, server_name, name): (&str, &str, &str),
+    args_hmac: Option<String>,
+    result: &Value,
+) {
+    ctx.audit.record(audit::Event {
+        event,
+        project_id: Some(&identity.project_id),
+        user_id: Some(&identity.user_id),
+        key_id: Some(&identity.key_id),
+        server_name: Some(server_name),
+        tool_name: Some(name),
+        args_hmac,
+        outcome: result.get("status").and_then(Value::as_str),
+        error_code: result.get("error_code").and_then(Value::as_str),
+        config_revision: Some(audit::revision(&identity.snapshot.source_digest)),
+        ..Default::default()
+    });
 }
 
 /// About the bytes `value` takes as JSON text (strings and keys by their length; no escapes counted): what a result

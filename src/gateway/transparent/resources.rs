@@ -13,7 +13,7 @@ use crate::config::model::ServerEntry;
 use crate::gateway::GatewayContext;
 use crate::gateway::boundary::listing::{self, Offered};
 use crate::gateway::capabilities::Capability;
-use crate::gateway::tools::visible_servers;
+use crate::gateway::tools::{audit_call, visible_servers};
 use crate::upstream::relay::Relay;
 
 /// Every upstream's resources (`resources/list`), in configuration order.
@@ -154,8 +154,21 @@ pub async fn complete(
         }
         _ => return Err(McpError::invalid_params("ref must be a ref/prompt or a ref/resource", None)),
     };
-    match upstream::request(ctx, identity, session, entry, Capability::Completions, "completion/complete", params).await
-    {
+    // Audited like a tool call (contract 14): the prompt or resource it completes, a keyed digest of the argument.
+    let audited = ctx.audit.enabled().then(|| {
+        let name = params["ref"].get("name").or_else(|| params["ref"].get("uri")).and_then(Value::as_str);
+        (name.unwrap_or("").to_string(), ctx.audit.args_hmac(params.get("argument").unwrap_or(&Value::Null)))
+    });
+    let answered =
+        upstream::request(ctx, identity, session, entry, Capability::Completions, "completion/complete", params).await;
+    if let Some((name, args_hmac)) = audited {
+        let outcome = match &answered {
+            Ok(_) => json!({"status": "success"}),
+            Err(failure) => failure.answer(),
+        };
+        audit_call(ctx, identity, ("completion", &entry.server_name, &name), args_hmac, &outcome);
+    }
+    match answered {
         Ok(Some(result)) => Ok(listing::completion(ctx, identity, entry, result).await),
         // A server without completions has none to offer.
         Ok(None) => Ok(json!({"completion": {"values": []}})),
