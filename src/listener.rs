@@ -12,6 +12,11 @@
 //!   begun must complete them within `limits.request_read_timeout_seconds` (30; `read_timeout`). A request is in
 //!   flight from its headers until its answer's body has been sent, so an SSE stream is never idle. The limits are
 //!   read from the snapshot serving now, so a reload applies to open connections too.
+//! - **Slow readers**: a connection whose client takes none of what is written to it for
+//!   `limits.write_timeout_seconds` (30) is closed (`write_timeout`), and the answer it held dropped with it: the
+//!   stream tells the watchdog when a write finds the client's window full and when the client takes bytes again.
+//! - **Unauthenticated connections** of the gateway listener are bounded apart, by `max_unauthenticated_connections`
+//!   and `max_connections_per_ip`, until a request authenticates (see [`unauthenticated`]).
 //!
 //! `mcpgw_connections{listener}` counts open connections. On `stop` each connection finishes its request in flight.
 
@@ -29,6 +34,11 @@ use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::watch;
 use tokio::task::JoinSet;
 use tokio::time::Instant;
+
+mod unauthenticated;
+
+use unauthenticated::Strangers;
+pub use unauthenticated::Unauthenticated;
 
 use crate::config::ConfigStore;
 use crate::config::settings::Limits;
@@ -113,6 +123,8 @@ pub async fn listen(
     let open = Arc::new(AtomicUsize::new(0));
     let gauge = metrics.connections.with_label_values(&[front.name()]);
     let refusals = RefusalLog::new(front.name());
+    // Only the gateway listener asks for credentials: its unauthenticated connections are bounded apart.
+    let strangers = (front == Front::Gateway).then(|| Arc::new(Strangers::default()));
     let mut connections = JoinSet::new();
     let mut stopping = stop.clone();
     loop {
@@ -120,8 +132,8 @@ pub async fn listen(
             _ = stopping.wait_for(|stopped| *stopped) => break,
             accepted = listener.accept() => accepted,
         };
-        let tcp = match accepted {
-            Ok((tcp, _peer)) => tcp,
+        let (tcp, peer) = match accepted {
+            Ok(accepted) => accepted,
             Err(e) => {
                 // Out of descriptors and the like: wait a moment rather than spin.
                 tracing::warn!(listener = front.name(), error = %e, "cannot accept a connection");
@@ -129,7 +141,9 @@ pub async fn listen(
                 continue;
             }
         };
-        let cap = front.cap(&store.snapshot().settings.limits);
+        let snapshot = store.snapshot();
+        let limits = &snapshot.settings.limits;
+        let cap = front.cap(limits);
         let Some(slot) = Slot::take(&open, cap, &gauge) else {
             // Counted before the close, so that whoever sees the close also sees it counted.
             metrics.limit_hit(front.full_label());
@@ -139,8 +153,27 @@ pub async fn listen(
             }
             continue;
         };
+        let activity = Activity::new();
+        let stranger = match &strangers {
+            None => None,
+            Some(strangers) => match strangers.admit(peer.ip(), &activity, limits, &metrics) {
+                Some(place) => Some(place),
+                None => {
+                    drop(tcp);
+                    if let Some(left_out) = refusals.admit() {
+                        tracing::warn!(
+                            listener = front.name(),
+                            left_out,
+                            "connection closed: too many unauthenticated"
+                        );
+                    }
+                    continue;
+                }
+            },
+        };
         let _ = tcp.set_nodelay(true);
-        connections.spawn(serve_connection(tcp, router.clone(), Arc::clone(&store), stop.clone(), slot));
+        let connection = Connection { _slot: slot, activity, stranger };
+        connections.spawn(serve_connection(tcp, router.clone(), Arc::clone(&store), stop.clone(), connection));
         // Forget connections that have ended, so the set does not grow with every one ever accepted.
         while connections.try_join_next().is_some() {}
     }
@@ -170,6 +203,22 @@ impl Drop for Slot {
     }
 }
 
+/// What one open connection holds: its place under the listener's cap, what its watchdog reads, and (on the gateway
+/// listener, until a request authenticates) its place among the unauthenticated connections.
+struct Connection {
+    _slot: Slot,
+    activity: Arc<Activity>,
+    stranger: Option<Arc<unauthenticated::Place>>,
+}
+
+impl Drop for Connection {
+    fn drop(&mut self) {
+        if let Some(place) = &self.stranger {
+            place.leave();
+        }
+    }
+}
+
 /// Why the watchdog ended a connection.
 #[derive(Debug, PartialEq, Eq)]
 enum Verdict {
@@ -179,6 +228,8 @@ enum Verdict {
     Idle,
     /// A request's headers not complete within `request_read_timeout_seconds`.
     SlowHeaders,
+    /// The client took none of its answer for `write_timeout_seconds`.
+    SlowReader,
 }
 
 /// What the watchdog of one connection reads: requests in flight, since when it has been idle, and since when a new
@@ -193,6 +244,8 @@ struct Activity {
     in_flight: AtomicUsize,
     idle_since: AtomicU64,
     head_since: AtomicU64,
+    /// Since when the client has taken none of what the gateway is writing to it (`NONE`: nothing waits).
+    write_blocked_since: AtomicU64,
 }
 
 const NONE: u64 = u64::MAX;
@@ -204,6 +257,7 @@ impl Activity {
             in_flight: AtomicUsize::new(0),
             idle_since: AtomicU64::new(0),
             head_since: AtomicU64::new(NONE),
+            write_blocked_since: AtomicU64::new(NONE),
         })
     }
 
@@ -215,10 +269,29 @@ impl Activity {
         self.born + Duration::from_millis(ms)
     }
 
+    /// No request in flight (for the choice of an unauthenticated connection to close).
+    fn is_idle(&self) -> bool {
+        self.in_flight.load(Ordering::Acquire) == 0
+    }
+
     /// Bytes arrived: when nothing is in flight they begin a new request.
     fn bytes_read(&self) {
         if self.in_flight.load(Ordering::Acquire) == 0 && self.head_since.load(Ordering::Acquire) == NONE {
             let _ = self.head_since.compare_exchange(NONE, self.now_ms(), Ordering::AcqRel, Ordering::Acquire);
+        }
+    }
+
+    /// A write found the client's receive window full: the write deadline starts, unless it already runs.
+    fn write_blocked(&self) {
+        if self.write_blocked_since.load(Ordering::Acquire) == NONE {
+            let _ = self.write_blocked_since.compare_exchange(NONE, self.now_ms(), Ordering::AcqRel, Ordering::Acquire);
+        }
+    }
+
+    /// The client took bytes: the write deadline stops. (A load first, so that a write costs no store.)
+    fn wrote(&self) {
+        if self.write_blocked_since.load(Ordering::Acquire) != NONE {
+            self.write_blocked_since.store(NONE, Ordering::Release);
         }
     }
 
@@ -231,6 +304,19 @@ impl Activity {
 
     fn verdict(&self, limits: &Limits) -> Verdict {
         let now = self.now_ms();
+        let blocked = self.write_blocked_since.load(Ordering::Acquire);
+        let write_deadline = (blocked != NONE).then(|| self.at(blocked) + limits.write_timeout);
+        if write_deadline.is_some_and(|deadline| self.at(now) >= deadline) {
+            return Verdict::SlowReader;
+        }
+        match self.read_verdict(now, limits) {
+            Verdict::Wait(deadline) => Verdict::Wait(write_deadline.map_or(deadline, |w| w.min(deadline))),
+            verdict => verdict,
+        }
+    }
+
+    /// The verdict of the reading side: idle, or headers too slow.
+    fn read_verdict(&self, now: u64, limits: &Limits) -> Verdict {
         if self.in_flight.load(Ordering::Acquire) > 0 {
             return Verdict::Wait(self.at(now) + limits.idle_connection);
         }
@@ -245,10 +331,12 @@ impl Activity {
     }
 
     /// When the watchdog looks again after a `Wait(deadline)` verdict: at the deadline, but no later than one
-    /// `request_read_timeout` from now. A request whose first bytes arrive before that look has its read deadline
-    /// after it (it began after now), so the look that finds it is never late for it.
+    /// `request_read_timeout` (and one `write_timeout`) from now. A request whose first bytes arrive (or a write that
+    /// blocks) before that look has its deadline after it (it began after now), so the look that finds it is never
+    /// late for it.
     fn next_look(&self, deadline: Instant, limits: &Limits) -> Instant {
-        deadline.min(self.at(self.now_ms()) + limits.request_read_timeout)
+        let now = self.at(self.now_ms());
+        deadline.min(now + limits.request_read_timeout).min(now + limits.write_timeout)
     }
 }
 
@@ -281,9 +369,23 @@ impl AsyncRead for Watched {
     }
 }
 
+impl Watched {
+    /// Tells the watchdog whether the client is taking what is written.
+    fn watch_write(&self, polled: Poll<std::io::Result<usize>>) -> Poll<std::io::Result<usize>> {
+        match &polled {
+            Poll::Pending => self.activity.write_blocked(),
+            Poll::Ready(Ok(n)) if *n > 0 => self.activity.wrote(),
+            Poll::Ready(_) => {}
+        }
+        polled
+    }
+}
+
 impl AsyncWrite for Watched {
     fn poll_write(self: Pin<&mut Self>, cx: &mut Context<'_>, data: &[u8]) -> Poll<std::io::Result<usize>> {
-        Pin::new(&mut self.get_mut().tcp).poll_write(cx, data)
+        let this = self.get_mut();
+        let polled = Pin::new(&mut this.tcp).poll_write(cx, data);
+        this.watch_write(polled)
     }
 
     fn poll_write_vectored(
@@ -291,7 +393,9 @@ impl AsyncWrite for Watched {
         cx: &mut Context<'_>,
         bufs: &[std::io::IoSlice<'_>],
     ) -> Poll<std::io::Result<usize>> {
-        Pin::new(&mut self.get_mut().tcp).poll_write_vectored(cx, bufs)
+        let this = self.get_mut();
+        let polled = Pin::new(&mut this.tcp).poll_write_vectored(cx, bufs);
+        this.watch_write(polled)
     }
 
     fn is_write_vectored(&self) -> bool {
@@ -312,13 +416,19 @@ async fn serve_connection(
     router: Router,
     store: Arc<ConfigStore>,
     mut stop: watch::Receiver<bool>,
-    _slot: Slot,
+    held: Connection,
 ) {
-    let activity = Activity::new();
+    let activity = Arc::clone(&held.activity);
     let io = Watched { tcp, activity: Arc::clone(&activity) };
     let requests = Arc::clone(&activity);
+    let stranger = held.stranger.clone();
     let service = hyper::service::service_fn(move |req: hyper::Request<hyper::body::Incoming>| {
         let in_flight = requests.begin();
+        let mut req = req;
+        // Until a request authenticates, the admission step is told which connection to move out of the count.
+        if let Some(place) = stranger.as_ref().filter(|place| !place.has_left()) {
+            req.extensions_mut().insert(Unauthenticated(Arc::clone(place)));
+        }
         let answer = tower::ServiceExt::oneshot(router.clone(), req.map(Body::new));
         async move {
             let response = answer.await?;
@@ -333,6 +443,15 @@ async fn serve_connection(
         let _ = stop.wait_for(|stopped| *stopped).await;
     };
     let mut stopped = std::pin::pin!(stopped);
+    // Closed to make room for a new unauthenticated connection (see `unauthenticated.rs`; counted there).
+    let evicted = held.stranger.as_ref().map(|place| place.close.clone());
+    let evicted = async move {
+        match evicted {
+            Some(close) => close.cancelled_owned().await,
+            None => std::future::pending().await,
+        }
+    };
+    let mut evicted = std::pin::pin!(evicted);
     // One timer for the connection's life, moved only when it fires (see `Activity`).
     let mut look = std::pin::pin!(tokio::time::sleep_until(Instant::now()));
     loop {
@@ -340,8 +459,13 @@ async fn serve_connection(
         let verdict = activity.verdict(limits);
         match verdict {
             Verdict::Wait(deadline) => look.as_mut().reset(activity.next_look(deadline, limits)),
-            Verdict::Idle | Verdict::SlowHeaders => {
-                metrics.limit_hit(if verdict == Verdict::Idle { "connection_idle" } else { "read_timeout" });
+            Verdict::Idle | Verdict::SlowHeaders | Verdict::SlowReader => {
+                metrics.limit_hit(match verdict {
+                    Verdict::Idle => "connection_idle",
+                    Verdict::SlowHeaders => "read_timeout",
+                    _ => "write_timeout",
+                });
+                // Returning drops the connection: its socket, hyper's buffers and the answer being written.
                 return;
             }
         }
@@ -350,6 +474,7 @@ async fn serve_connection(
             biased;
             _ = connection.as_mut() => return,
             () = look.as_mut() => {}
+            () = evicted.as_mut() => return,
             () = stopped.as_mut() => {
                 connection.as_mut().graceful_shutdown();
                 let _ = connection.await;
@@ -421,6 +546,34 @@ mod tests {
         assert_eq!(activity.next_look(deadline, &l), activity.at(0) + Duration::from_secs(50));
         tokio::time::advance(Duration::from_secs(20)).await;
         assert_eq!(activity.verdict(&l), Verdict::SlowHeaders);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_client_that_takes_nothing_for_the_write_timeout_is_cut_and_one_that_reads_is_not() {
+        let activity = Activity::new();
+        let l = Limits { write_timeout: Duration::from_secs(30), ..limits(60, 30) };
+        let _in_flight = activity.begin();
+        activity.write_blocked();
+        tokio::time::advance(Duration::from_secs(20)).await;
+        // Blocked again: the deadline still counts from the first write that found the window full.
+        activity.write_blocked();
+        let Verdict::Wait(deadline) = activity.verdict(&l) else { panic!("within the write timeout") };
+        assert_eq!(deadline, activity.at(30_000));
+        tokio::time::advance(Duration::from_secs(11)).await;
+        assert_eq!(activity.verdict(&l), Verdict::SlowReader);
+        // A client that takes bytes now and then is never cut, even while a request is in flight for long.
+        let activity = Activity::new();
+        let _in_flight = activity.begin();
+        for _ in 0..10 {
+            activity.write_blocked();
+            tokio::time::advance(Duration::from_secs(25)).await;
+            activity.wrote();
+            assert!(matches!(activity.verdict(&l), Verdict::Wait(_)));
+        }
+        // The watchdog looks again within one write timeout, so a write blocked while it sleeps is seen in time.
+        let Verdict::Wait(deadline) = activity.verdict(&l) else { panic!("waiting") };
+        let short = Limits { write_timeout: Duration::from_secs(5), ..l };
+        assert!(activity.next_look(deadline, &short) <= activity.at(activity.now_ms()) + Duration::from_secs(5));
     }
 
     #[test]

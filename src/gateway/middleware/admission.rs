@@ -154,6 +154,10 @@ async fn admit_http(ctx: Arc<GatewayContext>, mut req: Request, next: impl Next)
     let presented = crate::auth::http::credentials(req.headers());
     match admit(&ctx, &snapshot, presented.as_ref().map_err(Clone::clone)).await {
         Ok(identity) => {
+            // A valid credential: the connection leaves the unauthenticated count (contract 14, `listener.rs`).
+            if let Some(connection) = req.extensions_mut().remove::<crate::listener::Unauthenticated>() {
+                connection.authenticated();
+            }
             req.extensions_mut().insert(identity);
             forward(next, req).await
         }

@@ -196,6 +196,8 @@ async fn track_sessions(ctx: Arc<GatewayContext>, mut req: Request, next: impl N
         return response.map(|body| Body::new(SessionStream::new(body, place)));
     }
     if subscribes && let Some(place) = place {
+        // Open-ended: bounded by the session limits, not by the key's requests in flight.
+        response.extensions_mut().insert(super::budgets::OpenEnded);
         return response.map(|body| crate::held_body::holding(body, place));
     }
     if opens_session
