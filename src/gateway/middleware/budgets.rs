@@ -161,7 +161,8 @@ impl Step for KeyBudget {
                         };
                         ctx.store.metrics().limit_hit(label);
                         if let Some(left_out) = ctx.refusals.admit() {
-                            tracing::info!(key_id = %identity.key_id, limit = label, left_out, "request refused: key over its budget");
+                            let key_id = &identity.key_id;
+                            tracing::info!(%key_id, limit = label, left_out, "request refused: key over its budget");
                         }
                         return refusal(over, limits).response(None);
                     }
