@@ -281,3 +281,31 @@ fn initialize_params_over_64_kib_get_invalid_params_and_open_no_session() {
     assert_eq!(fits.status, 200, "{}", fits.text);
     assert!(fits.header("mcp-session-id").is_some());
 }
+
+/// The gateway's resident memory, in bytes (`VmRSS` of /proc/PID/status).
+fn rss(gw: &TestGateway) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{}/status", gw.gw.pid())).expect("read /proc/PID/status");
+    let kib = status.lines().find_map(|l| l.strip_prefix("VmRSS:")).and_then(|v| v.split_whitespace().next());
+    kib.and_then(|v| v.parse::<u64>().ok()).expect("VmRSS") * 1024
+}
+
+#[test]
+fn the_memory_of_answers_nobody_reads_is_given_back_after_the_write_timeout() {
+    let limits = json!({"limits": {"write_timeout_seconds": 2}});
+    let gw = TestGateway::start(&config_with(vec![mock_server("mock")], limits));
+    // Idle, measured after a first call has started the upstream process and warmed the gateway up.
+    let client = http();
+    assert_eq!(post_call(&client, &gw, API_KEY, &stateless_call(1, "echo", json!({"text": "x"}))).status, 200);
+    let idle = rss(&gw);
+    let size = 12_000_000;
+    let unread: Vec<_> = (0..6).map(|_| unread_large_answer(&gw, size)).collect();
+    let held = rss(&gw);
+    assert!(held > idle + 3 * size, "the unread answers are held while written: {idle} -> {held} bytes");
+    let closed = common::wait_until(std::time::Duration::from_secs(15), || limit_hits(&gw, "write_timeout") >= 6.0);
+    assert!(closed, "{} of 6 connections closed at the write timeout", limit_hits(&gw, "write_timeout"));
+    // Contract 13's bound after an answer: back under idle + 64 MiB within 10 s.
+    let mib = 1024 * 1024;
+    let freed = common::wait_until(std::time::Duration::from_secs(10), || rss(&gw) < idle + 64 * mib);
+    assert!(freed, "RSS {} MiB, idle {} MiB: the unread answers were not freed", rss(&gw) / mib, idle / mib);
+    drop(unread);
+}
