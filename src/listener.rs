@@ -12,23 +12,32 @@
 //!   begun must complete them within `limits.request_read_timeout_seconds` (30; `read_timeout`). A request is in
 //!   flight from its headers until its answer's body has been sent, so an SSE stream is never idle. The limits are
 //!   read from the snapshot serving now, so a reload applies to open connections too.
+//! - **Slow readers**: a connection whose client takes none of what is written to it for
+//!   `limits.write_timeout_seconds` (30) is closed (`write_timeout`), and the answer it held dropped with it: the
+//!   stream tells the watchdog when a write finds the client's window full and when the client takes bytes again.
+//! - **Unauthenticated connections** of the gateway listener are bounded apart, by `max_unauthenticated_connections`
+//!   and `max_connections_per_ip`, until a request authenticates (see [`unauthenticated`]).
 //!
 //! `mcpgw_connections{listener}` counts open connections. On `stop` each connection finishes its request in flight.
 
-use std::pin::Pin;
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, OnceLock};
-use std::task::{Context, Poll};
 use std::time::Duration;
 
 use axum::Router;
 use axum::body::Body;
 use prometheus::IntGauge;
-use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::watch;
 use tokio::task::JoinSet;
 use tokio::time::Instant;
+
+mod unauthenticated;
+mod watchdog;
+
+use unauthenticated::Strangers;
+pub use unauthenticated::Unauthenticated;
+use watchdog::{Activity, Verdict, Watched};
 
 use crate::config::ConfigStore;
 use crate::config::settings::Limits;
@@ -113,6 +122,8 @@ pub async fn listen(
     let open = Arc::new(AtomicUsize::new(0));
     let gauge = metrics.connections.with_label_values(&[front.name()]);
     let refusals = RefusalLog::new(front.name());
+    // Only the gateway listener asks for credentials: its unauthenticated connections are bounded apart.
+    let strangers = (front == Front::Gateway).then(|| Arc::new(Strangers::default()));
     let mut connections = JoinSet::new();
     let mut stopping = stop.clone();
     loop {
@@ -120,8 +131,8 @@ pub async fn listen(
             _ = stopping.wait_for(|stopped| *stopped) => break,
             accepted = listener.accept() => accepted,
         };
-        let tcp = match accepted {
-            Ok((tcp, _peer)) => tcp,
+        let (tcp, peer) = match accepted {
+            Ok(accepted) => accepted,
             Err(e) => {
                 // Out of descriptors and the like: wait a moment rather than spin.
                 tracing::warn!(listener = front.name(), error = %e, "cannot accept a connection");
@@ -129,7 +140,9 @@ pub async fn listen(
                 continue;
             }
         };
-        let cap = front.cap(&store.snapshot().settings.limits);
+        let snapshot = store.snapshot();
+        let limits = &snapshot.settings.limits;
+        let cap = front.cap(limits);
         let Some(slot) = Slot::take(&open, cap, &gauge) else {
             // Counted before the close, so that whoever sees the close also sees it counted.
             metrics.limit_hit(front.full_label());
@@ -139,8 +152,27 @@ pub async fn listen(
             }
             continue;
         };
+        let activity = Activity::new();
+        let stranger = match &strangers {
+            None => None,
+            Some(strangers) => match strangers.admit(peer.ip(), &activity, limits, &metrics) {
+                Some(place) => Some(place),
+                None => {
+                    drop(tcp);
+                    if let Some(left_out) = refusals.admit() {
+                        tracing::warn!(
+                            listener = front.name(),
+                            left_out,
+                            "connection closed: too many unauthenticated"
+                        );
+                    }
+                    continue;
+                }
+            },
+        };
         let _ = tcp.set_nodelay(true);
-        connections.spawn(serve_connection(tcp, router.clone(), Arc::clone(&store), stop.clone(), slot));
+        let connection = Connection { _slot: slot, activity, stranger };
+        connections.spawn(serve_connection(tcp, router.clone(), Arc::clone(&store), stop.clone(), connection));
         // Forget connections that have ended, so the set does not grow with every one ever accepted.
         while connections.try_join_next().is_some() {}
     }
@@ -170,140 +202,19 @@ impl Drop for Slot {
     }
 }
 
-/// Why the watchdog ended a connection.
-#[derive(Debug, PartialEq, Eq)]
-enum Verdict {
-    /// Look again at this instant.
-    Wait(Instant),
-    /// No request for `idle_connection_seconds`.
-    Idle,
-    /// A request's headers not complete within `request_read_timeout_seconds`.
-    SlowHeaders,
-}
-
-/// What the watchdog of one connection reads: requests in flight, since when it has been idle, and since when a new
-/// request's first bytes have been waiting for the rest of its headers. Instants are kept as milliseconds since
-/// `born`.
-///
-/// A request costs the watchdog nothing (no wake-up, no timer set): it looks only when its timer fires, and it never
-/// sleeps longer than `request_read_timeout` ([`Activity::next_look`]), so a request begun while it sleeps is still
-/// seen by its own read deadline.
-struct Activity {
-    born: Instant,
-    in_flight: AtomicUsize,
-    idle_since: AtomicU64,
-    head_since: AtomicU64,
-}
-
-const NONE: u64 = u64::MAX;
-
-impl Activity {
-    fn new() -> Arc<Activity> {
-        Arc::new(Activity {
-            born: Instant::now(),
-            in_flight: AtomicUsize::new(0),
-            idle_since: AtomicU64::new(0),
-            head_since: AtomicU64::new(NONE),
-        })
-    }
-
-    fn now_ms(&self) -> u64 {
-        u64::try_from(self.born.elapsed().as_millis()).unwrap_or(NONE - 1)
-    }
-
-    fn at(&self, ms: u64) -> Instant {
-        self.born + Duration::from_millis(ms)
-    }
-
-    /// Bytes arrived: when nothing is in flight they begin a new request.
-    fn bytes_read(&self) {
-        if self.in_flight.load(Ordering::Acquire) == 0 && self.head_since.load(Ordering::Acquire) == NONE {
-            let _ = self.head_since.compare_exchange(NONE, self.now_ms(), Ordering::AcqRel, Ordering::Acquire);
-        }
-    }
-
-    /// A request's headers are complete: it is in flight until the guard is dropped (its answer sent).
-    fn begin(self: &Arc<Activity>) -> InFlight {
-        self.in_flight.fetch_add(1, Ordering::AcqRel);
-        self.head_since.store(NONE, Ordering::Release);
-        InFlight(Arc::clone(self))
-    }
-
-    fn verdict(&self, limits: &Limits) -> Verdict {
-        let now = self.now_ms();
-        if self.in_flight.load(Ordering::Acquire) > 0 {
-            return Verdict::Wait(self.at(now) + limits.idle_connection);
-        }
-        let head = self.head_since.load(Ordering::Acquire);
-        let (since, limit, verdict) = if head == NONE {
-            (self.idle_since.load(Ordering::Acquire), limits.idle_connection, Verdict::Idle)
-        } else {
-            (head, limits.request_read_timeout, Verdict::SlowHeaders)
-        };
-        let deadline = self.at(since) + limit;
-        if self.at(now) >= deadline { verdict } else { Verdict::Wait(deadline) }
-    }
-
-    /// When the watchdog looks again after a `Wait(deadline)` verdict: at the deadline, but no later than one
-    /// `request_read_timeout` from now. A request whose first bytes arrive before that look has its read deadline
-    /// after it (it began after now), so the look that finds it is never late for it.
-    fn next_look(&self, deadline: Instant, limits: &Limits) -> Instant {
-        deadline.min(self.at(self.now_ms()) + limits.request_read_timeout)
-    }
-}
-
-/// A request in flight on its connection (see [`Activity::begin`]).
-struct InFlight(Arc<Activity>);
-
-impl Drop for InFlight {
-    fn drop(&mut self) {
-        let activity = &self.0;
-        activity.idle_since.store(activity.now_ms(), Ordering::Release);
-        activity.in_flight.fetch_sub(1, Ordering::AcqRel);
-    }
-}
-
-/// The TCP stream, telling the watchdog when bytes arrive.
-struct Watched {
-    tcp: TcpStream,
+/// What one open connection holds: its place under the listener's cap, what its watchdog reads, and (on the gateway
+/// listener, until a request authenticates) its place among the unauthenticated connections.
+struct Connection {
+    _slot: Slot,
     activity: Arc<Activity>,
+    stranger: Option<Arc<unauthenticated::Place>>,
 }
 
-impl AsyncRead for Watched {
-    fn poll_read(self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &mut ReadBuf<'_>) -> Poll<std::io::Result<()>> {
-        let this = self.get_mut();
-        let before = buf.filled().len();
-        let polled = Pin::new(&mut this.tcp).poll_read(cx, buf);
-        if matches!(polled, Poll::Ready(Ok(()))) && buf.filled().len() > before {
-            this.activity.bytes_read();
+impl Drop for Connection {
+    fn drop(&mut self) {
+        if let Some(place) = &self.stranger {
+            place.leave();
         }
-        polled
-    }
-}
-
-impl AsyncWrite for Watched {
-    fn poll_write(self: Pin<&mut Self>, cx: &mut Context<'_>, data: &[u8]) -> Poll<std::io::Result<usize>> {
-        Pin::new(&mut self.get_mut().tcp).poll_write(cx, data)
-    }
-
-    fn poll_write_vectored(
-        self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        bufs: &[std::io::IoSlice<'_>],
-    ) -> Poll<std::io::Result<usize>> {
-        Pin::new(&mut self.get_mut().tcp).poll_write_vectored(cx, bufs)
-    }
-
-    fn is_write_vectored(&self) -> bool {
-        self.tcp.is_write_vectored()
-    }
-
-    fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
-        Pin::new(&mut self.get_mut().tcp).poll_flush(cx)
-    }
-
-    fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
-        Pin::new(&mut self.get_mut().tcp).poll_shutdown(cx)
     }
 }
 
@@ -312,17 +223,22 @@ async fn serve_connection(
     router: Router,
     store: Arc<ConfigStore>,
     mut stop: watch::Receiver<bool>,
-    _slot: Slot,
+    held: Connection,
 ) {
-    let activity = Activity::new();
+    let activity = Arc::clone(&held.activity);
     // Who is on the other end, for the records that name a source address (the audit of authentication failures).
     let peer = tcp.peer_addr().ok();
     let io = Watched { tcp, activity: Arc::clone(&activity) };
     let requests = Arc::clone(&activity);
+    let stranger = held.stranger.clone();
     let service = hyper::service::service_fn(move |mut req: hyper::Request<hyper::body::Incoming>| {
         let in_flight = requests.begin();
         if let Some(peer) = peer {
             req.extensions_mut().insert(axum::extract::ConnectInfo(peer));
+        }
+        // Until a request authenticates, the admission step is told which connection to move out of the count.
+        if let Some(place) = stranger.as_ref().filter(|place| !place.has_left()) {
+            req.extensions_mut().insert(Unauthenticated(Arc::clone(place)));
         }
         let answer = tower::ServiceExt::oneshot(router.clone(), req.map(Body::new));
         async move {
@@ -338,6 +254,15 @@ async fn serve_connection(
         let _ = stop.wait_for(|stopped| *stopped).await;
     };
     let mut stopped = std::pin::pin!(stopped);
+    // Closed to make room for a new unauthenticated connection (see `unauthenticated.rs`; counted there).
+    let evicted = held.stranger.as_ref().map(|place| place.close.clone());
+    let evicted = async move {
+        match evicted {
+            Some(close) => close.cancelled_owned().await,
+            None => std::future::pending().await,
+        }
+    };
+    let mut evicted = std::pin::pin!(evicted);
     // One timer for the connection's life, moved only when it fires (see `Activity`).
     let mut look = std::pin::pin!(tokio::time::sleep_until(Instant::now()));
     loop {
@@ -345,8 +270,13 @@ async fn serve_connection(
         let verdict = activity.verdict(limits);
         match verdict {
             Verdict::Wait(deadline) => look.as_mut().reset(activity.next_look(deadline, limits)),
-            Verdict::Idle | Verdict::SlowHeaders => {
-                metrics.limit_hit(if verdict == Verdict::Idle { "connection_idle" } else { "read_timeout" });
+            Verdict::Idle | Verdict::SlowHeaders | Verdict::SlowReader => {
+                metrics.limit_hit(match verdict {
+                    Verdict::Idle => "connection_idle",
+                    Verdict::SlowHeaders => "read_timeout",
+                    _ => "write_timeout",
+                });
+                // Returning drops the connection: its socket, hyper's buffers and the answer being written.
                 return;
             }
         }
@@ -355,6 +285,7 @@ async fn serve_connection(
             biased;
             _ = connection.as_mut() => return,
             () = look.as_mut() => {}
+            () = evicted.as_mut() => return,
             () = stopped.as_mut() => {
                 connection.as_mut().graceful_shutdown();
                 let _ = connection.await;
@@ -367,66 +298,6 @@ async fn serve_connection(
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn limits(idle: u64, read: u64) -> Limits {
-        Limits {
-            idle_connection: Duration::from_secs(idle),
-            request_read_timeout: Duration::from_secs(read),
-            ..Limits::default()
-        }
-    }
-
-    #[tokio::test(start_paused = true)]
-    async fn idle_connections_end_and_busy_ones_do_not() {
-        let activity = Activity::new();
-        let l = limits(60, 30);
-        assert!(matches!(activity.verdict(&l), Verdict::Wait(_)));
-        tokio::time::advance(Duration::from_secs(61)).await;
-        assert_eq!(activity.verdict(&l), Verdict::Idle);
-
-        let activity = Activity::new();
-        let in_flight = activity.begin();
-        tokio::time::advance(Duration::from_secs(120)).await;
-        assert!(matches!(activity.verdict(&l), Verdict::Wait(_)), "a stream in flight is not idle");
-        drop(in_flight);
-        tokio::time::advance(Duration::from_secs(59)).await;
-        assert!(matches!(activity.verdict(&l), Verdict::Wait(_)), "idle counts from the end of the last answer");
-        tokio::time::advance(Duration::from_secs(2)).await;
-        assert_eq!(activity.verdict(&l), Verdict::Idle);
-    }
-
-    #[tokio::test(start_paused = true)]
-    async fn headers_begun_must_end_within_the_read_timeout() {
-        let activity = Activity::new();
-        let l = limits(60, 30);
-        tokio::time::advance(Duration::from_secs(10)).await;
-        activity.bytes_read();
-        tokio::time::advance(Duration::from_secs(29)).await;
-        assert!(matches!(activity.verdict(&l), Verdict::Wait(_)));
-        tokio::time::advance(Duration::from_secs(2)).await;
-        assert_eq!(activity.verdict(&l), Verdict::SlowHeaders);
-        // Completed headers put the request in flight: no read deadline any more.
-        let _in_flight = activity.begin();
-        assert!(matches!(activity.verdict(&l), Verdict::Wait(_)));
-    }
-
-    #[tokio::test(start_paused = true)]
-    async fn a_request_begun_while_the_watchdog_sleeps_is_seen_at_its_read_deadline() {
-        let activity = Activity::new();
-        let l = limits(60, 30);
-        // Idle: the deadline is 60 s away, but the watchdog looks again within the read timeout.
-        let Verdict::Wait(deadline) = activity.verdict(&l) else { panic!("not idle yet") };
-        let look = activity.next_look(deadline, &l);
-        assert_eq!(look, activity.at(0) + Duration::from_secs(30));
-        // Headers begin 20 s later and never end: the look at 30 s sees them and waits for their deadline (50 s).
-        tokio::time::advance(Duration::from_secs(20)).await;
-        activity.bytes_read();
-        tokio::time::advance(Duration::from_secs(10)).await;
-        let Verdict::Wait(deadline) = activity.verdict(&l) else { panic!("headers still within their time") };
-        assert_eq!(activity.next_look(deadline, &l), activity.at(0) + Duration::from_secs(50));
-        tokio::time::advance(Duration::from_secs(20)).await;
-        assert_eq!(activity.verdict(&l), Verdict::SlowHeaders);
-    }
 
     #[test]
     fn the_gateway_cap_is_at_most_half_the_descriptor_limit() {

@@ -2,6 +2,8 @@
 //! connection at once while the probes, `GET /health` and reloads keep working; idle connections close after
 //! `idle_connection_seconds` while a long call or a stream is never cut; the soft descriptor limit is raised to the
 //! hard one and the gateway never holds more than half of it; a session has one `GET` stream, which ends with it.
+//! Contract 14, "Unauthenticated clients are bounded apart": idle connections without a key are held to
+//! `max_connections_per_ip` and `max_unauthenticated_connections`, and clients with a key keep connecting and calling.
 //!
 //! Resource use stays small (tens to two hundred loopback connections) so the suite is safe on a CI machine.
 
@@ -143,7 +145,9 @@ fn idle_connections_close_and_calls_in_flight_are_never_cut() {
 fn the_soft_descriptor_limit_is_raised_and_the_gateway_keeps_half_of_it_free() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("gw_mcp_config.json");
-    common::write_json(&path, &config_with(vec![mock_server("mock")], json!({})));
+    // The idle connections below have no key: their own caps are lifted, so that the descriptor cap is what binds.
+    let limits = json!({"max_connections_per_ip": 1000, "max_unauthenticated_connections": 1000});
+    common::write_json(&path, &config_with(vec![mock_server("mock")], json!({ "limits": limits })));
     let mut cmd = Command::new("prlimit");
     cmd.arg("--nofile=128:400").arg("--").arg(env!("CARGO_BIN_EXE_mcpgw"));
     cmd.arg("serve").arg("--config").arg(&path);
@@ -225,4 +229,90 @@ fn a_session_has_one_get_stream_which_ends_with_the_session() {
     let stream = open_stream(&client, &gw, &session);
     assert_eq!(stream.status().as_u16(), 200);
     assert!(ends_within(stream, Duration::from_secs(15)), "the stream outlived its idle session");
+}
+
+/// Sends `request` on `stream` and reads one answer (its head, then `Content-Length` bytes); its status, or `None`
+/// when the connection was closed first.
+fn exchange(stream: &mut TcpStream, request: &str) -> Option<u16> {
+    stream.set_read_timeout(Some(Duration::from_secs(30))).ok()?;
+    stream.write_all(request.as_bytes()).ok()?;
+    let mut received = Vec::new();
+    let mut buf = [0u8; 8192];
+    loop {
+        if let Some(end) = received.windows(4).position(|w| w == b"\r\n\r\n") {
+            let head = String::from_utf8_lossy(&received[..end]).to_ascii_lowercase();
+            let status = head.split_whitespace().nth(1)?.parse().ok()?;
+            let length: usize =
+                head.lines().find_map(|l| l.strip_prefix("content-length:")).and_then(|l| l.trim().parse().ok())?;
+            if received.len() >= end + 4 + length {
+                return Some(status);
+            }
+        }
+        match stream.read(&mut buf) {
+            Ok(0) | Err(_) => return None,
+            Ok(n) => received.extend_from_slice(&buf[..n]),
+        }
+    }
+}
+
+/// A stateless `tools/call` of `gw_get_cache_status` with `key`, as raw HTTP/1.1 on a keep-alive connection.
+fn keyed_call(authority: &str, key: &str) -> String {
+    let mut body = tools_call_body(1, "gw_get_cache_status", json!({}));
+    body["params"]["_meta"] = stateless_meta();
+    let body = body.to_string();
+    format!(
+        "POST /mcp/ HTTP/1.1\r\nHost: {authority}\r\nAuthorization: Bearer {key}\r\n\
+         Accept: application/json, text/event-stream\r\nContent-Type: application/json\r\n\
+         Mcp-Protocol-Version: {STATELESS_REVISION}\r\nMcp-Method: tools/call\r\nMcp-Name: gw_get_cache_status\r\n\
+         Content-Length: {}\r\n\r\n{body}",
+        body.len()
+    )
+}
+
+#[test]
+fn a_client_without_a_key_holding_hundreds_of_idle_connections_does_not_lock_out_clients_with_one() {
+    // The default caps (256 unauthenticated connections, 128 from one address), and room for them all.
+    let gw = TestGateway::start(&config_with(vec![mock_server("mock")], json!({"limits": {"max_connections": 1000}})));
+    let authority = gw.authority().to_string();
+    // A client with a key, connected before the flood: its connection has authenticated and is never closed for it.
+    let mut keyed = TcpStream::connect(&authority).expect("connect");
+    assert_eq!(exchange(&mut keyed, &keyed_call(&authority, API_KEY)), Some(200));
+
+    // One anonymous client opens 300 connections and sends nothing: at most 128 of them stay open.
+    let anonymous: Vec<TcpStream> = (0..300).map(|_| connect(&authority)).collect();
+    assert!(
+        wait_until(SHORT_DEADLINE, || limit_hits(&gw, "connections_per_ip") >= 172.0),
+        "{} connections closed past max_connections_per_ip",
+        limit_hits(&gw, "connections_per_ip")
+    );
+    assert!(
+        wait_until(SHORT_DEADLINE, || connections(&gw, "gateway") <= 129.0 + 1.0),
+        "{} gateway connections open",
+        connections(&gw, "gateway")
+    );
+    // Clients with a key still connect and call; the one connected before goes on.
+    assert!(initialize_works(&gw), "a new client with a key was locked out");
+    assert_eq!(exchange(&mut keyed, &keyed_call(&authority, API_KEY)), Some(200), "the keyed connection was cut");
+    let mut fresh = TcpStream::connect(&authority).expect("connect");
+    assert_eq!(exchange(&mut fresh, &keyed_call(&authority, KEY_B)), Some(200));
+    // A request without a valid key does not make its connection authenticated.
+    let mut refused = TcpStream::connect(&authority).expect("connect");
+    assert_eq!(exchange(&mut refused, &keyed_call(&authority, "gwkey-wrong")), Some(401));
+    drop(anonymous);
+
+    // The cap on all unauthenticated connections, whatever their address, follows a reload.
+    let mut config = read_json(gw.config_path());
+    config["common_mcp_gateway_config"]["limits"]["max_unauthenticated_connections"] = json!(10);
+    replace_json(gw.config_path(), &config);
+    let probe = |n: usize| -> Vec<TcpStream> { (0..n).map(|_| connect(&authority)).collect() };
+    assert!(
+        wait_until(RELOAD_DEADLINE, || {
+            let _held = probe(12);
+            limit_hits(&gw, "unauthenticated_connections") >= 1.0
+        }),
+        "max_unauthenticated_connections was not applied"
+    );
+    let _held = probe(30);
+    assert!(initialize_works(&gw), "a client with a key was locked out by 10 unauthenticated connections");
+    assert_eq!(exchange(&mut keyed, &keyed_call(&authority, API_KEY)), Some(200));
 }

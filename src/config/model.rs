@@ -181,6 +181,16 @@ pub struct LimitsConfig {
     pub max_admin_connections: Option<u64>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub idle_connection_seconds: Option<Number>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub max_inflight_per_key: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub max_pending_answer_bytes_per_key: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub write_timeout_seconds: Option<Number>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub max_unauthenticated_connections: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub max_connections_per_ip: Option<u64>,
     #[serde(flatten)]
     pub extra: Map<String, Value>,
 }

@@ -59,10 +59,22 @@ pub struct Limits {
     pub max_admin_connections: usize,
     /// A connection with no request in flight for this long is closed.
     pub idle_connection: Duration,
+    /// Requests of one key in flight at once, answers still being sent included (429 `RATE_LIMITED` for one more).
+    pub max_inflight_per_key: usize,
+    /// Bytes of one key's answers ready but not yet taken by its client: while over, its new requests get 429
+    /// `RATE_LIMITED`.
+    pub max_pending_answer_bytes_per_key: usize,
+    /// A connection whose client takes none of its answer for this long is closed.
+    pub write_timeout: Duration,
+    /// Gateway connections open at once that no request has authenticated yet (the oldest idle one is closed for a
+    /// new one).
+    pub max_unauthenticated_connections: usize,
+    /// The same, from one client address.
+    pub max_connections_per_ip: usize,
 }
 
 /// Bounds of the byte and count limits: (name, default, smallest, largest).
-const LIMIT_BOUNDS: [(&str, u64, u64, u64); 10] = [
+const LIMIT_BOUNDS: [(&str, u64, u64, u64); 14] = [
     ("max_request_body_bytes", 4 << 20, 1024, 256 << 20),
     ("max_admin_body_bytes", 1 << 20, 1024, 256 << 20),
     // hyper's own read buffer (about 400 KiB) caps headers before this limit could.
@@ -74,6 +86,10 @@ const LIMIT_BOUNDS: [(&str, u64, u64, u64); 10] = [
     ("max_sessions_per_key", 64, 1, 1_000_000),
     ("max_connections", 4096, 1, 1_000_000),
     ("max_admin_connections", 64, 1, 100_000),
+    ("max_inflight_per_key", 32, 1, 1_000_000),
+    ("max_pending_answer_bytes_per_key", 64 << 20, 64 << 10, 1 << 34),
+    ("max_unauthenticated_connections", 256, 1, 1_000_000),
+    ("max_connections_per_ip", 128, 1, 1_000_000),
 ];
 
 impl Default for Limits {
@@ -86,7 +102,7 @@ impl Limits {
     fn resolve(config: Option<&LimitsConfig>, problems: &mut Problems) -> Limits {
         let empty = LimitsConfig::default();
         let c = config.unwrap_or(&empty);
-        let mut values = [0usize; 10];
+        let mut values = [0usize; 14];
         let given = [
             c.max_request_body_bytes,
             c.max_admin_body_bytes,
@@ -98,6 +114,10 @@ impl Limits {
             c.max_sessions_per_key,
             c.max_connections,
             c.max_admin_connections,
+            c.max_inflight_per_key,
+            c.max_pending_answer_bytes_per_key,
+            c.max_unauthenticated_connections,
+            c.max_connections_per_ip,
         ];
         for (slot, ((name, default, min, max), value)) in values.iter_mut().zip(LIMIT_BOUNDS.into_iter().zip(given)) {
             let value = match value {
@@ -123,6 +143,10 @@ impl Limits {
             max_sessions_per_key,
             max_connections,
             max_admin_connections,
+            max_inflight_per_key,
+            max_pending_answer_bytes_per_key,
+            max_unauthenticated_connections,
+            max_connections_per_ip,
         ] = values;
         let mut timeout = |value: Option<&Number>, default: f64, name: &str| {
             seconds(value, default, &format!("common_mcp_gateway_config.limits.{name}"), false, problems)
@@ -149,6 +173,11 @@ impl Limits {
             max_connections,
             max_admin_connections,
             idle_connection: timeout(c.idle_connection_seconds.as_ref(), 60.0, "idle_connection_seconds"),
+            max_inflight_per_key,
+            max_pending_answer_bytes_per_key,
+            write_timeout: timeout(c.write_timeout_seconds.as_ref(), 30.0, "write_timeout_seconds"),
+            max_unauthenticated_connections,
+            max_connections_per_ip,
         }
     }
 }

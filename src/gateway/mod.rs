@@ -78,6 +78,8 @@ pub struct GatewayContext {
     pub in_flight: InFlight,
     /// Per-key rate limits (`rate_limits`).
     pub rate_limits: middleware::rate_limit::RateLimits,
+    /// Per-key requests in flight and bytes of answers not yet taken by the client (`limits`, contract 14).
+    pub key_budgets: Arc<middleware::budgets::KeyBudgets>,
     /// Set when the drain starts: new sessions, and requests outside a session once nothing is in flight, are refused
     /// with 503 `SHUTTING_DOWN` (see [`crate::gateway::middleware::drain`]).
     pub draining: std::sync::atomic::AtomicBool,
@@ -182,6 +184,7 @@ impl GatewayContext {
             audit: Arc::default(),
             in_flight: InFlight::default(),
             rate_limits: Default::default(),
+            key_budgets: Arc::default(),
             draining: Default::default(),
             refusals: crate::telemetry::refusals::RefusalLog::new("gateway"),
             relays: Default::default(),

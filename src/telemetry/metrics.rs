@@ -27,8 +27,10 @@ pub const GW_TOOLS: [&str; 7] = [
 /// over the size limit, calls that waited because every upstream process had `max_calls_per_process` calls, batches
 /// over `max_calls_per_request`, requests whose results reached `max_response_bytes`, connections closed at once
 /// because their listener was full (`connections` on the gateway, `admin_connections`, `metrics_connections`), and
-/// connections closed after `idle_connection_seconds` without a request.
-pub const LIMITS: [&str; 14] = [
+/// connections closed after `idle_connection_seconds` without a request; the per-key budgets of contract 14 (requests
+/// in flight, answers not taken, connections closed after `write_timeout_seconds`, `initialize` params too large) and
+/// unauthenticated connections closed past `max_unauthenticated_connections` or `max_connections_per_ip`.
+pub const LIMITS: [&str; 20] = [
     "request_body",
     "request_headers",
     "sessions",
@@ -43,6 +45,12 @@ pub const LIMITS: [&str; 14] = [
     "admin_connections",
     "metrics_connections",
     "connection_idle",
+    "inflight_per_key",
+    "pending_answer_bytes",
+    "write_timeout",
+    "initialize_params",
+    "unauthenticated_connections",
+    "connections_per_ip",
 ];
 
 /// Called before every scrape to bring values kept elsewhere (pool and cache statistics) up to date.

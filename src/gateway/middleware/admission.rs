@@ -183,6 +183,10 @@ async fn admit_http(ctx: Arc<GatewayContext>, mut req: Request, next: impl Next)
     let source = req.extensions().get::<ConnectInfo<SocketAddr>>().map(|peer| peer.0.ip());
     match admit_from(&ctx, &snapshot, presented.as_ref().map_err(Clone::clone), source).await {
         Ok(identity) => {
+            // A valid credential: the connection leaves the unauthenticated count (contract 14, `listener.rs`).
+            if let Some(connection) = req.extensions_mut().remove::<crate::listener::Unauthenticated>() {
+                connection.authenticated();
+            }
             req.extensions_mut().insert(identity);
             forward(next, req).await
         }

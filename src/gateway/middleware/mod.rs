@@ -5,6 +5,7 @@
 //! - [`limits`]: the size of the headers.
 //! - [`origin`]: `Host` and `Origin` (DNS rebinding).
 //! - [`admission`]: who is calling and their rate limit; shared with the stdio front.
+//! - [`budgets`]: a key's requests in flight and bytes of answers not taken (contract 14).
 //! - [`jsonrpc`]: one well-formed JSON-RPC message within the body limits.
 //! - [`sessions`]: a session id belongs to the caller's key; `max_sessions`.
 //! - [`drain`]: who is served after SIGTERM; the work in flight.
@@ -14,6 +15,7 @@
 //! [`crate::error::GatewayError`], written to the wire by its one mapping.
 
 pub mod admission;
+pub mod budgets;
 pub mod drain;
 pub mod guardrails;
 pub mod jsonrpc;

@@ -10,6 +10,8 @@
 //!   `TOO_MANY_SESSIONS` with `Retry-After`, and one that would give its key more than
 //!   `limits.max_sessions_per_key` gets 429 `SESSION_LIMIT` (one key cannot take every place); otherwise its place is held until the answer names the new session,
 //!   which is then bound to the caller's key;
+//! - an `initialize` whose params are larger than 64 KiB as JSON gets HTTP 400 with a JSON-RPC invalid params error
+//!   (-32602) and opens no session (what a session keeps of its client is bounded, contract 14);
 //! - a session that the protocol layer closed (a successful `DELETE`) or no longer knows (404) is forgotten;
 //! - a 2026-07-28 `subscriptions/listen` (no session id) counts as a session under both limits, refused as an
 //!   `initialize` would be, for as long as its answer's stream is open;
@@ -107,6 +109,12 @@ async fn track_sessions(ctx: Arc<GatewayContext>, mut req: Request, next: impl N
     // A 2026-07-28 subscription is a stateless client's session: it holds a place for as long as its stream is open.
     let subscribes = session.is_none() && method == Some("subscriptions/listen");
     let opens_session = session.is_none() && (method == Some("initialize") || subscribes);
+    if session.is_none()
+        && method == Some("initialize")
+        && let Some(refused) = oversized_initialize(&ctx, message, message_id(&req))
+    {
+        return refused;
+    }
     let takes_over = matches!(named, Named::Taken(_));
     if takes_over {
         // Taking a session over while draining is opening one: refused, so that the client goes elsewhere.
@@ -196,6 +204,8 @@ async fn track_sessions(ctx: Arc<GatewayContext>, mut req: Request, next: impl N
         return response.map(|body| Body::new(SessionStream::new(body, place)));
     }
     if subscribes && let Some(place) = place {
+        // Open-ended: bounded by the session limits, not by the key's requests in flight.
+        response.extensions_mut().insert(super::budgets::OpenEnded);
         return response.map(|body| crate::held_body::holding(body, place));
     }
     if opens_session
@@ -229,6 +239,40 @@ async fn track_sessions(ctx: Arc<GatewayContext>, mut req: Request, next: impl N
     response
 }
 
+/// The most of an `initialize`'s params a session keeps (its client's capabilities and info, in the gateway's
+/// registry, in rmcp's session and in the sealed session id), contract 14.
+pub const MAX_INITIALIZE_PARAMS_BYTES: usize = 64 * 1024;
+
+/// The refusal of an `initialize` whose params are larger than [`MAX_INITIALIZE_PARAMS_BYTES`] as JSON: HTTP 400 with
+/// a JSON-RPC invalid params error (-32602); no session is created. `None` when they fit.
+fn oversized_initialize(ctx: &GatewayContext, message: Option<&Value>, id: Option<&Value>) -> Option<Response> {
+    let params = message?.get("params")?;
+    if json_fits(params, MAX_INITIALIZE_PARAMS_BYTES) {
+        return None;
+    }
+    ctx.store.metrics().limit_hit("initialize_params");
+    let message = format!("Invalid params: initialize params larger than {MAX_INITIALIZE_PARAMS_BYTES} bytes");
+    let data = GatewayError::new(ErrorCode::InvalidRequest, message.clone()).answer();
+    Some(crate::error::jsonrpc_error(StatusCode::BAD_REQUEST, -32602, &message, data, id))
+}
+
+/// Whether `value` written as JSON takes at most `limit` bytes; the writing stops as soon as it does not.
+fn json_fits(value: &Value, limit: usize) -> bool {
+    struct Count {
+        left: usize,
+    }
+    impl std::io::Write for Count {
+        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+            self.left = self.left.checked_sub(buf.len()).ok_or(std::io::ErrorKind::FileTooLarge)?;
+            Ok(buf.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+    serde_json::to_writer(Count { left: limit }, value).is_ok()
+}
+
 /// A session's `GET` stream: holds the session's one stream place, and ends when the session ends.
 struct SessionStream {
     body: Body,
@@ -255,5 +299,19 @@ impl http_body::Body for SessionStream {
             return Poll::Ready(None);
         }
         Pin::new(&mut this.body).poll_frame(cx)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn json_fits_counts_the_written_size() {
+        let value = json!({"capabilities": {"x": "y".repeat(100)}});
+        let size = serde_json::to_vec(&value).map(|v| v.len()).unwrap_or(0);
+        assert!(json_fits(&value, size));
+        assert!(!json_fits(&value, size - 1));
     }
 }
