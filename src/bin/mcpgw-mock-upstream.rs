@@ -16,6 +16,7 @@
 //! | `fail` | `{message}` | answers a tool error (`isError: true`) with `message` |
 //! | `rpc_error` | `{message, bytes?}` | answers a JSON-RPC error (internal error) whose message is `message`, padded with `x` to `bytes` bytes (at most 256 MiB) |
 //! | `raw` | `{result}` | answers the object `result` verbatim as its `CallToolResult`: any content item, annotations, `_meta`, fields MCP does not define |
+//! | `sample` | `{text, late_ms?, outcome_file?}` | asks the client `sampling/createMessage` with `text` and answers `answered <result>` or `refused <error>`; with `late_ms` it answers `asking later` at once and asks `late_ms` milliseconds after, writing the outcome to `outcome_file` (a server that asks after its call ended) |
 //!
 //! Requests are served concurrently (rmcp runs each in its own task). The process ends when stdin closes. `raw` is
 //! answered by [`Mock`], a thin [`Service`] around the rmcp handler, because rmcp's typed `CallToolResult` would drop
@@ -106,6 +107,16 @@ impl MockUpstream {
                 &["result"],
             ),
             tool("changed", "Sends notifications/tools/list_changed, then answers.", json!({}), &[]),
+            tool(
+                "sample",
+                "Asks the client for a sampling/createMessage with the text, now or late_ms after answering.",
+                json!({
+                    "text": {"type": "string"},
+                    "late_ms": {"type": "integer", "minimum": 0},
+                    "outcome_file": {"type": "string"},
+                }),
+                &["text"],
+            ),
         ];
         MockUpstream { tools, extra: Vec::new() }
     }
@@ -227,7 +238,7 @@ impl ServerHandler for MockUpstream {
         ServerConfig::new(ServerCapabilities::builder().enable_tools().enable_tool_list_changed().build())
             .with_server_info(implementation)
             .with_instructions(
-                "Tools: echo, add, slow, crash, large, garbage, env, pid, fail, rpc_error, raw, changed.",
+                "Tools: echo, add, slow, crash, large, garbage, env, pid, fail, rpc_error, raw, changed, sample.",
             )
     }
 
@@ -256,8 +267,38 @@ impl ServerHandler for MockUpstream {
                 .map_err(|e| ErrorData::internal_error(e.to_string(), None))?;
             return Ok(CallToolResponse::Complete(text("told")));
         }
+        if request.name == "sample" {
+            return sample(&args, context.peer).await.map(CallToolResponse::Complete);
+        }
         run(&request.name, &args).await.map(CallToolResponse::Complete)
     }
+}
+
+/// The `sample` tool: a `sampling/createMessage` to the client, during the call or `late_ms` after it.
+// Sampling is deprecated by SEP-2577 for the newest revision; the gateway still relays it for the others.
+#[allow(deprecated)]
+async fn sample(args: &JsonObject, peer: rmcp::Peer<RoleServer>) -> Result<CallToolResult, ErrorData> {
+    let text_asked = string_argument(args, "text")?;
+    let params =
+        json!({"messages": [{"role": "user", "content": {"type": "text", "text": text_asked}}], "maxTokens": 10});
+    let params: rmcp::model::CreateMessageRequestParams = serde_json::from_value(params)
+        .map_err(|e| ErrorData::invalid_params(format!("cannot build the request: {e}"), None))?;
+    async fn ask(peer: &rmcp::Peer<RoleServer>, params: rmcp::model::CreateMessageRequestParams) -> String {
+        match peer.create_message(params).await {
+            Ok(result) => format!("answered {}", serde_json::to_string(&result).unwrap_or_default()),
+            Err(error) => format!("refused {error}"),
+        }
+    }
+    let Some(late_ms) = args.get("late_ms").and_then(Value::as_u64) else {
+        return Ok(text(ask(&peer, params).await));
+    };
+    let outcome_file = string_argument(args, "outcome_file")?.to_string();
+    tokio::spawn(async move {
+        tokio::time::sleep(Duration::from_millis(late_ms)).await;
+        let outcome = ask(&peer, params).await;
+        let _ = std::fs::write(&outcome_file, outcome);
+    });
+    Ok(text("asking later"))
 }
 
 /// The `result` argument of `raw`.

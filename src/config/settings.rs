@@ -59,6 +59,15 @@ pub struct Limits {
     pub max_admin_connections: usize,
     /// A connection with no request in flight for this long is closed.
     pub idle_connection: Duration,
+    /// Processes of `per_session` servers one key may have at once (one more call waits, then gets
+    /// `UPSTREAM_UNAVAILABLE`).
+    pub max_processes_per_key: usize,
+    /// How long a key's process of a `per_session` server, started for its stateless calls, waits idle for the next.
+    pub idle_process: Duration,
+    /// How long a 2026-07-28 call waiting on `input_required` keeps its process for the client's answer.
+    pub input_required: Duration,
+    /// Calls of one key waiting on `input_required` at once (one more is refused and ended).
+    pub max_waiting_rounds_per_key: usize,
 }
 
 /// Bounds of the byte and count limits: (name, default, smallest, largest).
@@ -124,6 +133,9 @@ impl Limits {
             max_connections,
             max_admin_connections,
         ] = values;
+        let max_processes_per_key = count(c.max_processes_per_key, "max_processes_per_key", 8, 100_000, problems);
+        let max_waiting_rounds_per_key =
+            count(c.max_waiting_rounds_per_key, "max_waiting_rounds_per_key", 4, 100_000, problems);
         let mut timeout = |value: Option<&Number>, default: f64, name: &str| {
             seconds(value, default, &format!("common_mcp_gateway_config.limits.{name}"), false, problems)
         };
@@ -149,6 +161,24 @@ impl Limits {
             max_connections,
             max_admin_connections,
             idle_connection: timeout(c.idle_connection_seconds.as_ref(), 60.0, "idle_connection_seconds"),
+            max_processes_per_key,
+            idle_process: timeout(c.idle_process_seconds.as_ref(), 60.0, "idle_process_seconds"),
+            input_required: timeout(c.input_required_seconds.as_ref(), 60.0, "input_required_seconds"),
+            max_waiting_rounds_per_key,
+        }
+    }
+}
+
+/// A count of `limits` outside [`LIMIT_BOUNDS`]: `default` when absent, from 1 to `max`.
+fn count(value: Option<u64>, name: &str, default: usize, max: u64, problems: &mut Problems) -> usize {
+    match value {
+        None => default,
+        Some(v) if (1..=max).contains(&v) => usize::try_from(v).unwrap_or(usize::MAX),
+        Some(v) => {
+            problems.push(format!(
+                "common_mcp_gateway_config.limits.{name}: must be an integer from 1 to {max}, found {v}"
+            ));
+            default
         }
     }
 }

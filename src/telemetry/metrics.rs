@@ -27,8 +27,10 @@ pub const GW_TOOLS: [&str; 7] = [
 /// over the size limit, calls that waited because every upstream process had `max_calls_per_process` calls, batches
 /// over `max_calls_per_request`, requests whose results reached `max_response_bytes`, connections closed at once
 /// because their listener was full (`connections` on the gateway, `admin_connections`, `metrics_connections`), and
-/// connections closed after `idle_connection_seconds` without a request.
-pub const LIMITS: [&str; 14] = [
+/// connections closed after `idle_connection_seconds` without a request; calls that found every place for a
+/// `per_session` process taken (`processes_per_server`, `processes_per_key`), waiting rounds refused over
+/// `max_waiting_rounds_per_key` and rounds ended after `input_required_seconds` without an answer (`input_required`).
+pub const LIMITS: [&str; 18] = [
     "request_body",
     "request_headers",
     "sessions",
@@ -43,6 +45,10 @@ pub const LIMITS: [&str; 14] = [
     "admin_connections",
     "metrics_connections",
     "connection_idle",
+    "processes_per_server",
+    "processes_per_key",
+    "waiting_rounds_per_key",
+    "input_required",
 ];
 
 /// Called before every scrape to bring values kept elsewhere (pool and cache statistics) up to date.
