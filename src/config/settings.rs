@@ -656,6 +656,21 @@ mod tests {
     }
 
     #[test]
+    fn process_and_round_limits_default_and_are_checked() {
+        let (s, problems) = resolve(json!({}));
+        assert!(problems.is_empty());
+        let limits = &s.limits;
+        assert_eq!((limits.max_processes_per_key, limits.max_waiting_rounds_per_key), (8, 4));
+        assert_eq!((limits.idle_process, limits.input_required), (Duration::from_secs(60), Duration::from_secs(60)));
+        let limits = json!({"max_processes_per_key": 0, "max_waiting_rounds_per_key": 100_001,
+                            "idle_process_seconds": 0, "input_required_seconds": -1});
+        let (s, problems) = resolve(json!({"common_mcp_gateway_config": {"limits": limits}}));
+        assert_eq!(problems.len(), 4, "{problems:#?}");
+        assert!(problems[0].contains("limits.max_processes_per_key: must be an integer from 1"), "{problems:#?}");
+        assert_eq!(s.limits.max_processes_per_key, 8, "a bad value keeps the default");
+    }
+
+    #[test]
     fn backup_dir_is_taken_from_the_config_folder_when_relative() {
         let (s, problems) = resolve(json!({"common_mcp_gateway_config": {"gw_backup_dir": "saved/here"}}));
         assert!(problems.is_empty(), "{problems:#?}");

@@ -240,3 +240,56 @@ fn expire(ctx: &Arc<GatewayContext>, identity: &Identity, request_state: String)
         }
     });
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn pending(key: u8, name: &str) -> Pending {
+        let (_, outcome) = oneshot::channel();
+        let (_, messages) = mpsc::channel(1);
+        Pending {
+            key_digest: [key; 32],
+            method: TOOLS_CALL,
+            name: name.into(),
+            outcome,
+            messages,
+            asked: HashMap::new(),
+            capabilities: None,
+            cancel: CancellationToken::new(),
+        }
+    }
+
+    #[test]
+    fn a_key_parks_at_most_max_calls_and_a_place_frees_when_one_is_taken() {
+        let mut waiting = Waiting::default();
+        assert!(waiting.park("a".into(), pending(1, "t"), 2).is_ok());
+        assert!(waiting.park("b".into(), pending(1, "t"), 2).is_ok());
+        let refused = waiting.park("c".into(), pending(1, "t"), 2).expect_err("a third call of the key");
+        let cancel = refused.cancel.clone();
+        drop(refused);
+        assert!(cancel.is_cancelled(), "a refused call is cancelled upstream");
+        assert!(waiting.park("d".into(), pending(2, "t"), 2).is_ok(), "another key has places of its own");
+        assert!(waiting.take("a", &[1; 32], TOOLS_CALL, "t").is_some());
+        assert!(waiting.park("e".into(), pending(1, "t"), 2).is_ok(), "a taken call gives its place back");
+        assert!(waiting.remove("b").is_some() && waiting.remove("e").is_some() && waiting.remove("d").is_some());
+        assert!(waiting.per_key.is_empty() && waiting.calls.is_empty());
+    }
+
+    #[test]
+    fn only_the_owners_resume_of_the_same_method_and_tool_takes_the_call_and_others_leave_it_waiting() {
+        let mut waiting = Waiting::default();
+        let cancel = {
+            let call = pending(1, "srv__ask");
+            let cancel = call.cancel.clone();
+            assert!(waiting.park("s".into(), call, 4).is_ok());
+            cancel
+        };
+        assert!(waiting.take("s", &[2; 32], TOOLS_CALL, "srv__ask").is_none(), "another key");
+        assert!(waiting.take("s", &[1; 32], TOOLS_CALL, "srv__other").is_none(), "another tool");
+        assert!(waiting.take("s", &[1; 32], "prompts/get", "srv__ask").is_none(), "another method");
+        assert!(!cancel.is_cancelled(), "a refused resume left the call alone");
+        assert!(waiting.take("s", &[1; 32], TOOLS_CALL, "srv__ask").is_some());
+        assert!(cancel.is_cancelled(), "taken and dropped here, the call is cancelled");
+    }
+}
