@@ -6,7 +6,7 @@ use std::process::Command;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use mcpgw::upstream::{PoolKey, PoolSettings, ServerSpec, UpstreamError, UpstreamPool};
+use mcpgw::upstream::{Caller, PoolKey, PoolSettings, ServerSpec, UpstreamError, UpstreamPool};
 use rmcp::model::CallToolResult;
 use serde_json::{Value, json};
 
@@ -50,7 +50,7 @@ async fn call_within(
     timeout: Duration,
 ) -> Result<CallToolResult, UpstreamError> {
     let args = args.as_object().cloned().unwrap_or_default();
-    let result = pool.call_tool(&key(), spec, None, tool, args, timeout, None).await?;
+    let result = pool.call_tool(&key(), spec, Caller::default(), tool, args, timeout, None).await?;
     Ok(serde_json::from_value(result).expect("the pool returns a CallToolResult"))
 }
 
@@ -89,7 +89,7 @@ async fn eventually(within: Duration, mut condition: impl FnMut() -> bool) -> bo
 #[tokio::test]
 async fn discovery_lists_the_tools_and_the_server_identity() {
     let pool = pool(2, Duration::from_secs(60));
-    let discovered = pool.list_tools(&key(), &mock(), None, TIMEOUT).await.expect("discovery");
+    let discovered = pool.list_tools(&key(), &mock(), Caller::default(), TIMEOUT).await.expect("discovery");
     let names: HashSet<&str> = discovered.tools.iter().filter_map(|tool| tool["name"].as_str()).collect();
     for name in ["echo", "add", "slow", "crash", "large", "garbage", "env", "pid", "fail"] {
         assert!(names.contains(name), "missing tool {name}");
@@ -336,8 +336,10 @@ async fn retain_retires_the_processes_of_changed_specs_only() {
     let spec = mock();
     let other_key = PoolKey::new("config-1", "other");
     let first = pid(&pool, &spec).await;
-    let other =
-        pool.call_tool(&other_key, &spec, None, "pid", serde_json::Map::new(), TIMEOUT, None).await.expect("other");
+    let other = pool
+        .call_tool(&other_key, &spec, Caller::default(), "pid", serde_json::Map::new(), TIMEOUT, None)
+        .await
+        .expect("other");
     let other: CallToolResult = serde_json::from_value(other).expect("a CallToolResult");
     let other_pid: u32 = text(&other).parse().expect("pid");
 
@@ -492,5 +494,142 @@ async fn a_timeout_on_a_shared_process_lets_the_other_call_finish_first() {
     assert!(eventually(Duration::from_secs(3), || !alive(shared)).await, "process {shared} survived");
     assert_ne!(pid(&pool, &spec).await, shared);
     assert_eq!(pool.stats().restarts, 1);
+    pool.shutdown().await;
+}
+
+/// A `per_session` server's spec; its processes write their pids to `starts` (one line per start).
+fn per_session(starts: &std::path::Path) -> ServerSpec {
+    ServerSpec { per_session: true, args: vec!["--starts-file".into(), starts.display().to_string()], ..mock() }
+}
+
+fn starts_in(path: &std::path::Path) -> Vec<u32> {
+    std::fs::read_to_string(path).unwrap_or_default().lines().filter_map(|line| line.trim().parse().ok()).collect()
+}
+
+fn counted_pool(max_processes_per_server: usize, max_processes_per_key: usize) -> Arc<UpstreamPool> {
+    UpstreamPool::new(PoolSettings {
+        max_processes_per_server,
+        max_processes_per_key,
+        idle_process_timeout: Duration::from_millis(400),
+        ..PoolSettings::default()
+    })
+}
+
+/// `count` stateless calls of `tool` by `key` to `spec`, at once, each within `timeout`.
+async fn calls_of_key(
+    pool: &Arc<UpstreamPool>,
+    spec: &ServerSpec,
+    key: [u8; 32],
+    count: usize,
+    args: Value,
+    timeout: Duration,
+) -> Vec<Result<Value, UpstreamError>> {
+    let mut calls = tokio::task::JoinSet::new();
+    for _ in 0..count {
+        let (pool, spec, args) = (pool.clone(), spec.clone(), args.as_object().cloned().unwrap_or_default());
+        calls.spawn(async move {
+            pool.call_tool(
+                &PoolKey::new("config-1", "mock"),
+                &spec,
+                Caller::new(&key, None),
+                "slow",
+                args,
+                timeout,
+                None,
+            )
+            .await
+        });
+    }
+    calls.join_all().await
+}
+
+#[tokio::test]
+async fn stateless_calls_to_a_per_session_server_share_the_keys_processes_up_to_its_limit() {
+    let dir = tempfile::tempdir().unwrap();
+    let starts = dir.path().join("starts");
+    let (pool, spec) = (counted_pool(4, 2), per_session(&starts));
+    let results = calls_of_key(&pool, &spec, [1; 32], 12, json!({"ms": 100}), TIMEOUT).await;
+    assert!(results.iter().all(Result::is_ok), "{results:?}");
+    assert_eq!(starts_in(&starts).len(), 2, "12 calls of one key started {:?}", starts_in(&starts));
+    // Another key has places of its own, within the server's 4.
+    let other = calls_of_key(&pool, &spec, [2; 32], 6, json!({"ms": 100}), TIMEOUT).await;
+    assert!(other.iter().all(Result::is_ok), "{other:?}");
+    assert_eq!(starts_in(&starts).len(), 4, "{:?}", starts_in(&starts));
+    // Idle for idle_process_timeout, they end: nothing is left behind.
+    assert!(eventually(Duration::from_secs(5), || pool.stats().processes == 0).await, "{:?}", pool.stats());
+    assert!(starts_in(&starts).into_iter().all(|pid| !alive(pid)));
+    pool.shutdown().await;
+}
+
+#[tokio::test]
+async fn a_call_that_finds_every_place_taken_waits_its_timeout_then_is_unavailable() {
+    let dir = tempfile::tempdir().unwrap();
+    let (pool, spec) = (counted_pool(2, 8), per_session(&dir.path().join("starts")));
+    // Two keys hold the server's two places with calls of 3 s.
+    let busy = {
+        let pool = pool.clone();
+        let spec = spec.clone();
+        tokio::spawn(async move {
+            let (a, b) = tokio::join!(
+                calls_of_key(&pool, &spec, [1; 32], 1, json!({"ms": 3000}), TIMEOUT),
+                calls_of_key(&pool, &spec, [2; 32], 1, json!({"ms": 3000}), TIMEOUT)
+            );
+            a.into_iter().chain(b).collect::<Vec<_>>()
+        })
+    };
+    assert!(eventually(Duration::from_secs(10), || pool.stats().processes == 2).await);
+    let started = Instant::now();
+    let refused = calls_of_key(&pool, &spec, [3; 32], 1, json!({"ms": 0}), Duration::from_millis(500)).await;
+    match &refused[0] {
+        Err(UpstreamError::NoProcessSlot { limit: "processes_per_server", .. }) => {}
+        other => panic!("expected NoProcessSlot, got {other:?}"),
+    }
+    assert!(started.elapsed() >= Duration::from_millis(450), "it did not wait: {:?}", started.elapsed());
+    assert!(busy.await.unwrap().iter().all(Result::is_ok));
+    // A place freed: the third key is served now.
+    let served = calls_of_key(&pool, &spec, [3; 32], 1, json!({"ms": 0}), TIMEOUT).await;
+    assert!(served[0].is_ok(), "{served:?}");
+    pool.shutdown().await;
+}
+
+#[tokio::test]
+async fn an_idle_process_of_the_key_gives_its_place_to_a_call_of_another_server() {
+    let dir = tempfile::tempdir().unwrap();
+    let pool = UpstreamPool::new(PoolSettings {
+        max_processes_per_key: 1,
+        idle_process_timeout: Duration::from_secs(60),
+        ..PoolSettings::default()
+    });
+    let first = per_session(&dir.path().join("first"));
+    let second = ServerSpec {
+        args: vec!["--starts-file".into(), dir.path().join("second").display().to_string()],
+        ..first.clone()
+    };
+    let key = [7u8; 32];
+    let call = |server: &'static str, spec: &ServerSpec| {
+        let (pool, spec) = (pool.clone(), spec.clone());
+        async move {
+            let args = serde_json::Map::new();
+            pool.call_tool(
+                &PoolKey::new("config-1", server),
+                &spec,
+                Caller::new(&key, None),
+                "pid",
+                args,
+                TIMEOUT,
+                None,
+            )
+            .await
+        }
+    };
+    call("first", &first).await.expect("first server");
+    let idle = starts_in(&dir.path().join("first"));
+    assert_eq!(idle.len(), 1);
+    // The key's one place is held by an idle process: the call of the other server ends it rather than wait.
+    let started = Instant::now();
+    call("second", &second).await.expect("second server");
+    assert!(started.elapsed() < Duration::from_secs(5), "{:?}", started.elapsed());
+    assert!(eventually(Duration::from_secs(5), || !alive(idle[0])).await, "the idle process was not ended");
+    assert_eq!(pool.stats().processes, 1);
     pool.shutdown().await;
 }

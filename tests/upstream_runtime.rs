@@ -208,7 +208,7 @@ fn per_session_servers_get_a_process_per_session_that_ends_with_it() {
     server["config"]["session_affinity"] = json!("per_session");
     let gw = TestGateway::start(&config_with(
         vec![server, mock_server("shared")],
-        json!({"limits": {"session_idle_timeout_seconds": 2}}),
+        json!({"limits": {"session_idle_timeout_seconds": 2, "idle_process_seconds": 1}}),
     ));
     runtime().block_on(async {
         let (one, two) = (connect(&gw.mcp, API_KEY).await, connect(&gw.mcp, API_KEY).await);
@@ -224,11 +224,13 @@ fn per_session_servers_get_a_process_per_session_that_ends_with_it() {
         assert!(wait_gone(&[first], Duration::from_secs(5)).is_empty(), "the closed session's process lives on");
         assert!(alive(second));
 
-        // A stateless call (no session) gets a process of its own that ends with the call.
+        // Stateless calls (no session) get a process of the key's, apart from the sessions', reused by the key's
+        // next stateless call and ended after idle_process_seconds (1 s).
         let stateless = connect_stateless(&gw.mcp, API_KEY).await;
         let lone = upstream_pid(&stateless, "private").await;
         assert!(lone != second && lone != first);
-        assert!(wait_gone(&[lone], Duration::from_secs(5)).is_empty(), "the one-call process lives on");
+        assert_eq!(upstream_pid(&stateless, "private").await, lone, "the key's stateless process was not reused");
+        assert!(wait_gone(&[lone], Duration::from_secs(5)).is_empty(), "the idle stateless process lives on");
 
         // A session that idles out (2 s) ends its process too.
         assert!(wait_gone(&[second], Duration::from_secs(8)).is_empty(), "the idle session's process lives on");

@@ -16,6 +16,7 @@
 //! | `fail` | `{message}` | answers a tool error (`isError: true`) with `message` |
 //! | `rpc_error` | `{message, bytes?}` | answers a JSON-RPC error (internal error) whose message is `message`, padded with `x` to `bytes` bytes (at most 256 MiB) |
 //! | `raw` | `{result}` | answers the object `result` verbatim as its `CallToolResult`: any content item, annotations, `_meta`, fields MCP does not define |
+//! | `sample` (listed with `--sample-tool`) | `{text, late_ms?, outcome_file?}` | asks the client `sampling/createMessage` with `text` and answers `answered <result>` or `refused <error>`; with `late_ms` it answers `asking later` at once and asks `late_ms` milliseconds after, writing the outcome to `outcome_file` (a server that asks after its call ended) |
 //!
 //! Requests are served concurrently (rmcp runs each in its own task). The process ends when stdin closes. `raw` is
 //! answered by [`Mock`], a thin [`Service`] around the rmcp handler, because rmcp's typed `CallToolResult` would drop
@@ -28,7 +29,7 @@
 //! TEXT, and `--stderr-bytes N` writes one line of N `x` characters (each flag may repeat). To play a server whose
 //! tool definitions change (a rug pull) or carry instructions for the model: `--tools-file PATH` reads a JSON array of
 //! tool definitions at start and lists them beside (or in place of, by name) the built-in ones; calling one of them
-//! answers `called <name>`.
+//! answers `called <name>`. `--sample-tool` lists `sample` (a server that asks its client questions).
 
 #![forbid(unsafe_code)]
 
@@ -56,8 +57,20 @@ struct MockUpstream {
 
 impl MockUpstream {
     /// The built-in tools, with `extra` listed beside them (one of the same name replaces the built-in one).
-    fn with_extra(extra: Vec<Tool>) -> MockUpstream {
+    fn with_extra(extra: Vec<Tool>, sample: bool) -> MockUpstream {
         let mut mock = MockUpstream::new();
+        if sample {
+            mock.tools.push(tool(
+                "sample",
+                "Asks the client for a sampling/createMessage with the text, now or late_ms after answering.",
+                json!({
+                    "text": {"type": "string"},
+                    "late_ms": {"type": "integer", "minimum": 0},
+                    "outcome_file": {"type": "string"},
+                }),
+                &["text"],
+            ));
+        }
         mock.tools.retain(|tool| !extra.iter().any(|e| e.name == tool.name));
         mock.extra = extra.iter().map(|tool| tool.name.to_string()).collect();
         mock.tools.extend(extra);
@@ -256,8 +269,38 @@ impl ServerHandler for MockUpstream {
                 .map_err(|e| ErrorData::internal_error(e.to_string(), None))?;
             return Ok(CallToolResponse::Complete(text("told")));
         }
+        if request.name == "sample" {
+            return sample(&args, context.peer).await.map(CallToolResponse::Complete);
+        }
         run(&request.name, &args).await.map(CallToolResponse::Complete)
     }
+}
+
+/// The `sample` tool: a `sampling/createMessage` to the client, during the call or `late_ms` after it.
+// Sampling is deprecated by SEP-2577 for the newest revision; the gateway still relays it for the others.
+#[allow(deprecated)]
+async fn sample(args: &JsonObject, peer: rmcp::Peer<RoleServer>) -> Result<CallToolResult, ErrorData> {
+    let text_asked = string_argument(args, "text")?;
+    let params =
+        json!({"messages": [{"role": "user", "content": {"type": "text", "text": text_asked}}], "maxTokens": 10});
+    let params: rmcp::model::CreateMessageRequestParams = serde_json::from_value(params)
+        .map_err(|e| ErrorData::invalid_params(format!("cannot build the request: {e}"), None))?;
+    async fn ask(peer: &rmcp::Peer<RoleServer>, params: rmcp::model::CreateMessageRequestParams) -> String {
+        match peer.create_message(params).await {
+            Ok(result) => format!("answered {}", serde_json::to_string(&result).unwrap_or_default()),
+            Err(error) => format!("refused {error}"),
+        }
+    }
+    let Some(late_ms) = args.get("late_ms").and_then(Value::as_u64) else {
+        return Ok(text(ask(&peer, params).await));
+    };
+    let outcome_file = string_argument(args, "outcome_file")?.to_string();
+    tokio::spawn(async move {
+        tokio::time::sleep(Duration::from_millis(late_ms)).await;
+        let outcome = ask(&peer, params).await;
+        let _ = std::fs::write(&outcome_file, outcome);
+    });
+    Ok(text("asking later"))
 }
 
 /// The `result` argument of `raw`.
@@ -312,6 +355,8 @@ struct StartFlags {
     stderr_lines: Vec<String>,
     /// Tool definitions of `--tools-file`.
     extra_tools: Vec<Tool>,
+    /// `--sample-tool`: list `sample`.
+    sample: bool,
 }
 
 /// Reads the start flags; unknown arguments are ignored.
@@ -324,6 +369,7 @@ fn start_flags() -> Result<StartFlags, String> {
                 let ms = args.next().and_then(|v| v.parse::<u64>().ok()).ok_or("--start-delay-ms needs a number")?;
                 flags.delay = Duration::from_millis(ms);
             }
+            "--sample-tool" => flags.sample = true,
             "--starts-file" => flags.starts_file = Some(args.next().ok_or("--starts-file needs a path")?),
             "--stderr-env" => {
                 let name = args.next().ok_or("--stderr-env needs a variable name")?;
@@ -349,7 +395,7 @@ fn start_flags() -> Result<StartFlags, String> {
 
 #[tokio::main]
 async fn main() -> std::process::ExitCode {
-    let StartFlags { delay, starts_file, stderr_lines, extra_tools } = match start_flags() {
+    let StartFlags { delay, starts_file, stderr_lines, extra_tools, sample } = match start_flags() {
         Ok(flags) => flags,
         Err(error) => {
             eprintln!("{NAME}: {error}");
@@ -371,7 +417,7 @@ async fn main() -> std::process::ExitCode {
         tokio::time::sleep(delay).await;
     }
     eprintln!("{NAME} {} started (pid {})", env!("CARGO_PKG_VERSION"), std::process::id());
-    let server = match Mock(MockUpstream::with_extra(extra_tools)).serve(rmcp::transport::stdio_pipes()).await {
+    let server = match Mock(MockUpstream::with_extra(extra_tools, sample)).serve(rmcp::transport::stdio_pipes()).await {
         Ok(server) => server,
         Err(error) => {
             eprintln!("{NAME}: initialization failed: {error}");

@@ -191,6 +191,15 @@ pub struct LimitsConfig {
     pub max_unauthenticated_connections: Option<u64>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub max_connections_per_ip: Option<u64>,
+    /// Processes of `per_session` servers (and waiting rounds) per key (contract section 14).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub max_processes_per_key: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub idle_process_seconds: Option<Number>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub input_required_seconds: Option<Number>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub max_waiting_rounds_per_key: Option<u64>,
     #[serde(flatten)]
     pub extra: Map<String, Value>,
 }

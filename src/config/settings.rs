@@ -71,6 +71,15 @@ pub struct Limits {
     pub max_unauthenticated_connections: usize,
     /// The same, from one client address.
     pub max_connections_per_ip: usize,
+    /// Processes of `per_session` servers one key may have at once (one more call waits, then gets
+    /// `UPSTREAM_UNAVAILABLE`).
+    pub max_processes_per_key: usize,
+    /// How long a key's process of a `per_session` server, started for its stateless calls, waits idle for the next.
+    pub idle_process: Duration,
+    /// How long a 2026-07-28 call waiting on `input_required` keeps its process for the client's answer.
+    pub input_required: Duration,
+    /// Calls of one key waiting on `input_required` at once (one more is refused and ended).
+    pub max_waiting_rounds_per_key: usize,
 }
 
 /// Bounds of the byte and count limits: (name, default, smallest, largest).
@@ -148,6 +157,9 @@ impl Limits {
             max_unauthenticated_connections,
             max_connections_per_ip,
         ] = values;
+        let max_processes_per_key = count(c.max_processes_per_key, "max_processes_per_key", 8, 100_000, problems);
+        let max_waiting_rounds_per_key =
+            count(c.max_waiting_rounds_per_key, "max_waiting_rounds_per_key", 4, 100_000, problems);
         let mut timeout = |value: Option<&Number>, default: f64, name: &str| {
             seconds(value, default, &format!("common_mcp_gateway_config.limits.{name}"), false, problems)
         };
@@ -178,6 +190,24 @@ impl Limits {
             write_timeout: timeout(c.write_timeout_seconds.as_ref(), 30.0, "write_timeout_seconds"),
             max_unauthenticated_connections,
             max_connections_per_ip,
+            max_processes_per_key,
+            idle_process: timeout(c.idle_process_seconds.as_ref(), 60.0, "idle_process_seconds"),
+            input_required: timeout(c.input_required_seconds.as_ref(), 60.0, "input_required_seconds"),
+            max_waiting_rounds_per_key,
+        }
+    }
+}
+
+/// A count of `limits` outside [`LIMIT_BOUNDS`]: `default` when absent, from 1 to `max`.
+fn count(value: Option<u64>, name: &str, default: usize, max: u64, problems: &mut Problems) -> usize {
+    match value {
+        None => default,
+        Some(v) if (1..=max).contains(&v) => usize::try_from(v).unwrap_or(usize::MAX),
+        Some(v) => {
+            problems.push(format!(
+                "common_mcp_gateway_config.limits.{name}: must be an integer from 1 to {max}, found {v}"
+            ));
+            default
         }
     }
 }
@@ -680,6 +710,21 @@ mod tests {
         assert_eq!(s.max_calls_per_process, 1);
         assert_eq!(s.backup_dir_for(Path::new("/etc/gw/gw.json")), Path::new("/etc/gw/backups"));
         assert_eq!(s.backup_dir_for(Path::new("gw.json")), Path::new("./backups"));
+    }
+
+    #[test]
+    fn process_and_round_limits_default_and_are_checked() {
+        let (s, problems) = resolve(json!({}));
+        assert!(problems.is_empty());
+        let limits = &s.limits;
+        assert_eq!((limits.max_processes_per_key, limits.max_waiting_rounds_per_key), (8, 4));
+        assert_eq!((limits.idle_process, limits.input_required), (Duration::from_secs(60), Duration::from_secs(60)));
+        let limits = json!({"max_processes_per_key": 0, "max_waiting_rounds_per_key": 100_001,
+                            "idle_process_seconds": 0, "input_required_seconds": -1});
+        let (s, problems) = resolve(json!({"common_mcp_gateway_config": {"limits": limits}}));
+        assert_eq!(problems.len(), 4, "{problems:#?}");
+        assert!(problems[0].contains("limits.max_processes_per_key: must be an integer from 1"), "{problems:#?}");
+        assert_eq!(s.limits.max_processes_per_key, 8, "a bad value keeps the default");
     }
 
     #[test]

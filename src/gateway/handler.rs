@@ -370,7 +370,7 @@ impl GatewayHandler {
                 let round = match request.request_state {
                     Some(state) => {
                         let answers = request.input_responses.unwrap_or_default();
-                        rounds::resume(&self.ctx, &identity, &state, answers).await?
+                        rounds::resume(&self.ctx, &identity, &state, &request.name, answers).await?
                     }
                     None => {
                         let capabilities = context.meta.client_capabilities();

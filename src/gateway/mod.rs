@@ -162,6 +162,8 @@ fn pool_settings(snapshot: &Snapshot) -> PoolSettings {
         idle_timeout: snapshot.settings.idle_timeout,
         start_timeout: snapshot.settings.start_timeout,
         connect_timeout: snapshot.settings.timeouts.connectivity,
+        max_processes_per_key: snapshot.settings.limits.max_processes_per_key,
+        idle_process_timeout: snapshot.settings.limits.idle_process,
     }
 }
 

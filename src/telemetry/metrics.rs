@@ -29,8 +29,11 @@ pub const GW_TOOLS: [&str; 7] = [
 /// because their listener was full (`connections` on the gateway, `admin_connections`, `metrics_connections`), and
 /// connections closed after `idle_connection_seconds` without a request; the per-key budgets of contract 14 (requests
 /// in flight, answers not taken, connections closed after `write_timeout_seconds`, `initialize` params too large) and
-/// unauthenticated connections closed past `max_unauthenticated_connections` or `max_connections_per_ip`.
-pub const LIMITS: [&str; 20] = [
+/// unauthenticated connections closed past `max_unauthenticated_connections` or `max_connections_per_ip`; calls
+/// that found every place for a `per_session` process taken (`processes_per_server`, `processes_per_key`), waiting
+/// rounds refused over `max_waiting_rounds_per_key` and rounds ended after `input_required_seconds` without an answer
+/// (`input_required`).
+pub const LIMITS: [&str; 24] = [
     "request_body",
     "request_headers",
     "sessions",
@@ -51,6 +54,10 @@ pub const LIMITS: [&str; 20] = [
     "initialize_params",
     "unauthenticated_connections",
     "connections_per_ip",
+    "processes_per_server",
+    "processes_per_key",
+    "waiting_rounds_per_key",
+    "input_required",
 ];
 
 /// Called before every scrape to bring values kept elsewhere (pool and cache statistics) up to date.

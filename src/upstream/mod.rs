@@ -23,6 +23,7 @@
 //! request id), for more throughput; a process that fails then ends only after the other calls on it are done, but a
 //! crash or garbage fails every call sharing it.
 
+mod budget;
 mod environment;
 pub mod http_client;
 mod lease;
@@ -61,6 +62,22 @@ pub struct PoolKey {
 impl PoolKey {
     pub fn new(mcp_config_id: impl Into<String>, server_name: impl Into<String>) -> PoolKey {
         PoolKey { mcp_config_id: mcp_config_id.into(), server_name: server_name.into() }
+    }
+}
+
+/// Who a call is made for: the key whose budget a `per_session` server's process is counted against, and the MCP
+/// session whose process serves it. Without a session (a stateless 2026-07-28 call, a discovery) a `per_session`
+/// server's call runs on a process of the key's own for that server, reused for `limits.idle_process_seconds`.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Caller<'a> {
+    /// The digest of the caller's credential (never the credential itself); `None` counts against the server only.
+    pub key: Option<&'a [u8; 32]>,
+    pub session: Option<&'a str>,
+}
+
+impl<'a> Caller<'a> {
+    pub fn new(key: &'a [u8; 32], session: Option<&'a str>) -> Caller<'a> {
+        Caller { key: Some(key), session }
     }
 }
 
@@ -173,16 +190,24 @@ pub struct PoolSettings {
     pub start_timeout: Duration,
     /// How long a remote server's connect may take (`timeouts.connectivity_timeout`).
     pub connect_timeout: Duration,
+    /// The processes of `per_session` servers one key may have at once (`limits.max_processes_per_key`).
+    pub max_processes_per_key: usize,
+    /// How long a key's process of a `per_session` server, started for stateless calls, waits idle for the next one
+    /// (`limits.idle_process_seconds`).
+    pub idle_process_timeout: Duration,
 }
 
 impl Default for PoolSettings {
-    /// The contract's defaults (`upstream_pool`: 4 processes, 300 s idle, 120 s to start; 2 s to connect).
+    /// The contract's defaults (`upstream_pool`: 4 processes, 300 s idle, 120 s to start; 2 s to connect; 8
+    /// `per_session` processes per key, 60 s idle).
     fn default() -> PoolSettings {
         PoolSettings {
             max_processes_per_server: 4,
             idle_timeout: Duration::from_secs(300),
             start_timeout: Duration::from_secs(120),
             connect_timeout: Duration::from_secs(2),
+            max_processes_per_key: 8,
+            idle_process_timeout: Duration::from_secs(60),
         }
     }
 }
@@ -262,6 +287,10 @@ pub enum UpstreamError {
     /// A remote server could not be reached, or answered with an HTTP error or something that is not MCP.
     #[error("{0}")]
     Remote(String),
+    /// Every place for a `per_session` server's process stayed taken for the whole of the call's timeout: `limit` is
+    /// the `mcpgw_limit_hits_total` label, `setting` the full setting's name.
+    #[error("no upstream process was free for this call within {} seconds ({setting} reached)", .waited.as_secs_f64())]
+    NoProcessSlot { limit: &'static str, setting: &'static str, waited: Duration },
     /// The caller cancelled the call (its relay's token); the server was told.
     #[error("the call was cancelled by its client")]
     Cancelled,

@@ -1,5 +1,6 @@
 //! The pool of upstream processes: per (MCP config, server) a [`ServerPool`] of processes and the calls they serve;
-//! for `per_session` servers one per MCP session as well.
+//! for `per_session` servers one per MCP session, and one per key for its calls without a session (stateless
+//! 2026-07-28 calls, discovery), whose processes are reused for `idle_process_timeout`.
 //!
 //! A call runs `checkout`: use an idle process (a warm call never waits for a start), else begin a start when the pool
 //! is below `max_processes_per_server` (it runs on its own, see `server_pool.rs`), else share a busy one when sharing
@@ -11,12 +12,17 @@
 //! processes end now, busy ones when their calls are done. [`UpstreamPool::end_session`] does the same for the pools
 //! of an MCP session that ended.
 //!
+//! The processes of `per_session` servers, in all their pools, are counted per server and per key (`budget.rs`).
+//! A call that finds its server's or its key's places all taken first ends an idle process that holds one (a key's
+//! stateless process at once, a session's after `idle_process_timeout`), then waits for a place until its timeout,
+//! and fails with [`UpstreamError::NoProcessSlot`] (`UPSTREAM_UNAVAILABLE` to the client).
+//!
 //! Pools are looked up by key and spec, so a request still holding the previous configuration snapshot during a
 //! reload gets a process of the spec it holds; such a pool is not the live one and simply expires when idle.
 //! Lock order: the map of pools, then one pool's state; nothing is awaited while a lock is held.
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, Weak};
 use std::time::Duration;
 
@@ -24,11 +30,14 @@ use serde::Serialize;
 use serde_json::{Map, Value};
 use tokio::time::Instant;
 
+use super::budget::{Full, KeyId};
 use super::lease::Lease;
 use super::relay::Relay;
-use super::server_pool::{Listener, PoolEvents, ServerPool, Shared, Take};
+use super::server_pool::{Listener, PoolEvents, ServerPool, Shared, Take, Tenancy};
 use super::supervisor::{STOP_GRACE, StopMode};
-use super::{DEFAULT_MAX_MESSAGE_BYTES, Discovered, PoolKey, PoolSettings, PoolStats, ServerSpec, UpstreamError, lock};
+use super::{
+    Caller, DEFAULT_MAX_MESSAGE_BYTES, Discovered, PoolKey, PoolSettings, PoolStats, ServerSpec, UpstreamError, lock,
+};
 
 /// The most pages of `tools/list` read in one discovery (a server whose cursor never ends is refused).
 const MAX_TOOL_PAGES: usize = 1000;
@@ -38,8 +47,6 @@ pub struct UpstreamPool {
     shared: Arc<Shared>,
     servers: Mutex<Pools>,
     reaper_started: AtomicBool,
-    /// Makes the ids of one-call sessions (a `per_session` server called without an MCP session).
-    one_call_sessions: AtomicU64,
     /// The servers of the last configuration and whether it had `prestart` on, for
     /// [`UpstreamPool::prestart_changed`].
     known_servers: Mutex<(HashMap<PoolKey, ServerSpec>, bool)>,
@@ -47,16 +54,17 @@ pub struct UpstreamPool {
 }
 
 /// The server pools: the shared ones by (config, server), each with its generations (specs); those of
-/// `per_session` servers by MCP session.
+/// `per_session` servers by MCP session, and by key for calls without a session.
 #[derive(Default)]
 struct Pools {
     shared: HashMap<PoolKey, Vec<Arc<ServerPool>>>,
     by_session: HashMap<Arc<str>, Vec<Arc<ServerPool>>>,
+    by_key: HashMap<Option<KeyId>, Vec<Arc<ServerPool>>>,
 }
 
 impl Pools {
     fn all(&self) -> impl Iterator<Item = &Arc<ServerPool>> {
-        self.shared.values().chain(self.by_session.values()).flatten()
+        self.shared.values().chain(self.by_session.values()).chain(self.by_key.values()).flatten()
     }
 
     /// Keeps the pools for which `keep` holds, in both maps, and forgets the emptied entries.
@@ -66,6 +74,10 @@ impl Pools {
             !generations.is_empty()
         });
         self.by_session.retain(|_, servers| {
+            servers.retain(&mut keep);
+            !servers.is_empty()
+        });
+        self.by_key.retain(|_, servers| {
             servers.retain(&mut keep);
             !servers.is_empty()
         });
@@ -84,7 +96,6 @@ impl UpstreamPool {
             shared: Arc::new(shared),
             servers: Mutex::default(),
             reaper_started: AtomicBool::new(false),
-            one_call_sessions: AtomicU64::new(0),
             known_servers: Mutex::default(),
             this: this.clone(),
         })
@@ -102,6 +113,7 @@ impl UpstreamPool {
         *lock(&self.shared.settings) = settings;
         // A higher maximum lets waiting callers start processes.
         self.wake_all();
+        self.shared.budget.freed.notify_waiters();
     }
 
     /// The longest upstream message (one tool result) read; applies to processes started from now on.
@@ -131,7 +143,7 @@ impl UpstreamPool {
             return;
         }
         self.start_reaper();
-        self.server_pool(key, spec, None).prestart();
+        self.server_pool(key, spec, Caller::default()).prestart();
     }
 
     /// After a configuration load: remembers `servers` and, when `prestart` is on, starts the first process of each
@@ -162,16 +174,15 @@ impl UpstreamPool {
     }
 
     /// Lists the server's tools on a pooled process (live discovery), with what the server says about itself.
-    /// `session` is the caller's MCP session (it picks the process of a `per_session` server).
+    /// `caller`'s session picks the process of a `per_session` server (see [`Caller`]).
     pub async fn list_tools(
         &self,
         key: &PoolKey,
         spec: &ServerSpec,
-        session: Option<&str>,
+        caller: Caller<'_>,
         timeout: Duration,
     ) -> Result<Discovered, UpstreamError> {
-        let session = self.session_for(spec, session);
-        let (mut lease, deadline) = self.checkout(key, spec, session.id(), timeout).await?;
+        let (mut lease, deadline) = self.checkout(key, spec, caller, timeout).await?;
         let mut tools = Vec::new();
         let mut cursor: Option<String> = None;
         for _ in 0..MAX_TOOL_PAGES {
@@ -216,8 +227,8 @@ impl UpstreamPool {
         })
     }
 
-    /// Calls one tool on a pooled process and returns the server's `CallToolResult` as it came, as JSON. `session` is
-    /// the caller's MCP session (it picks the process of a `per_session` server).
+    /// Calls one tool on a pooled process and returns the server's `CallToolResult` as it came, as JSON. `caller`'s
+    /// session picks the process of a `per_session` server (see [`Caller`]).
     ///
     /// With a `relay`, the server's messages during the call reach it (see [`relay`](super::relay)) where no other
     /// caller can share the process: it serves one call at a time, or belongs to the caller's session.
@@ -226,7 +237,7 @@ impl UpstreamPool {
         &self,
         key: &PoolKey,
         spec: &ServerSpec,
-        session: Option<&str>,
+        caller: Caller<'_>,
         name: &str,
         args: Map<String, Value>,
         timeout: Duration,
@@ -241,8 +252,7 @@ impl UpstreamPool {
         }
         let relay = self.relay_for(spec, relay);
         let meta = relay.and_then(|relay| relay.meta.as_ref());
-        let session = self.session_for(spec, session);
-        let (mut lease, deadline) = self.checkout(key, spec, session.id(), timeout).await?;
+        let (mut lease, deadline) = self.checkout(key, spec, caller, timeout).await?;
         let params = Params { name, arguments: &args, meta };
         let result = lease.request(deadline, timeout, "tools/call", params, relay).await?;
         check_tool_result(result)
@@ -262,7 +272,7 @@ impl UpstreamPool {
         &self,
         key: &PoolKey,
         spec: &ServerSpec,
-        session: Option<&str>,
+        caller: Caller<'_>,
         method: &str,
         params: Value,
         timeout: Duration,
@@ -270,8 +280,7 @@ impl UpstreamPool {
         relay: Option<&Relay>,
     ) -> Result<Option<Value>, UpstreamError> {
         let relay = self.relay_for(spec, relay);
-        let session = self.session_for(spec, session);
-        let (mut lease, deadline) = self.checkout(key, spec, session.id(), timeout).await?;
+        let (mut lease, deadline) = self.checkout(key, spec, caller, timeout).await?;
         if !declared(&lease.server_info().capabilities) {
             lease.unused();
             return Ok(None);
@@ -331,26 +340,13 @@ impl UpstreamPool {
         }
     }
 
-    /// The session whose process a call of `spec` uses: none for a shared server; for a `per_session` server the
-    /// caller's MCP session, or, without one, a session of this call alone (its process ends with the call).
-    fn session_for<'a>(&'a self, spec: &ServerSpec, session: Option<&'a str>) -> CallSession<'a> {
-        match (spec.per_session, session) {
-            (false, _) => CallSession::None,
-            (true, Some(id)) => CallSession::Client(id),
-            (true, None) => {
-                let n = self.one_call_sessions.fetch_add(1, Ordering::Relaxed);
-                CallSession::OneCall { pool: self, id: format!("one-call-{n}") }
-            }
-        }
-    }
-
-    /// Lends a process of the (key, spec, session) pool: an idle one, a new one, or the next one given back. Returns
+    /// Lends a process of the pool of (key, spec, caller): an idle one, a new one, or the next one given back. Returns
     /// the lease and the deadline of the work on it: `timeout` from now, plus the time spent waiting for starts.
     async fn checkout(
         &self,
         key: &PoolKey,
         spec: &ServerSpec,
-        session: Option<&str>,
+        caller: Caller<'_>,
         timeout: Duration,
     ) -> Result<(Lease, Instant), UpstreamError> {
         self.start_reaper();
@@ -360,15 +356,20 @@ impl UpstreamPool {
             if self.shared.shutting_down.load(Ordering::SeqCst) {
                 return Err(UpstreamError::ShuttingDown);
             }
-            let server = self.server_pool(key, spec, session);
+            let server = self.server_pool(key, spec, caller);
             let mut returned = std::pin::pin!(server.returned.notified());
-            let starts_under_way = match server.take(&mut seen_failures, returned.as_mut()) {
+            // Registered before the budget is looked at, so that a place freed after that wakes this caller.
+            let mut freed = std::pin::pin!(self.shared.budget.freed.notified());
+            if server.counted() {
+                freed.as_mut().enable();
+            }
+            let (starts_under_way, full) = match server.take(&mut seen_failures, returned.as_mut()) {
                 Take::Use(process) => return Ok((Lease::new(server.clone(), process), deadline)),
-                Take::Start => {
-                    server.begin_start();
-                    true
+                Take::Start(slot) => {
+                    server.begin_start(slot);
+                    (true, None)
                 }
-                Take::Wait { starts_under_way } => starts_under_way,
+                Take::Wait { starts_under_way, full } => (starts_under_way, full),
                 Take::LookUpAgain => {
                     // Another pool (a new generation) keeps its own count of failures.
                     seen_failures = None;
@@ -388,27 +389,78 @@ impl UpstreamPool {
                 let patience = lock(&self.shared.settings).start_timeout + Duration::from_secs(1);
                 let _ = tokio::time::timeout(patience, returned).await;
                 deadline += waiting.elapsed();
+            } else if let Some(full) = full {
+                if self.end_idle_holder(&server, full) {
+                    continue;
+                }
+                let place = async {
+                    tokio::select! {
+                        () = returned => {},
+                        () = freed => {},
+                    }
+                };
+                if tokio::time::timeout_at(deadline, place).await.is_err() {
+                    return Err(UpstreamError::NoProcessSlot {
+                        limit: full.label(),
+                        setting: full.setting(),
+                        waited: timeout,
+                    });
+                }
             } else if tokio::time::timeout_at(deadline, returned).await.is_err() {
                 return Err(UpstreamError::Timeout(timeout));
             }
         }
     }
 
-    /// The pool of (key, spec, session), created when missing.
-    fn server_pool(&self, key: &PoolKey, spec: &ServerSpec, session: Option<&str>) -> Arc<ServerPool> {
+    /// For a caller of `waiting` that finds the `full` limit reached: ends one idle process that holds a place under
+    /// that limit (of the same server, or of the same key): one of a key's stateless processes at once, a session's
+    /// after `idle_process_timeout`. Returns whether it ended one (its place is then free).
+    fn end_idle_holder(&self, waiting: &ServerPool, full: Full) -> bool {
+        let idle_process_timeout = lock(&self.shared.settings).idle_process_timeout;
+        let now = Instant::now();
+        let ended = {
+            let servers = lock(&self.servers);
+            let holders = servers.all().filter(|server| match full {
+                Full::Server => server.counted() && server.key == waiting.key,
+                Full::Key => server.counted() && server.owner.is_some() && server.owner == waiting.owner,
+            });
+            holders
+                .filter_map(|server| {
+                    let idle_for = if server.tenancy == Tenancy::Key { Duration::ZERO } else { idle_process_timeout };
+                    server.end_one_idle(now, idle_for)
+                })
+                .next()
+        };
+        let Some(process) = ended else { return false };
+        tracing::info!(server = %waiting.label, pid = process.pid(), limit = full.label(),
+            "ending an idle upstream process so that a waiting call can have its place");
+        drop(process);
+        true
+    }
+
+    /// The pool of (key, spec, caller), created when missing: the shared one of a shared server; for a `per_session`
+    /// server the caller's session's, or without a session the caller's key's.
+    fn server_pool(&self, key: &PoolKey, spec: &ServerSpec, caller: Caller<'_>) -> Arc<ServerPool> {
+        let owner = caller.key.copied();
         let mut servers = lock(&self.servers);
-        let found = match session {
-            None => servers.shared.get(key),
-            Some(session) => servers.by_session.get(session),
+        let found = match (spec.per_session, caller.session) {
+            (false, _) => servers.shared.get(key),
+            (true, Some(session)) => servers.by_session.get(session),
+            (true, None) => servers.by_key.get(&owner),
         };
         if let Some(server) = found.into_iter().flatten().find(|server| server.key == *key && server.spec == *spec) {
             return server.clone();
         }
-        let session: Option<Arc<str>> = session.map(Arc::from);
-        let server = Arc::new(ServerPool::new(key.clone(), spec.clone(), session.clone(), self.shared.clone()));
-        match session {
-            None => servers.shared.entry(key.clone()).or_default().push(server.clone()),
-            Some(session) => servers.by_session.entry(session).or_default().push(server.clone()),
+        let (tenancy, owner) = match (spec.per_session, caller.session) {
+            (false, _) => (Tenancy::Shared, None),
+            (true, Some(session)) => (Tenancy::Session(Arc::from(session)), owner),
+            (true, None) => (Tenancy::Key, owner),
+        };
+        let server = Arc::new(ServerPool::new(key.clone(), spec.clone(), tenancy, owner, self.shared.clone()));
+        match &server.tenancy {
+            Tenancy::Shared => servers.shared.entry(key.clone()).or_default().push(server.clone()),
+            Tenancy::Session(session) => servers.by_session.entry(session.clone()).or_default().push(server.clone()),
+            Tenancy::Key => servers.by_key.entry(owner).or_default().push(server.clone()),
         }
         server
     }
@@ -443,31 +495,6 @@ impl UpstreamPool {
         });
         drop(ended);
         (settings.idle_timeout / 4).clamp(Duration::from_millis(20), Duration::from_secs(1))
-    }
-}
-
-/// Which session a call's process belongs to; a one-call session ends (with its process) when the call is done.
-enum CallSession<'a> {
-    None,
-    Client(&'a str),
-    OneCall { pool: &'a UpstreamPool, id: String },
-}
-
-impl CallSession<'_> {
-    fn id(&self) -> Option<&str> {
-        match self {
-            CallSession::None => None,
-            CallSession::Client(id) => Some(id),
-            CallSession::OneCall { id, .. } => Some(id),
-        }
-    }
-}
-
-impl Drop for CallSession<'_> {
-    fn drop(&mut self) {
-        if let CallSession::OneCall { pool, id } = self {
-            pool.end_session(id);
-        }
     }
 }
 

@@ -160,8 +160,8 @@ impl<W: AsyncWrite + Unpin + Send + 'static> RpcClient<W> {
 
     /// Hands the server's messages to `relay` until the returned guard is dropped.
     pub fn relay_to(&self, relay: mpsc::Sender<FromServer>) -> RelayGuard<'_, W> {
-        *lock(&self.shared.relay) = Some(relay);
-        RelayGuard { shared: &self.shared }
+        *lock(&self.shared.relay) = Some(relay.clone());
+        RelayGuard { shared: &self.shared, relay }
     }
 
     /// Tells `listener` what the server says that belongs to no call.
@@ -170,14 +170,19 @@ impl<W: AsyncWrite + Unpin + Send + 'static> RpcClient<W> {
     }
 }
 
-/// Removes the relay of a call when the call ends.
+/// Removes the relay of a call when the call ends: from then on the server's requests are refused to it, whatever it
+/// sends late. Only its own: on a process a session's calls share, a later call's relay stays in place.
 pub(crate) struct RelayGuard<'a, W> {
     shared: &'a Shared<W>,
+    relay: mpsc::Sender<FromServer>,
 }
 
 impl<W> Drop for RelayGuard<'_, W> {
     fn drop(&mut self) {
-        lock(&self.shared.relay).take();
+        let mut installed = lock(&self.shared.relay);
+        if installed.as_ref().is_some_and(|relay| relay.same_channel(&self.relay)) {
+            installed.take();
+        }
     }
 }
 

@@ -1,5 +1,5 @@
 //! One pool of processes: those of one (MCP config, server) with one spec (and, for `per_session` servers, one MCP
-//! session), the calls they serve, and the starts under way.
+//! session, or one key's stateless calls: see [`Tenancy`]), the calls they serve, and the starts under way.
 //!
 //! A caller asks [`ServerPool::take`] what to do: use an idle process (the most recently used, so rarely needed ones
 //! age out), start one when the pool is below its maximum, share the least busy process when the pool is full and
@@ -15,6 +15,10 @@
 //! marks it failed: it takes no new calls, ends when its last call is done, and a replacement starts at once, so the
 //! next call of the same batch does not pay a cold start. The state sits behind a mutex that is never held across an
 //! await; waiters wait on `returned`, registered under the lock so no hand-back or finished start is missed.
+//!
+//! The processes of a `per_session` server are also counted across its pools (`budget.rs`): a start takes a place
+//! there first, and a caller that finds the server's or its key's places all taken waits ([`Take::Wait`] says which
+//! limit) for one to free up.
 
 use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
@@ -25,6 +29,7 @@ use tokio::sync::Notify;
 use tokio::sync::futures::Notified;
 use tokio::time::Instant;
 
+use super::budget::{Full, KeyId, ProcessBudget, Slot};
 use super::lease::Verdict;
 use super::process::{self, Connections, StartOptions, UpstreamProcess};
 use super::relay::ServerEvent;
@@ -41,6 +46,8 @@ pub(super) const MAX_COOL_DOWN: Duration = Duration::from_secs(60);
 pub(super) struct Shared {
     pub processes: Arc<ProcessSet>,
     pub connections: Arc<Connections>,
+    /// The places of `per_session` processes, per server and per key.
+    pub budget: Arc<ProcessBudget>,
     pub settings: Mutex<PoolSettings>,
     pub max_message_bytes: AtomicUsize,
     pub calls_per_process: AtomicUsize,
@@ -68,12 +75,26 @@ impl std::fmt::Debug for Listener {
     }
 }
 
-/// The processes of one (key, spec, session).
+/// Whose calls a pool serves.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(super) enum Tenancy {
+    /// Every caller's (a shared server): up to `max_processes_per_server` processes, ended after `idle_timeout`.
+    Shared,
+    /// One MCP session's (a `per_session` server): one process for all the session's calls, which ends with the
+    /// session.
+    Session(Arc<str>),
+    /// One key's stateless calls to a `per_session` server: processes serving one call at a time, ended after
+    /// `idle_process_timeout`. No relayed message can then reach a call it does not belong to.
+    Key,
+}
+
+/// The processes of one (key, spec, tenancy).
 pub(super) struct ServerPool {
     pub key: PoolKey,
     pub spec: ServerSpec,
-    /// The MCP session whose process this is (`per_session` servers); `None` for the shared pool.
-    pub session: Option<Arc<str>>,
+    pub tenancy: Tenancy,
+    /// The key whose processes these are (pools other than [`Tenancy::Shared`]), counted in the budget.
+    pub owner: Option<KeyId>,
     /// The server's name, for logs.
     pub label: Arc<str>,
     shared: Arc<Shared>,
@@ -87,7 +108,7 @@ struct ServerState {
     entries: Vec<Entry>,
     /// Starts under way.
     starting: usize,
-    /// Callers waiting for a process (see [`ServerPool::waiting`]).
+    /// Callers waiting for a process (see [`ServerPool::waiting`]), including those waiting for a place in the budget.
     waiting: usize,
     /// No longer in the map: processes end when their calls are done, and callers look the pool up again.
     retired: bool,
@@ -101,6 +122,8 @@ struct ServerState {
 
 struct Entry {
     process: Arc<UpstreamProcess>,
+    /// Its place in the budget (a `per_session` server's process), given back when it leaves the pool.
+    _slot: Option<Slot>,
     /// Calls it is serving now.
     calls: usize,
     /// When it last became idle.
@@ -118,11 +141,14 @@ impl Entry {
 /// What a caller does after looking at a pool.
 pub(super) enum Take {
     Use(Arc<UpstreamProcess>),
-    /// A place was taken for a new process: the caller begins the start ([`ServerPool::begin_start`]), then waits.
-    Start,
-    /// Wait for `returned`; `starts_under_way` says whether a start may end the wait.
+    /// A place was taken for a new process (and its place in the budget, for a `per_session` server): the caller
+    /// begins the start ([`ServerPool::begin_start`]), then waits.
+    Start(Option<Slot>),
+    /// Wait for `returned`; `starts_under_way` says whether a start may end the wait, `full` whether the budget
+    /// keeps this pool from starting one (then a place freed anywhere may end it too).
     Wait {
         starts_under_way: bool,
+        full: Option<Full>,
     },
     LookUpAgain,
     /// The start this caller waited for failed, and nothing else can serve it.
@@ -136,12 +162,19 @@ pub(super) enum Take {
 }
 
 impl ServerPool {
-    pub(super) fn new(key: PoolKey, spec: ServerSpec, session: Option<Arc<str>>, shared: Arc<Shared>) -> ServerPool {
+    pub(super) fn new(
+        key: PoolKey,
+        spec: ServerSpec,
+        tenancy: Tenancy,
+        owner: Option<KeyId>,
+        shared: Arc<Shared>,
+    ) -> ServerPool {
         ServerPool {
             label: Arc::from(key.server_name.as_str()),
             key,
             spec,
-            session,
+            tenancy,
+            owner,
             shared,
             state: Mutex::default(),
             returned: Notify::new(),
@@ -154,17 +187,35 @@ impl ServerPool {
 
     /// Processes this pool may have: a session's pool has one, which serves all the session's calls.
     fn max_processes(&self) -> usize {
-        match self.session {
-            Some(_) => 1,
-            None => lock(&self.shared.settings).max_processes_per_server.max(1),
+        match self.tenancy {
+            Tenancy::Session(_) => 1,
+            Tenancy::Shared | Tenancy::Key => lock(&self.shared.settings).max_processes_per_server.max(1),
         }
     }
 
     fn calls_per_process(&self) -> usize {
-        match self.session {
-            Some(_) => usize::MAX,
-            None => self.shared.calls_per_process.load(Ordering::Relaxed).max(1),
+        match self.tenancy {
+            Tenancy::Session(_) => usize::MAX,
+            Tenancy::Shared => self.shared.calls_per_process.load(Ordering::Relaxed).max(1),
+            Tenancy::Key => 1,
         }
+    }
+
+    /// Whether its processes are counted in the budget (those of a `per_session` server).
+    pub(super) fn counted(&self) -> bool {
+        self.tenancy != Tenancy::Shared
+    }
+
+    /// A place in the budget for one more process, when this pool's processes are counted there.
+    fn reserve(&self) -> Result<Option<Slot>, Full> {
+        if !self.counted() {
+            return Ok(None);
+        }
+        let (per_server, per_key) = {
+            let settings = lock(&self.shared.settings);
+            (settings.max_processes_per_server, settings.max_processes_per_key)
+        };
+        self.shared.budget.reserve(&self.key, self.owner, per_server, per_key).map(Some)
     }
 
     /// Decides under the lock what a caller does; registers `returned` before unlocking when it has to wait (also
@@ -200,11 +251,17 @@ impl ServerPool {
         }
         // A start for this caller, unless the starts under way already cover every waiting caller (a replacement
         // started in the background, or the starts of a cold burst): then it waits for one of those.
+        let mut full = None;
         if usable + state.starting < max && state.starting <= state.waiting {
-            state.starting += 1;
-            state.waiting += 1;
-            returned.enable();
-            return Take::Start;
+            match self.reserve() {
+                Ok(slot) => {
+                    state.starting += 1;
+                    state.waiting += 1;
+                    returned.enable();
+                    return Take::Start(slot);
+                }
+                Err(which) => full = Some(which),
+            }
         }
         let shareable = state.entries.iter_mut().filter(|entry| entry.usable() && entry.calls < calls_per_process);
         if let Some(entry) = shareable.min_by_key(|entry| entry.calls) {
@@ -213,7 +270,7 @@ impl ServerPool {
         }
         state.waiting += 1;
         returned.enable();
-        Take::Wait { starts_under_way: state.starting > 0 }
+        Take::Wait { starts_under_way: state.starting > 0, full }
     }
 
     /// The caller that [`ServerPool::take`] counted as waiting stops being counted when this guard drops (woken or
@@ -233,11 +290,12 @@ impl ServerPool {
             }
             state.starting += 1;
         }
-        self.begin_start();
+        self.begin_start(None);
     }
 
-    /// Runs one start (for which a place was taken) as a task of its own; the process joins the pool as idle.
-    pub(super) fn begin_start(self: &Arc<Self>) {
+    /// Runs one start (for which a place was taken, and `slot` in the budget) as a task of its own; the process joins
+    /// the pool as idle, with its slot.
+    pub(super) fn begin_start(self: &Arc<Self>, slot: Option<Slot>) {
         let server = Arc::clone(self);
         let shared = &self.shared;
         shared.start_attempts.fetch_add(1, Ordering::Relaxed);
@@ -251,14 +309,17 @@ impl ServerPool {
         };
         tokio::spawn(async move {
             match process::start(&server.spec, &options, &server.shared.processes).await {
-                Ok(process) => server.add_started(process),
-                Err(failure) => server.start_failed(failure.error, failure.timed_out),
+                Ok(process) => server.add_started(process, slot),
+                Err(failure) => {
+                    drop(slot);
+                    server.start_failed(failure.error, failure.timed_out)
+                }
             }
         });
     }
 
     /// A started process joins the pool, idle, and every waiter looks again.
-    fn add_started(&self, process: UpstreamProcess) {
+    fn add_started(&self, process: UpstreamProcess, slot: Option<Slot>) {
         if let Some(listener) = lock(&self.shared.events).0.clone() {
             let key = self.key.clone();
             process.on_events(Arc::new(move |event| listener(&key, event)));
@@ -269,7 +330,9 @@ impl ServerPool {
             state.starting = state.starting.saturating_sub(1);
             let joined = !state.retired && !self.shutting_down();
             if joined {
-                state.entries.push(Entry { process: process.clone(), calls: 0, since: Instant::now(), failed: None });
+                let entry =
+                    Entry { process: process.clone(), _slot: slot, calls: 0, since: Instant::now(), failed: None };
+                state.entries.push(entry);
                 state.failures_in_row = 0;
                 state.cool_down_until = None;
                 self.shared.started.fetch_add(1, Ordering::Relaxed);
@@ -340,7 +403,7 @@ impl ServerPool {
                     let newly_failed = failure.is_some() && entry.failed.is_none();
                     entry.calls = entry.calls.saturating_sub(1);
                     entry.failed = entry.failed.max(failure);
-                    let ended = if entry.calls > 0 {
+                    let mut ended = if entry.calls > 0 {
                         None
                     } else if entry.failed.is_some() || retiring {
                         Some(state.entries.swap_remove(index))
@@ -349,8 +412,12 @@ impl ServerPool {
                         None
                     };
                     let usable = state.entries.iter().filter(|entry| entry.usable()).count();
-                    let replace = newly_failed && !retiring && usable + state.starting < max;
-                    if replace {
+                    // The process that ended gave its place in the budget back: the replacement takes one, if free.
+                    drop(ended.as_mut().and_then(|entry| entry._slot.take()));
+                    let replace = (newly_failed && !retiring && usable + state.starting < max)
+                        .then(|| self.reserve().ok())
+                        .flatten();
+                    if replace.is_some() {
                         state.starting += 1;
                     }
                     (ended, replace)
@@ -358,7 +425,7 @@ impl ServerPool {
                 // Not in the pool any more (shutdown took it): end it all the same.
                 None => {
                     process.stop(failure.unwrap_or(StopMode::Graceful));
-                    (None, false)
+                    (None, None)
                 }
             }
         };
@@ -369,9 +436,9 @@ impl ServerPool {
             }
             entry.process.stop(entry.failed.unwrap_or(StopMode::Graceful));
         }
-        if replace {
+        if let Some(slot) = replace {
             tracing::info!(server = %self.label, "replacing an upstream process that a call left unusable");
-            self.begin_start();
+            self.begin_start(slot);
         }
     }
 
@@ -390,10 +457,15 @@ impl ServerPool {
     }
 
     /// Takes out the idle processes that should end now (idle too long, over a lowered maximum, or gone); the pool is
-    /// retired when nothing is left in it. A session's process does not idle out: it ends with its session.
+    /// retired when nothing is left in it. A session's process does not idle out: it ends with its session; a key's
+    /// processes of a `per_session` server end after `idle_process_timeout`.
     pub(super) fn expire(&self, now: Instant, settings: &PoolSettings) -> (Vec<Arc<UpstreamProcess>>, bool) {
         let max = self.max_processes();
-        let idle_timeout = if self.session.is_some() { Duration::MAX } else { settings.idle_timeout };
+        let idle_timeout = match self.tenancy {
+            Tenancy::Shared => settings.idle_timeout,
+            Tenancy::Session(_) => Duration::MAX,
+            Tenancy::Key => settings.idle_process_timeout,
+        };
         let mut state = lock(&self.state);
         let mut ended = remove_gone(&mut state.entries);
         self.count_restarts(ended.len());
@@ -414,6 +486,18 @@ impl ServerPool {
         let empty = state.entries.is_empty() && state.starting == 0 && !cooling;
         state.retired |= empty;
         (ended, empty)
+    }
+
+    /// Takes out its longest idle process when it has been idle for `idle_for` at least, for a caller that waits for
+    /// a place in the budget (the process ends when dropped, and its place frees up).
+    pub(super) fn end_one_idle(&self, now: Instant, idle_for: Duration) -> Option<Arc<UpstreamProcess>> {
+        let mut state = lock(&self.state);
+        let idle = state.entries.iter().enumerate().filter(|(_, entry)| entry.usable() && entry.calls == 0);
+        let (index, since) = idle.map(|(index, entry)| (index, entry.since)).min_by_key(|(_, since)| *since)?;
+        if now.saturating_duration_since(since) < idle_for {
+            return None;
+        }
+        Some(state.entries.swap_remove(index).process)
     }
 
     /// Counts processes that ended abnormally, except while the pool is shutting down.

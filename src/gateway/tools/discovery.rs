@@ -26,7 +26,7 @@ use crate::guardrails::tool_scan::Finding;
 use crate::telemetry::spans;
 use crate::timeouts::TimeoutKind;
 use crate::upstream::oauth::{self, Bearer, OAuthSettings, TokenKey};
-use crate::upstream::{PoolKey, ServerSpec, UpstreamError};
+use crate::upstream::{Caller, PoolKey, ServerSpec, UpstreamError};
 
 /// What discovery found and where.
 #[derive(Debug, Clone)]
@@ -166,6 +166,10 @@ fn upstream_failure_uncut(ctx: &GatewayContext, err: &UpstreamError) -> GatewayE
             GatewayError::new(ErrorCode::UpstreamOutputTooLarge, err.to_string())
         }
         UpstreamError::Unavailable { .. } => GatewayError::new(ErrorCode::UpstreamUnavailable, err.to_string()),
+        UpstreamError::NoProcessSlot { limit, .. } => {
+            ctx.store.metrics().limit_hit(limit);
+            GatewayError::new(ErrorCode::UpstreamUnavailable, err.to_string())
+        }
         other => GatewayError::new(ErrorCode::UpstreamError, other.to_string()),
     }
 }
@@ -282,9 +286,12 @@ async fn discover_live(
     let live = ctx
         .timeouts
         .of(identity.mcp_config_id.as_deref())
-        .run_classified(TimeoutKind::Discovery, backstop, ctx.pool.list_tools(&key, &spec, session, limit), |r| {
-            matches!(r, Err(UpstreamError::Timeout(_)))
-        })
+        .run_classified(
+            TimeoutKind::Discovery,
+            backstop,
+            ctx.pool.list_tools(&key, &spec, Caller::new(&identity.key_digest, session), limit),
+            |r| matches!(r, Err(UpstreamError::Timeout(_))),
+        )
         .await
         .map_err(|t| GatewayError::new(ErrorCode::Timeout, t.to_string()))?
         .map_err(|e| upstream_failure(ctx, &e))?;

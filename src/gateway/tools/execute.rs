@@ -25,7 +25,7 @@ use crate::json_strict::object;
 use crate::telemetry::spans;
 use crate::timeouts::TimeoutKind;
 use crate::upstream::relay::Relay;
-use crate::upstream::{PoolKey, ServerSpec, UpstreamError};
+use crate::upstream::{Caller, PoolKey, ServerSpec, UpstreamError};
 
 /// The pool enforces a timeout itself (and kills the process); the outer timer is a backstop just behind it.
 pub const TIMEOUT_MARGIN: Duration = Duration::from_millis(500);
@@ -374,7 +374,7 @@ async fn run_call(
         .run_classified(
             TimeoutKind::ToolExecution,
             limit + settings.start_timeout + TIMEOUT_MARGIN,
-            ctx.pool.call_tool(key, spec, session, tool, args, limit, relay),
+            ctx.pool.call_tool(key, spec, Caller::new(&identity.key_digest, session), tool, args, limit, relay),
             |r| matches!(r, Err(UpstreamError::Timeout(_))),
         )
         .await
@@ -405,7 +405,16 @@ async fn relay(upstream: UpstreamService<'_>, operation: Operation, call: Upstre
         .run_classified(
             TimeoutKind::ToolExecution,
             limit + settings.start_timeout + TIMEOUT_MARGIN,
-            ctx.pool.request(key, spec, session, method, params, limit, declared, relay),
+            ctx.pool.request(
+                key,
+                spec,
+                Caller::new(&identity.key_digest, session),
+                method,
+                params,
+                limit,
+                declared,
+                relay,
+            ),
             |r| matches!(r, Err(UpstreamError::Timeout(_))),
         )
         .await

@@ -12,7 +12,7 @@ use crate::gateway::GatewayContext;
 use crate::gateway::capabilities::{Capability, declares};
 use crate::gateway::tools::{TIMEOUT_MARGIN, upstream_failure, upstream_spec};
 use crate::timeouts::TimeoutKind;
-use crate::upstream::{PoolKey, UpstreamError};
+use crate::upstream::{Caller, PoolKey, UpstreamError};
 
 /// Pages read of one list before the server is taken to be looping.
 const MAX_PAGES: usize = 100;
@@ -32,12 +32,13 @@ pub async fn request(
     let settings = &identity.snapshot.settings;
     let limit = settings.timeouts.discovery;
     let declared = move |c: &ServerCapabilities| declares(c, capability);
+    let caller = Caller::new(&identity.key_digest, session);
     ctx.timeouts
         .of(identity.mcp_config_id.as_deref())
         .run_classified(
             TimeoutKind::Discovery,
             limit + settings.start_timeout + TIMEOUT_MARGIN,
-            ctx.pool.request(&key, &spec, session, method, params, limit, declared, None),
+            ctx.pool.request(&key, &spec, caller, method, params, limit, declared, None),
             |r| matches!(r, Err(UpstreamError::Timeout(_))),
         )
         .await
