@@ -308,3 +308,46 @@ fn curation_covers_prompts_resources_and_servers() {
         client.cancel().await.unwrap();
     });
 }
+
+/// A stateless (2026-07-28) call of `hostile__relay` playing `steps`, with `resume` as a later round's
+/// `requestState` and `inputResponses`.
+fn stateless_relay(gw: &TestGateway, steps: &Value, resume: Option<(&str, Value)>) -> Rpc {
+    let mut body = tools_call_body(1, "hostile__relay", json!({"steps": steps}));
+    let mut meta = stateless_meta();
+    meta["io.modelcontextprotocol/clientCapabilities"] = json!({"sampling": {}, "elicitation": {}});
+    body["params"]["_meta"] = meta;
+    if let Some((state, answers)) = resume {
+        body["params"]["requestState"] = json!(state);
+        body["params"]["inputResponses"] = answers;
+    }
+    post(&http(), &gw.mcp, Some(API_KEY), &stateless_headers("tools/call", Some("hostile__relay")), &body)
+}
+
+/// The waiting rounds of stateless clients pass the same door: a blocked question never becomes an `inputRequests`
+/// entry (the call ends blocked), and the answer in `inputResponses` reaches the upstream redacted.
+#[test]
+fn stateless_rounds_pass_the_guardrails() {
+    let rig = rig();
+    let blocked = json!([{"ask": "elicitation/create", "params": {
+        "message": "Confirm: %BLOCKED%?", "requestedSchema": {"type": "object", "properties": {}}}}]);
+    let answered = stateless_relay(&rig.gw, &blocked, None);
+    let result = &answered.message["result"];
+    assert_ne!(result["resultType"], json!("input_required"), "a blocked question is not asked: {}", answered.text);
+    assert!(!answered.text.contains("Confirm:"), "the question does not reach the client: {}", answered.text);
+    assert_eq!(result["structuredContent"]["error_code"], json!("GUARDRAIL_VIOLATION"), "{}", answered.text);
+
+    let asked = json!([{"ask": "elicitation/create", "params": {
+        "message": "Your e-mail?", "requestedSchema": {"type": "object", "properties": {"email": {"type": "string"}}}}}]);
+    let first = stateless_relay(&rig.gw, &asked, None);
+    let result = &first.message["result"];
+    assert_eq!(result["resultType"], json!("input_required"), "{}", first.text);
+    let state = result["requestState"].as_str().expect("requestState").to_string();
+    let key = result["inputRequests"].as_object().and_then(|r| r.keys().next().cloned()).expect("one question");
+    let answer = json!({key: {"action": "accept", "content": {"email": "bob@example.com"}}});
+    let done = stateless_relay(&rig.gw, &asked, Some((&state, answer)));
+    assert!(done.message["result"]["content"].is_array(), "the call's result: {}", done.text);
+    assert!(done.text.contains("bob@example.com"), "restored for the client: {}", done.text);
+    let upstream_saw = Value::Array(rig.received()).to_string();
+    assert!(!upstream_saw.contains("bob@example.com"), "the answer reached the upstream in clear: {upstream_saw}");
+    assert!(upstream_saw.contains("[EMAIL_"), "{upstream_saw}");
+}
