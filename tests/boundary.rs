@@ -351,3 +351,46 @@ fn stateless_rounds_pass_the_guardrails() {
     assert!(!upstream_saw.contains("bob@example.com"), "the answer reached the upstream in clear: {upstream_saw}");
     assert!(upstream_saw.contains("[EMAIL_"), "{upstream_saw}");
 }
+
+/// A client that never answers the upstream's questions.
+#[derive(Clone, Default)]
+struct Silent;
+
+impl rmcp::ClientHandler for Silent {
+    async fn create_elicitation(
+        &self,
+        _request: rmcp::model::ElicitRequestParams,
+        _context: rmcp::service::RequestContext<rmcp::RoleClient>,
+    ) -> Result<rmcp::model::ElicitResult, rmcp::ErrorData> {
+        std::future::pending().await
+    }
+
+    fn get_info(&self) -> rmcp::model::ClientConfig {
+        let capabilities = serde_json::from_value(json!({"elicitation": {}})).unwrap();
+        rmcp::model::ClientConfig::new(capabilities, rmcp::model::Implementation::new("silent-test", "1.0.0"))
+    }
+}
+
+/// A question the client never answers does not hold the call past its `tool_execution_timeout`: the guard that
+/// waits for the answer keeps the call's own timeout running.
+#[test]
+fn an_unanswered_question_ends_with_the_calls_timeout() {
+    let dir = tempfile::tempdir().unwrap();
+    let record = dir.path().join("received.jsonl");
+    let servers = vec![hostile(dir.path(), "hostile", offers(), &record)];
+    let common = json!({"tool_exposure": "transparent", "timeout_settings": {"tool_execution_timeout": 2}});
+    let mut config = config_with(servers, common);
+    config["plugins"]["guardrails"] = json!({"provider": "custom_keyword", "config": {"blocked_keywords": [BLOCKED]}});
+    let gw = TestGateway::start(&config);
+    runtime().block_on(async {
+        let client = Silent.serve(http_transport(&gw.mcp, API_KEY, &[])).await.expect("connect");
+        let asked = json!([{"ask": "elicitation/create", "params": {
+            "message": "Anyone?", "requestedSchema": {"type": "object", "properties": {}}}}]);
+        let params =
+            rmcp::model::CallToolRequestParams::new("hostile__relay").with_arguments(object(json!({"steps": asked})));
+        let ended = tokio::time::timeout(std::time::Duration::from_secs(20), client.call_tool(params)).await;
+        let result = serde_json::to_value(ended.expect("the call ends").expect("tools/call")).unwrap();
+        assert_eq!(answer_of(&result)["error_code"], json!("TIMEOUT"), "{result}");
+        client.cancel().await.unwrap();
+    });
+}

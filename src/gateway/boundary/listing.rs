@@ -49,6 +49,11 @@ impl Offered {
     }
 }
 
+/// Whether `entry`'s server has an output policy (without one, listings pass as curation leaves them).
+fn checks_output(entry: &ServerEntry) -> bool {
+    entry.output_guardrails_policy.as_ref().is_some_and(|p| p.is_enabled())
+}
+
 /// The items of `entry`'s server that may reach `identity`: curated, then through the server's output guardrails.
 pub async fn offered(
     ctx: &GatewayContext,
@@ -62,7 +67,7 @@ pub async fn offered(
         .into_iter()
         .filter(|item| item.get(kind.field()).and_then(Value::as_str).is_some_and(|name| curation.visible(entry, name)))
         .collect();
-    if entry.output_guardrails_policy.as_ref().is_none_or(|p| !p.is_enabled()) {
+    if !checks_output(entry) {
         return items;
     }
     let provider = ctx.guardrails.get(&identity.snapshot, Provider::from_snapshot);
@@ -95,21 +100,17 @@ async fn blocked_items(guard: &CallGuard<'_>, items: &[Value]) -> Vec<usize> {
 /// A `completion/complete` result of `entry`'s server as `identity` may see it: each value through the server's output
 /// guardrails, a blocked one left out (and `total` with it).
 pub async fn completion(ctx: &GatewayContext, identity: &Identity, entry: &ServerEntry, mut result: Value) -> Value {
-    if entry.output_guardrails_policy.as_ref().is_none_or(|p| !p.is_enabled()) {
+    if !checks_output(entry) {
         return result;
     }
     let provider = ctx.guardrails.get(&identity.snapshot, Provider::from_snapshot);
     let guard = GuardrailLayer::of(ctx, identity, entry, &provider).guard();
     if let Some(values) = result.pointer_mut("/completion/values").and_then(Value::as_array_mut) {
-        let mut passed = Vec::with_capacity(values.len());
-        let mut left_out = 0u64;
-        for value in values.drain(..) {
-            match guard.check_relayed(value).await {
-                Ok(value) => passed.push(value),
-                Err(_) => left_out += 1,
-            }
+        let blocked = blocked_items(&guard, values).await;
+        for at in blocked.iter().rev() {
+            values.remove(*at);
         }
-        *values = passed;
+        let left_out = blocked.len() as u64;
         if left_out > 0 {
             tracing::warn!(server_name = %entry.server_name, left_out,
                 "completion values the output guardrails block are left out");
@@ -137,7 +138,7 @@ pub async fn discovered_tools(
     tools: Arc<Vec<Value>>,
     quarantined: Arc<Vec<String>>,
 ) -> (Arc<Vec<Value>>, Arc<Vec<String>>) {
-    if entry.output_guardrails_policy.as_ref().is_none_or(|p| !p.is_enabled()) {
+    if !checks_output(entry) {
         return (tools, quarantined);
     }
     let provider = ctx.guardrails.get(&identity.snapshot, Provider::from_snapshot);

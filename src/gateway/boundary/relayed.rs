@@ -32,8 +32,17 @@ pub fn interpose(outer: &Relay) -> (Relay, mpsc::Receiver<FromServer>) {
     Relay::new(outer.cancel.child_token(), outer.meta.clone())
 }
 
+/// A request of the upstream's that the client was asked: the client's answer to come, and where it goes.
+struct Asked {
+    answered: oneshot::Receiver<Result<Value, RelayError>>,
+    answer: oneshot::Sender<Result<Value, RelayError>>,
+}
+
 /// Runs `work` (the upstream call, given the relay [`interpose`] made) while passing the upstream's messages from
 /// `messages` through `guard` to `outer`. `Err` is the call's blocked result: the upstream call was cancelled.
+///
+/// `work` is polled all along, a question to the client pending or not, so the call's own timeout and its
+/// cancellation hold while a client takes its time to answer (or never does).
 pub async fn pump<T>(
     guard: &mut CallGuard<'_>,
     work: impl Future<Output = T>,
@@ -42,18 +51,42 @@ pub async fn pump<T>(
     cancel: &tokio_util::sync::CancellationToken,
 ) -> Result<T, Value> {
     let mut work = std::pin::pin!(work);
+    let mut asked: Option<Asked> = None;
     let blocked = loop {
         tokio::select! {
             biased;
-            Some(message) = messages.recv() => {
-                if let Err(blocked) = pass(guard, message, outer).await {
+            answered = async {
+                match asked.as_mut() {
+                    Some(pending) => (&mut pending.answered).await,
+                    None => std::future::pending().await,
+                }
+            }, if asked.is_some() => {
+                let Some(Asked { answer, .. }) = asked.take() else { continue };
+                let answered = answered.unwrap_or_else(|_| Err(ended()));
+                if let Err(blocked) = answer_upstream(guard, answered, answer).await {
                     break blocked;
                 }
             }
+            // One question at a time, as the upstream itself waits for its answer; the rest waits in the channel.
+            Some(message) = messages.recv(), if asked.is_none() => {
+                match pass(guard, message, outer).await {
+                    Ok(pending) => asked = pending,
+                    Err(blocked) => break blocked,
+                }
+            }
             outcome = &mut work => {
-                // What the upstream sent before its answer reaches the client before the answer.
+                // The call is over: an unanswered question's upstream hears so. What the upstream sent before its
+                // answer reaches the client before the answer; a request now has nobody to go to.
+                drop(asked);
                 while let Ok(message) = messages.try_recv() {
-                    pass(guard, message, outer).await?;
+                    match message {
+                        FromServer::Notification { .. } => {
+                            pass(guard, message, outer).await?;
+                        }
+                        FromServer::Request { answer, .. } => {
+                            let _ = answer.send(Err(ended()));
+                        }
+                    }
                 }
                 return Ok(outcome);
             }
@@ -67,14 +100,19 @@ pub async fn pump<T>(
     Err(blocked)
 }
 
-/// One message through the guard to the client, and its answer back. `Err`: blocked, the call ends.
-async fn pass(guard: &mut CallGuard<'_>, message: FromServer, outer: &Relay) -> Result<(), Value> {
+fn ended() -> RelayError {
+    RelayError { code: -32603, message: "the call ended before its client answered".into() }
+}
+
+/// One message through the guard to the client. A request asked of the client is returned, its answer to come.
+/// `Err`: blocked, the call ends.
+async fn pass(guard: &mut CallGuard<'_>, message: FromServer, outer: &Relay) -> Result<Option<Asked>, Value> {
     match message {
         FromServer::Notification { method, params } => {
             let params = guard.check_relayed(params).await?;
             // As the upstream's own client does: a notification that finds no room is dropped, never waited for.
             let _ = outer.messages.try_send(FromServer::Notification { method, params });
-            Ok(())
+            Ok(None)
         }
         FromServer::Request { method, params, answer } => {
             let params = match guard.check_relayed(params).await {
@@ -88,37 +126,38 @@ async fn pass(guard: &mut CallGuard<'_>, message: FromServer, outer: &Relay) -> 
             if outer.messages.send(FromServer::Request { method: method.clone(), params, answer: asked }).await.is_err()
             {
                 let _ = answer.send(Err(RelayError::not_supported(&method)));
-                return Ok(());
+                return Ok(None);
             }
-            let answered = answered.await.unwrap_or_else(|_| {
-                Err(RelayError { code: -32603, message: "the call ended before its client answered".into() })
-            });
-            match answered {
-                Ok(result) => match guard.check_answer(result).await {
-                    Ok(result) => {
-                        let _ = answer.send(Ok(result));
-                        Ok(())
-                    }
-                    Err(blocked) => {
-                        let _ = answer.send(Err(blocked_error()));
-                        Err(blocked)
-                    }
-                },
-                // A refusal's words come from the client too: checked and redacted like an answer.
-                Err(RelayError { code, message }) => {
-                    match guard.check_answer(serde_json::json!({"message": message})).await {
-                        Ok(checked) => {
-                            let message = checked["message"].as_str().unwrap_or("the client refused").to_string();
-                            let _ = answer.send(Err(RelayError { code, message }));
-                            Ok(())
-                        }
-                        Err(blocked) => {
-                            let _ = answer.send(Err(blocked_error()));
-                            Err(blocked)
-                        }
-                    }
-                }
-            }
+            Ok(Some(Asked { answered, answer }))
+        }
+    }
+}
+
+/// The client's answer to a request (or its refusal) through the input guardrails, to the upstream. `Err`: blocked,
+/// the upstream heard `-32600` and the call ends.
+async fn answer_upstream(
+    guard: &mut CallGuard<'_>,
+    answered: Result<Value, RelayError>,
+    answer: oneshot::Sender<Result<Value, RelayError>>,
+) -> Result<(), Value> {
+    let checked = match answered {
+        Ok(result) => guard.check_answer(result).await.map(Ok),
+        // A refusal's words come from the client too: checked and redacted like an answer.
+        Err(RelayError { code, message }) => {
+            guard.check_answer(serde_json::json!({"message": message})).await.map(|checked| {
+                let message = checked["message"].as_str().unwrap_or("the client refused").to_string();
+                Err(RelayError { code, message })
+            })
+        }
+    };
+    match checked {
+        Ok(checked) => {
+            let _ = answer.send(checked);
+            Ok(())
+        }
+        Err(blocked) => {
+            let _ = answer.send(Err(blocked_error()));
+            Err(blocked)
         }
     }
 }

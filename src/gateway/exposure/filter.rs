@@ -67,27 +67,7 @@ fn could_allow_with_prefix(filter: &ToolFilter, prefix: &str) -> bool {
 /// Whether `pattern` matches some name that begins with `prefix` (the rest of the pattern can always be met by what
 /// follows the prefix).
 fn could_match_prefix(pattern: &str, prefix: &str) -> bool {
-    let pattern = pattern.as_bytes();
-    let name = prefix.as_bytes();
-    let (mut p, mut n) = (0, 0);
-    let mut star: Option<(usize, usize)> = None;
-    while n < name.len() {
-        if p < pattern.len() && pattern[p] == b'*' {
-            star = Some((p, n));
-            p += 1;
-        } else if p < pattern.len() && pattern[p] == name[n] {
-            p += 1;
-            n += 1;
-        } else if let Some((star_p, star_n)) = star {
-            p = star_p + 1;
-            n = star_n + 1;
-            star = Some((star_p, star_n + 1));
-        } else {
-            // The pattern ended inside the prefix, or differs from it.
-            return false;
-        }
-    }
-    true
+    glob(pattern, prefix).is_some()
 }
 
 /// Whether `name` passes `filter`.
@@ -104,6 +84,12 @@ pub fn visible(server: Option<&ToolFilter>, project: Option<&ToolFilter>, tool: 
 /// Whether `name` matches `pattern` (`*`: any run of characters; everything else literally). Linear in the lengths
 /// for the common shapes, and never worse than their product.
 pub fn matches(pattern: &str, name: &str) -> bool {
+    glob(pattern, name).is_some_and(|rest| rest.iter().all(|b| *b == b'*'))
+}
+
+/// `name` read through `pattern` from the start: what is left of the pattern once the whole name is matched, or
+/// `None` when no way of matching takes the whole name.
+fn glob<'p>(pattern: &'p str, name: &str) -> Option<&'p [u8]> {
     let pattern = pattern.as_bytes();
     let name = name.as_bytes();
     let (mut p, mut n) = (0, 0);
@@ -122,10 +108,10 @@ pub fn matches(pattern: &str, name: &str) -> bool {
             n = star_n + 1;
             star = Some((star_p, star_n + 1));
         } else {
-            return false;
+            return None;
         }
     }
-    pattern[p..].iter().all(|b| *b == b'*')
+    Some(&pattern[p..])
 }
 
 #[cfg(test)]
