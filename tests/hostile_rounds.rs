@@ -80,7 +80,10 @@ fn assert_invalid_params(r: &Rpc) {
 fn forty_stateless_calls_to_a_per_session_server_share_at_most_the_keys_processes_and_none_is_left_behind() {
     let dir = tempfile::tempdir().unwrap();
     let starts = dir.path().join("starts");
-    let gw = gateway(&starts, "per_session", json!({"max_processes_per_key": 2, "idle_process_seconds": 1}));
+    // 40 requests of one key in flight at once: over the default `max_inflight_per_key` (32), which is not the limit
+    // under test here.
+    let limits = json!({"max_processes_per_key": 2, "idle_process_seconds": 1, "max_inflight_per_key": 64});
+    let gw = gateway(&starts, "per_session", limits);
     let answers: Vec<Rpc> = std::thread::scope(|scope| {
         let calls: Vec<_> = (0..40)
             .map(|_| scope.spawn(|| stateless_call(&gw, API_KEY, "mock__slow", json!({"ms": 100}), None)))

@@ -99,8 +99,11 @@ fn forty_cold_clients_share_at_most_max_processes_starts_and_all_succeed() {
         let mut calls = tokio::task::JoinSet::new();
         for i in 0..40 {
             let url = gw.mcp.clone();
+            // Two keys, 20 clients each: one key's 40 requests at once would pass `max_inflight_per_key` (32,
+            // contract 14), which is not what this test is about.
+            let key = if i % 2 == 0 { API_KEY } else { KEY_B };
             calls.spawn(async move {
-                let client = connect_stateless(&url, API_KEY).await;
+                let client = connect_stateless(&url, key).await;
                 let text = format!("client {i}");
                 let result = secure_call_one(&client, "cold", "echo", json!({"text": text})).await;
                 (text, result)
