@@ -60,8 +60,9 @@ pub fn fingerprint(entry: &ServerEntry, pepper: Option<&str>) -> String {
     // Pins say which definitions were approved, not which server runs: an entry pinned on first use (by this
     // replica or another) shares the tools of the same entry unpinned.
     let unpinned;
-    let entry = if entry.pinned_tools.is_some() {
-        unpinned = ServerEntry { pinned_tools: None, ..entry.clone() };
+    let pinned = entry.pinned_tools.is_some() || entry.prompt_pins.is_some() || entry.resource_pins.is_some();
+    let entry = if pinned {
+        unpinned = ServerEntry { pinned_tools: None, prompt_pins: None, resource_pins: None, ..entry.clone() };
         &unpinned
     } else {
         entry

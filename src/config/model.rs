@@ -269,8 +269,26 @@ pub struct ServerEntry {
     /// discovery when absent (trust on first use), or by hand, GitOps or the admin API.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub pinned_tools: Option<IndexMap<String, String>>,
+    /// The approved definition of each prompt, by the upstream's prompt name, pinned as tools are (contract 14).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub prompt_pins: Option<IndexMap<String, String>>,
+    /// The approved definition of each resource (by its `uri`) and resource template (by its `uriTemplate`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub resource_pins: Option<IndexMap<String, String>>,
     #[serde(flatten)]
     pub extra: Map<String, Value>,
+}
+
+impl ServerEntry {
+    /// Whether `self` and `other` are the same entry but for their prompt and resource pins: pins of what a server
+    /// offers besides tools say nothing about its tools, so writing them (trust on first use) keeps the tool cache.
+    pub fn same_but_offer_pins(&self, other: &ServerEntry) -> bool {
+        if self.prompt_pins == other.prompt_pins && self.resource_pins == other.resource_pins {
+            return self == other;
+        }
+        let strip = |entry: &ServerEntry| ServerEntry { prompt_pins: None, resource_pins: None, ..entry.clone() };
+        strip(self) == strip(other)
+    }
 }
 
 /// `tool_filter` of a server entry (on upstream tool names) or a project (on exposed names): `*` matches any run of

@@ -38,7 +38,7 @@ pub enum PinStatus {
 }
 
 /// One tool of the last discovery of a server against its pins.
-#[derive(Clone, Debug, serde::Serialize)]
+#[derive(Clone, Debug, PartialEq, serde::Serialize)]
 pub struct PinRow {
     pub tool_name: String,
     pub pinned: Option<String>,
@@ -60,6 +60,21 @@ pub struct PinBook {
     /// Definitions seen with their pin, by pin (what a pin stands for, for the review).
     seen: Mutex<HashMap<String, Value>>,
     in_memory: Mutex<HashMap<(String, String), indexmap::IndexMap<String, String>>>,
+    /// What the last listing of each (configuration, server, kind of offer) found against its pins (contract 14:
+    /// prompts, resources, templates); a listing reports only what differs from the last one.
+    offers: Mutex<HashMap<(String, String, &'static str), OfferReview>>,
+    /// Pins of prompts and resources kept in memory, by (configuration, server, field: `prompt_pins`,
+    /// `resource_pins`), for servers whose file could not be written.
+    offers_in_memory: Mutex<HashMap<(String, String, &'static str), indexmap::IndexMap<String, String>>>,
+}
+
+/// The last review of one kind of a server's offers (prompts, resources or templates).
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct OfferReview {
+    /// Each item against its pin, in the order listed (missing ones last).
+    pub rows: Vec<PinRow>,
+    /// The poisoning findings, as `(item, kind, excerpt)`.
+    pub findings: Vec<(String, &'static str, String)>,
 }
 
 impl PinBook {
@@ -92,6 +107,42 @@ impl PinBook {
 
     pub fn keep_in_memory(&self, config_id: &str, server: &str, pins: indexmap::IndexMap<String, String>) {
         lock(&self.in_memory).insert((config_id.to_string(), server.to_string()), pins);
+    }
+
+    /// Records the review of `kind` (`prompt`, `resource`, `template`) of `server`; returns the one it replaces.
+    pub fn record_offers(
+        &self,
+        config_id: &str,
+        server: &str,
+        kind: &'static str,
+        review: OfferReview,
+    ) -> Option<OfferReview> {
+        lock(&self.offers).insert((config_id.to_string(), server.to_string(), kind), review)
+    }
+
+    /// The last review of `kind` of `server`, if there was one.
+    pub fn last_offers(&self, config_id: &str, server: &str, kind: &'static str) -> Option<OfferReview> {
+        lock(&self.offers).get(&(config_id.to_string(), server.to_string(), kind)).cloned()
+    }
+
+    /// Pins of `field` (`prompt_pins`, `resource_pins`) kept in memory for `server` (its file is read-only).
+    pub fn offers_in_memory(
+        &self,
+        config_id: &str,
+        server: &str,
+        field: &'static str,
+    ) -> Option<indexmap::IndexMap<String, String>> {
+        lock(&self.offers_in_memory).get(&(config_id.to_string(), server.to_string(), field)).cloned()
+    }
+
+    pub fn keep_offers_in_memory(
+        &self,
+        config_id: &str,
+        server: &str,
+        field: &'static str,
+        pins: indexmap::IndexMap<String, String>,
+    ) {
+        lock(&self.offers_in_memory).insert((config_id.to_string(), server.to_string(), field), pins);
     }
 }
 

@@ -329,7 +329,8 @@ impl GatewayContext {
         self.external_cache.configure(settings);
         let live = live_servers(snapshot);
         self.tool_cache.remove_where(|key, cached| {
-            server_entry(snapshot, &key.mcp_config_id, &key.server_name) != Some(&cached.entry)
+            server_entry(snapshot, &key.mcp_config_id, &key.server_name)
+                .is_none_or(|entry| !entry.same_but_offer_pins(&cached.entry))
         });
         self.pool.set_settings(pool_settings(snapshot));
         self.pool.set_max_calls_per_process(settings.max_calls_per_process as usize);

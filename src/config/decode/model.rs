@@ -216,14 +216,9 @@ pub fn decode_server_at(value: Value, path: &str, problems: &mut Problems) -> Op
     let oauth_config = f.nested("oauth_config", decode_oauth);
     let tool_prefix = f.string("tool_prefix");
     let tool_filter = f.nested("tool_filter", decode_tool_filter);
-    let pinned_tools = f.string_map("pinned_tools");
-    if let Some(pins) = &pinned_tools {
-        for (tool, pin) in pins {
-            if !crate::config::pins::is_pin(pin) {
-                f.problem("pinned_tools", format!("{tool:?}: must be \"sha256:\" and 64 lower-case hex digits"));
-            }
-        }
-    }
+    let pinned_tools = pins(&mut f, "pinned_tools");
+    let prompt_pins = pins(&mut f, "prompt_pins");
+    let resource_pins = pins(&mut f, "resource_pins");
     let extra = f.rest();
     Some(ServerEntry {
         server_name: server_name?,
@@ -236,8 +231,21 @@ pub fn decode_server_at(value: Value, path: &str, problems: &mut Problems) -> Op
         tool_prefix,
         tool_filter,
         pinned_tools,
+        prompt_pins,
+        resource_pins,
         extra,
     })
+}
+
+/// A map of pins (`pinned_tools`, `prompt_pins`, `resource_pins`): each value `sha256:` and 64 lower-case hex digits.
+fn pins(f: &mut Fields<'_>, key: &str) -> Option<IndexMap<String, String>> {
+    let pins = f.string_map(key);
+    for (name, pin) in pins.iter().flatten() {
+        if !crate::config::pins::is_pin(pin) {
+            f.problem(key, format!("{name:?}: must be \"sha256:\" and 64 lower-case hex digits"));
+        }
+    }
+    pins
 }
 
 fn decode_tool_filter(mut f: Fields<'_>) -> ToolFilter {

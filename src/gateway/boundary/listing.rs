@@ -54,7 +54,8 @@ fn checks_output(entry: &ServerEntry) -> bool {
     entry.output_guardrails_policy.as_ref().is_some_and(|p| p.is_enabled())
 }
 
-/// The items of `entry`'s server that may reach `identity`: curated, then through the server's output guardrails.
+/// The items of `entry`'s server that may reach `identity`: reviewed (pins and scan, over the whole list), curated,
+/// then through the server's output guardrails.
 pub async fn offered(
     ctx: &GatewayContext,
     identity: &Identity,
@@ -62,6 +63,7 @@ pub async fn offered(
     kind: Offered,
     items: Vec<Value>,
 ) -> Vec<Value> {
+    let items = super::offer_review::review(ctx, identity, entry, kind, items);
     let curation = Curation::of(identity);
     let mut items: Vec<Value> = items
         .into_iter()

@@ -7,7 +7,10 @@
 //!   guardrails with redaction, output guardrails with restoration, the audit record.
 //! - What the upstream sends during a call and the client's answers ([`relayed`]) pass the same call's guard.
 //! - Listings and completions ([`listing`]): curation of every item a server offers (tools, prompts, resources,
-//!   templates), then the output guardrails of the server that offered it; a blocked item is left out.
+//!   templates), then the output guardrails of the server that offered it; a blocked item is left out. Before both,
+//!   prompts, resources and templates are pinned and scanned as tools are ([`offer_review`]), over the server's whole
+//!   list; what that quarantines is left out too.
 
 pub mod listing;
+pub mod offer_review;
 pub mod relayed;

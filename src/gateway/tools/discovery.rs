@@ -357,7 +357,7 @@ async fn cached_tools(
             Err(e) => timed_out = matches!(e, ExternalError::Timeout(_)),
         }
     }
-    let hit = ctx.tool_cache.peek(key).filter(|hit| hit.entry == *entry);
+    let hit = ctx.tool_cache.peek(key).filter(|hit| hit.entry.same_but_offer_pins(entry));
     ctx.tool_cache.record_in(&key.mcp_config_id, hit.is_some());
     (hit, timed_out)
 }

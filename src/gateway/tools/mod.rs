@@ -7,7 +7,7 @@
 
 mod discovery;
 mod execute;
-mod review;
+pub(crate) mod review;
 mod status;
 
 use std::sync::Arc;

@@ -72,8 +72,9 @@ pub fn review(
     Reviewed { tools: Arc::new(tools), findings: Arc::new(findings), quarantined: Arc::new(quarantined), pinned_now }
 }
 
-/// The tool names the other servers of the same configuration have shown so far (in the tool cache), for shadowing.
-fn sibling_tool_names(ctx: &GatewayContext, key: &PoolKey) -> Vec<String> {
+/// The tool names the other servers of the same configuration have shown so far (in the tool cache), for shadowing
+/// (also by the review of prompts and resources, `gateway/boundary/offer_review.rs`).
+pub(crate) fn sibling_tool_names(ctx: &GatewayContext, key: &PoolKey) -> Vec<String> {
     let mut names = Vec::new();
     ctx.tool_cache.for_each(|other, cached| {
         if other.mcp_config_id == key.mcp_config_id && other.server_name != key.server_name {
