@@ -62,11 +62,14 @@ pub struct PinBook {
     in_memory: Mutex<HashMap<(String, String), indexmap::IndexMap<String, String>>>,
     /// What the last listing of each (configuration, server, kind of offer) found against its pins (contract 14:
     /// prompts, resources, templates); a listing reports only what differs from the last one.
-    offers: Mutex<HashMap<(String, String, &'static str), OfferReview>>,
+    offers: Mutex<HashMap<OfferKey, OfferReview>>,
     /// Pins of prompts and resources kept in memory, by (configuration, server, field: `prompt_pins`,
     /// `resource_pins`), for servers whose file could not be written.
-    offers_in_memory: Mutex<HashMap<(String, String, &'static str), indexmap::IndexMap<String, String>>>,
+    offers_in_memory: Mutex<HashMap<OfferKey, indexmap::IndexMap<String, String>>>,
 }
+
+/// (configuration, server, kind or field) of a server's prompts and resources in the pin book.
+type OfferKey = (String, String, &'static str);
 
 /// The last review of one kind of a server's offers (prompts, resources or templates).
 #[derive(Clone, Debug, Default, PartialEq)]
