@@ -213,3 +213,26 @@ fn the_scanner_reads_every_string_of_a_prompt_resource_or_template() {
     });
     assert!(warned.gw.logs().contains("prompt definition finding"), "logged");
 }
+
+#[test]
+fn a_listing_that_changes_more_than_a_hundred_prompts_writes_one_summary() {
+    let many = |description: &str| -> Value {
+        let prompts: Vec<Value> =
+            (0..150).map(|i| json!({"name": format!("p{i}"), "description": description})).collect();
+        json!({"prompts": prompts})
+    };
+    let rig = rig("enforce", "off", many("A prompt."));
+    runtime().block_on(async {
+        let client = connect(&rig.gw.mcp, API_KEY).await;
+        assert_eq!(listed(&client).await.0.len(), 150);
+        rig.serve(&many("A prompt, changed."));
+        assert_eq!(listed(&client).await.0.len(), 0, "all 150 changed prompts are left out");
+        client.cancel().await.unwrap();
+    });
+    let events = rig.audit_events();
+    let summaries: Vec<&Value> = events.iter().filter(|e| e["event"] == json!("prompts_changed_summary")).collect();
+    assert_eq!(summaries.len(), 1, "{events:?}");
+    assert_eq!(summaries[0]["count"], json!(150));
+    assert!(!events.iter().any(|e| e["event"] == json!("prompt_definition_changed")), "no record per prompt");
+    assert_eq!(metric(&rig.gw, r#"mcpgw_tool_pin_mismatches_total{server="hostile"}"#), 150.0, "each one counted");
+}

@@ -23,7 +23,7 @@ use crate::config::model::ServerEntry;
 use crate::config::pins::{OfferReview, PinRow, PinStatus, pin_of};
 use crate::config::settings::{PinMode, ScanMode};
 use crate::gateway::GatewayContext;
-use crate::gateway::tools::review::sibling_tool_names;
+use crate::gateway::tools::review::{SUMMARY_OVER, sibling_tool_names};
 use crate::guardrails::tool_scan;
 use crate::upstream::PoolKey;
 
@@ -185,6 +185,7 @@ fn pin_rows(
 /// Adds `pins` to the entry's pins of `kind` (never replacing one), in the file, or in memory when the file cannot be
 /// written.
 fn pin_on_first_use(ctx: &GatewayContext, config_id: &str, server: &str, kind: Kind, pins: IndexMap<String, String>) {
+    let count = pins.len();
     let written = ctx.store.update(|file, _| -> Result<bool, crate::config::WriteError> {
         let entry = file
             .mcp_configs
@@ -224,11 +225,13 @@ fn pin_on_first_use(ctx: &GatewayContext, config_id: &str, server: &str, kind: K
         event: &event,
         server_name: Some(server),
         outcome: Some(outcome),
+        count: Some(count as u64),
         ..Default::default()
     });
 }
 
-/// Logs, counts and audits what `review` found that `before` (the last listing's review) had not.
+/// Logs, counts and audits what `review` found that `before` (the last listing's review) had not: a record per item,
+/// or one summary of each when more than [`SUMMARY_OVER`] items have something to tell (as a tool review does).
 fn report(
     ctx: &GatewayContext,
     identity: &Identity,
@@ -239,12 +242,50 @@ fn report(
     quarantined: &[String],
 ) {
     let server = entry.server_name.as_str();
+    let rows = review.rows.iter().filter(|row| row.status != PinStatus::Pinned);
+    let rows: Vec<&PinRow> = rows.filter(|row| !before.is_some_and(|b| b.rows.contains(row))).collect();
+    let findings = review.findings.iter().filter(|f| !before.is_some_and(|b| b.findings.contains(f)));
+    let findings: Vec<&(String, &'static str, String)> = findings.collect();
+    let metrics = ctx.store.metrics();
+    let mismatches = rows.iter().filter(|row| row.status != PinStatus::Missing).count();
+    metrics.tool_pin_mismatches.with_label_values(&[server]).inc_by(mismatches as u64);
+    for (_, finding_kind, _) in &findings {
+        metrics.tool_scan_findings.with_label_values(&[server, finding_kind]).inc();
+    }
     let revision = || Some(crate::audit::revision(&identity.snapshot.source_digest));
-    let outcome = |key: &str| if quarantined.iter().any(|q| q == key) { "quarantined" } else { "warned" };
-    for row in &review.rows {
-        if row.status == PinStatus::Pinned || before.is_some_and(|b| b.rows.contains(row)) {
-            continue;
-        }
+    let enforced = |item: &str| quarantined.iter().any(|q| q == item);
+    let outcome = |item: &str| if enforced(item) { "quarantined" } else { "warned" };
+    let mut items: Vec<&str> =
+        rows.iter().map(|r| r.tool_name.as_str()).chain(findings.iter().map(|f| f.0.as_str())).collect();
+    items.sort_unstable();
+    items.dedup();
+    if items.len() > SUMMARY_OVER {
+        let count = |status: PinStatus| rows.iter().filter(|r| r.status == status).count();
+        let held = items.iter().filter(|item| enforced(item)).count();
+        tracing::warn!(
+            server_name = server,
+            items = items.len(),
+            changed = count(PinStatus::Changed),
+            new = count(PinStatus::New),
+            missing = count(PinStatus::Missing),
+            findings = findings.len(),
+            quarantined = held,
+            "{} definitions changed on many at once (one summary)",
+            kind.noun
+        );
+        let event = format!("{}s_changed_summary", kind.noun);
+        ctx.audit.record(crate::audit::Event {
+            event: &event,
+            project_id: Some(&identity.project_id),
+            server_name: Some(server),
+            outcome: Some(if held == 0 { "warned" } else { "quarantined" }),
+            config_revision: revision(),
+            count: Some(items.len() as u64),
+            ..Default::default()
+        });
+        return;
+    }
+    for row in rows {
         let (item, pinned, current) = (row.tool_name.as_str(), row.pinned.as_deref(), row.current.as_deref());
         let event = match row.status {
             PinStatus::Changed => {
@@ -253,21 +294,14 @@ fn report(
                     item,
                     pinned,
                     current,
-                    quarantined = outcome(item) == "quarantined",
+                    enforced = enforced(item),
                     "{} definition changed",
                     kind.noun
                 );
                 format!("{}_definition_changed", kind.noun)
             }
             PinStatus::New => {
-                tracing::warn!(
-                    server_name = server,
-                    item,
-                    current,
-                    quarantined = outcome(item) == "quarantined",
-                    "new {}",
-                    kind.noun
-                );
+                tracing::warn!(server_name = server, item, current, enforced = enforced(item), "new {}", kind.noun);
                 format!("{}_new", kind.noun)
             }
             PinStatus::Missing | PinStatus::Pinned => {
@@ -275,7 +309,6 @@ fn report(
                 continue;
             }
         };
-        ctx.store.metrics().tool_pin_mismatches.with_label_values(&[server]).inc();
         ctx.audit.record(crate::audit::Event {
             event: &event,
             project_id: Some(&identity.project_id),
@@ -286,18 +319,13 @@ fn report(
             ..Default::default()
         });
     }
-    for finding in &review.findings {
-        if before.is_some_and(|b| b.findings.contains(finding)) {
-            continue;
-        }
-        let (item, finding_kind, excerpt) = (finding.0.as_str(), finding.1, finding.2.as_str());
-        ctx.store.metrics().tool_scan_findings.with_label_values(&[server, finding_kind]).inc();
+    for (item, finding_kind, excerpt) in findings {
         tracing::warn!(
             server_name = server,
             item,
             kind = finding_kind,
             excerpt,
-            quarantined = outcome(item) == "quarantined",
+            blocked = enforced(item),
             "{} definition finding",
             kind.noun
         );
