@@ -78,6 +78,18 @@ async fn listed(client: &McpClient) -> (Vec<String>, Vec<String>, Vec<String>) {
     (field(prompts, "name"), field(resources, "uri"), field(templates, "uriTemplate"))
 }
 
+/// A request for a quarantined prompt or resource is an error whose data is the `TOOL_QUARANTINED` answer object.
+#[track_caller]
+fn assert_quarantined(answer: Result<(), rmcp::ServiceError>) {
+    match answer {
+        Err(rmcp::ServiceError::McpError(error)) => {
+            let data = error.data.clone().unwrap_or_default();
+            assert_eq!(data["error_code"], json!("TOOL_QUARANTINED"), "{error:?}");
+        }
+        other => panic!("expected a TOOL_QUARANTINED error, got {other:?}"),
+    }
+}
+
 fn everything() -> (Vec<String>, Vec<String>, Vec<String>) {
     (vec!["hostile__greet".into()], vec!["test://doc".into()], vec!["test://t/{id}".into()])
 }
@@ -111,9 +123,14 @@ fn the_first_listing_pins_prompts_resources_and_templates_and_a_rug_pull_is_left
         rig.serve(&rug_pulled());
         assert_eq!(listed(&client).await, (vec![], vec![], vec![]), "every changed or new item is left out");
         let got = client.get_prompt(rmcp::model::GetPromptRequestParams::new("hostile__greet")).await;
-        assert!(got.is_err(), "a quarantined prompt cannot be got: {got:?}");
+        assert_quarantined(got.map(|_| ()));
         let read = client.read_resource(rmcp::model::ReadResourceRequestParams::new("test://doc")).await;
-        assert!(read.is_err(), "a quarantined resource cannot be read: {read:?}");
+        assert_quarantined(read.map(|_| ()));
+        // A URI only a quarantined template matches is quarantined too, not unknown.
+        let read = client.read_resource(rmcp::model::ReadResourceRequestParams::new("test://t/7")).await;
+        assert_quarantined(read.map(|_| ()));
+        let unknown = client.read_resource(rmcp::model::ReadResourceRequestParams::new("test://nothing")).await;
+        assert!(!format!("{unknown:?}").contains("TOOL_QUARANTINED"), "{unknown:?}");
         // Listing again changes nothing, and reports nothing twice.
         assert_eq!(listed(&client).await, (vec![], vec![], vec![]));
         assert_eq!(rig.entry()["prompt_pins"], entry["prompt_pins"], "the pins stay the approved ones");
@@ -189,7 +206,7 @@ fn the_scanner_reads_every_string_of_a_prompt_resource_or_template() {
         let client = connect(&blocked.gw.mcp, API_KEY).await;
         assert_eq!(listed(&client).await, everything(), "each poisoned item is left out");
         let got = client.get_prompt(rmcp::model::GetPromptRequestParams::new("hostile__sneaky")).await;
-        assert!(got.is_err(), "{got:?}");
+        assert_quarantined(got.map(|_| ()));
         client.cancel().await.unwrap();
     });
     let events = blocked.audit_events();

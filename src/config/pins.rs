@@ -78,6 +78,8 @@ pub struct OfferReview {
     pub rows: Vec<PinRow>,
     /// The poisoning findings, as `(item, kind, excerpt)`.
     pub findings: Vec<(String, &'static str, String)>,
+    /// The items left out of service (by their key), so that a request for one answers `TOOL_QUARANTINED`.
+    pub quarantined: Vec<String>,
 }
 
 impl PinBook {

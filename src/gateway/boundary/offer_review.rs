@@ -108,14 +108,29 @@ pub fn review(
     if scanning == ScanMode::Block {
         quarantined.extend(findings.iter().map(|(key, _, _)| key.as_str()));
     }
-    let quarantined: Vec<String> = quarantined.into_iter().map(str::to_string).collect();
-    let review = OfferReview { rows, findings };
+    let mut quarantined: Vec<String> = quarantined.into_iter().map(str::to_string).collect();
+    quarantined.sort_unstable();
+    quarantined.dedup();
+    let review = OfferReview { rows, findings, quarantined };
     let before = ctx.pins.record_offers(config_id, &entry.server_name, kind.noun, review.clone());
-    report(ctx, identity, entry, kind, &review, before.as_ref(), &quarantined);
-    if quarantined.is_empty() {
+    report(ctx, identity, entry, kind, &review, before.as_ref(), &review.quarantined);
+    if review.quarantined.is_empty() {
         return items;
     }
-    items.into_iter().filter(|item| !quarantined.contains(&key_of(item))).collect()
+    items.into_iter().filter(|item| review.quarantined.binary_search(&key_of(item)).is_err()).collect()
+}
+
+/// Whether the last listing of `offered` of `entry`'s server quarantined an item `held` picks out (by its key).
+pub fn quarantined(
+    ctx: &GatewayContext,
+    identity: &Identity,
+    entry: &ServerEntry,
+    offered: Offered,
+    held: impl Fn(&str) -> bool,
+) -> bool {
+    let config_id = identity.mcp_config_id.as_deref().unwrap_or_default();
+    let last = ctx.pins.last_offers(config_id, &entry.server_name, kind_of(offered).noun);
+    last.is_some_and(|review| review.quarantined.iter().any(|key| held(key)))
 }
 
 /// Each item of `current` (key, pin, definition) against the pins of `kind`; a kind with no pins yet is pinned now.

@@ -17,7 +17,9 @@ use crate::config::model::ServerEntry;
 use crate::error::GatewayError;
 use crate::gateway::GatewayContext;
 use crate::gateway::boundary::listing::{self, Offered};
+use crate::gateway::boundary::offer_review;
 use crate::gateway::capabilities::Capability;
+use crate::gateway::exposure::filter::Curation;
 use crate::gateway::exposure::names::{self, MAX_NAME};
 use crate::gateway::tools::{DiscoveryResult, discover_visible, visible_servers};
 use crate::telemetry::metrics::GW_TOOLS;
@@ -152,6 +154,17 @@ pub async fn is_quarantined(ctx: &GatewayContext, identity: &Identity, session: 
         }
     }
     false
+}
+
+/// Whether `name` is the exposed name of a prompt the review of its server's last listing quarantined (contract 14),
+/// and that curation would show: `prompts/get` answers `TOOL_QUARANTINED` rather than "unknown prompt". Only asked
+/// after a name was not found.
+pub fn is_quarantined_prompt(identity: &Identity, ctx: &GatewayContext, name: &str) -> bool {
+    let curation = Curation::of(identity);
+    candidates(identity, Some(name)).into_iter().any(|(entry, prefix)| {
+        let held = |prompt: &str| names::exposes(&prefix, prompt, name) && curation.visible(entry, prompt);
+        offer_review::quarantined(ctx, identity, entry, Offered::Prompt, held)
+    })
 }
 
 /// The servers of the caller's configuration with the prefix of their exposed names; with `only`, those that could

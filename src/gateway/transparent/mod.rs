@@ -103,6 +103,11 @@ pub async fn get_prompt(
     relay: Option<Relay>,
 ) -> Result<Value, McpError> {
     let Some(prompt) = catalog::find_prompt(ctx, identity, session, name).await else {
+        if catalog::is_quarantined_prompt(identity, ctx, name) {
+            let why = format!("prompt {name:?} is quarantined: its definition is under review");
+            let answer = GatewayError::new(ErrorCode::ToolQuarantined, why.clone()).answer();
+            return Err(McpError::internal_error(why, Some(answer)));
+        }
         return Err(McpError::invalid_params(format!("unknown prompt {name:?}"), None));
     };
     let upstream_name = prompt.upstream_name();

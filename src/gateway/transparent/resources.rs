@@ -10,9 +10,12 @@ use super::catalog;
 use super::upstream::{self, list_all};
 use crate::auth::Identity;
 use crate::config::model::ServerEntry;
+use crate::error::{ErrorCode, GatewayError};
 use crate::gateway::GatewayContext;
 use crate::gateway::boundary::listing::{self, Offered};
+use crate::gateway::boundary::offer_review;
 use crate::gateway::capabilities::Capability;
+use crate::gateway::exposure::filter::Curation;
 use crate::gateway::tools::{audit_call, visible_servers};
 use crate::upstream::relay::Relay;
 
@@ -89,11 +92,35 @@ pub async fn read(
     uri: &str,
     relay: Option<Relay>,
 ) -> Result<Value, McpError> {
-    let Some(entry) = owner(ctx, identity, session, uri).await else {
+    let found = owner(ctx, identity, session, uri).await;
+    if quarantined(ctx, identity, uri, found) {
+        let why = format!("resource {uri:?} is quarantined: its definition is under review");
+        let answer = GatewayError::new(ErrorCode::ToolQuarantined, why.clone()).answer();
+        return Err(McpError::internal_error(why, Some(answer)));
+    }
+    let Some(entry) = found else {
         return Err(McpError::resource_not_found(format!("no upstream server serves the resource {uri:?}"), None));
     };
     let request = (super::Operation::ReadResource, uri, Map::new());
     super::relay_request(ctx, identity, session, entry, request, relay).await
+}
+
+/// Whether a read of `uri` is refused as quarantined (contract 14): the server that would serve it (`owner`, through
+/// a template) quarantined it as a resource at its last listing, or, when no server serves it, a server curation lets
+/// the caller see quarantined it or a template matching it.
+fn quarantined(ctx: &GatewayContext, identity: &Identity, uri: &str, owner: Option<&ServerEntry>) -> bool {
+    let curation = Curation::of(identity);
+    let as_resource =
+        |entry: &ServerEntry| offer_review::quarantined(ctx, identity, entry, Offered::Resource, |held| held == uri);
+    if let Some(entry) = owner {
+        return curation.visible(entry, uri) && as_resource(entry);
+    }
+    let Ok(entries) = visible_servers(identity) else { return false };
+    entries.into_iter().any(|entry| {
+        let held = |template: &str| template_matches(template, uri) && curation.visible(entry, template);
+        (curation.visible(entry, uri) && as_resource(entry))
+            || offer_review::quarantined(ctx, identity, entry, Offered::Template, held)
+    })
 }
 
 /// `resources/subscribe` (or, with `subscribed` false, `resources/unsubscribe`) of `uri`: sent to the server it
