@@ -253,3 +253,59 @@ fn a_listing_that_changes_more_than_a_hundred_prompts_writes_one_summary() {
     assert!(!events.iter().any(|e| e["event"] == json!("prompt_definition_changed")), "no record per prompt");
     assert_eq!(metric(&rig.gw, r#"mcpgw_tool_pin_mismatches_total{server="hostile"}"#), 150.0, "each one counted");
 }
+
+/// An admin request from inside the async part of a test.
+fn admin_call(rig: &Rig, method: reqwest::Method, path: &str, body: Option<&Value>) -> common::Resp {
+    let path = format!("/api/v1/configs/{CONFIG_ID}/servers/hostile/{path}");
+    tokio::task::block_in_place(|| admin(&rig.gw, method, &path, body))
+}
+
+#[test]
+fn an_operator_approves_a_changed_prompt_or_resource_by_the_pin_reviewed() {
+    let rig = rig("enforce", "off", offers());
+    runtime().block_on(async {
+        let client = connect(&rig.gw.mcp, API_KEY).await;
+        assert_eq!(listed(&client).await, everything());
+        rig.serve(&rug_pulled());
+        assert_eq!(listed(&client).await, (vec![], vec![], vec![]));
+
+        let rows = admin_call(&rig, reqwest::Method::GET, "prompt-pins", None);
+        let rows = rows.ok(200).as_array().unwrap_or_else(|| panic!("data is the list: {}", rows.text)).clone();
+        let greet = rows.iter().find(|r| r["name"] == json!("greet")).unwrap_or_else(|| panic!("{rows:?}"));
+        assert_eq!(greet["status"], json!("changed"), "{rows:?}");
+        assert_ne!(greet["pinned"], greet["current"]);
+        assert!(greet["current_definition"]["arguments"].is_array(), "the definition to review: {greet}");
+        let extra = rows.iter().find(|r| r["name"] == json!("extra")).unwrap_or_else(|| panic!("{rows:?}"));
+        assert_eq!(extra["status"], json!("new"), "{rows:?}");
+
+        let stale = json!({"sha256": greet["pinned"]});
+        admin_call(&rig, reqwest::Method::POST, "prompt-pins/greet/approve", Some(&stale)).err(409, "CONFLICT");
+        let missing = json!({});
+        admin_call(&rig, reqwest::Method::POST, "prompt-pins/greet/approve", Some(&missing))
+            .err(400, "VALIDATION_ERROR");
+        let reviewed = json!({"sha256": greet["current"]});
+        admin_call(&rig, reqwest::Method::POST, "prompt-pins/greet/approve", Some(&reviewed)).ok(200);
+        assert_eq!(rig.entry()["prompt_pins"]["greet"], greet["current"], "written into the file");
+
+        let rows = admin_call(&rig, reqwest::Method::GET, "resource-pins", None);
+        let rows = rows.ok(200).as_array().unwrap().clone();
+        let doc = rows.iter().find(|r| r["uri"] == json!("test://doc")).unwrap_or_else(|| panic!("{rows:?}"));
+        assert_eq!((doc["kind"].clone(), doc["status"].clone()), (json!("resource"), json!("changed")), "{rows:?}");
+        let template = rows.iter().find(|r| r["uri"] == json!("test://t/{id}")).unwrap_or_else(|| panic!("{rows:?}"));
+        assert_eq!(template["kind"], json!("template"), "{rows:?}");
+        // A URI is one path segment, percent-encoded.
+        let reviewed = json!({"sha256": doc["current"]});
+        admin_call(&rig, reqwest::Method::POST, "resource-pins/test%3A%2F%2Fdoc/approve", Some(&reviewed)).ok(200);
+
+        // The admin write swaps the snapshot before it answers: the next listing sees the approval.
+        let (prompts, resources, templates) = listed(&client).await;
+        assert_eq!(prompts, ["hostile__greet"], "the approved prompt is back, the new one still held");
+        assert_eq!(resources, ["test://doc"]);
+        assert_eq!(templates, Vec::<String>::new(), "the template was not approved");
+
+        admin_call(&rig, reqwest::Method::DELETE, "prompt-pins/greet", None).ok(200);
+        assert!(rig.entry()["prompt_pins"].get("greet").is_none(), "forgotten");
+        admin_call(&rig, reqwest::Method::DELETE, "prompt-pins/greet", None).err_any(404);
+        client.cancel().await.unwrap();
+    });
+}

@@ -11,6 +11,7 @@ use super::AppState;
 use super::body::JsonBody;
 use super::{ToolWrite, answer, answer_created, write, write_about};
 use crate::manage::configs;
+use crate::manage::offer_pins::{self, Offers};
 
 type St = State<Arc<AppState>>;
 
@@ -24,6 +25,43 @@ pub fn routes() -> Router<Arc<AppState>> {
         .route("/api/v1/configs/{config}/servers/{server}/tool-pins", get(tool_pins))
         .route("/api/v1/configs/{config}/servers/{server}/tool-pins/{tool}", axum::routing::delete(forget_pin))
         .route("/api/v1/configs/{config}/servers/{server}/tool-pins/{tool}/approve", post(approve_tool))
+        .merge(offer_pin_routes("prompt-pins", Offers::Prompts))
+        .merge(offer_pin_routes("resource-pins", Offers::Resources))
+}
+
+/// The routes of the pins of a server's prompts or resources (contract 14), shaped as the tool pins' are:
+/// `GET …/{what}`, `POST …/{what}/{item}/approve {sha256}`, `DELETE …/{what}/{item}` (a resource's URI
+/// percent-encoded as one path segment).
+fn offer_pin_routes(what: &str, offers: Offers) -> Router<Arc<AppState>> {
+    let base = format!("/api/v1/configs/{{config}}/servers/{{server}}/{what}");
+    let list = move |State(st): St, Path((config, server)): Path<(String, String)>| async move {
+        let listed = offer_pins::list(&st.store.snapshot(), &st.pins, &config, &server, offers);
+        answer(listed.map_err(Into::into), "pins")
+    };
+    let approve = move |State(st): St,
+                        Path((config, server, item)): Path<(String, String, String)>,
+                        JsonBody(body): JsonBody| async move {
+        let book = Arc::clone(&st.pins);
+        let (named_server, named_item) = (server.clone(), item.clone());
+        let about = Some(ToolWrite { server: &named_server, tool: &named_item });
+        let result = write_about(&st, about, move |file, snap| {
+            offer_pins::approve(file, snap, &book, &config, &server, offers, &item, body)
+        })
+        .await;
+        answer(result, "definition approved")
+    };
+    let forget = move |State(st): St, Path((config, server, item)): Path<(String, String, String)>| async move {
+        let (named_server, named_item) = (server.clone(), item.clone());
+        let about = Some(ToolWrite { server: &named_server, tool: &named_item });
+        let result =
+            write_about(&st, about, move |file, snap| offer_pins::forget(file, snap, &config, &server, offers, &item))
+                .await;
+        answer(result, "pin removed")
+    };
+    Router::new()
+        .route(&base, get(list))
+        .route(&format!("{base}/{{item}}"), axum::routing::delete(forget))
+        .route(&format!("{base}/{{item}}/approve"), post(approve))
 }
 
 async fn list(State(st): St) -> Response {

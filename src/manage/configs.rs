@@ -104,7 +104,7 @@ pub fn list_servers(snap: &Snapshot, ident: &str) -> ManageResult {
     Ok(Value::Array(servers.unwrap_or_default()))
 }
 
-fn server_index(file: &ConfigFile, config_id: &str, config: &str, server: &str) -> ManageResult<usize> {
+pub(super) fn server_index(file: &ConfigFile, config_id: &str, config: &str, server: &str) -> ManageResult<usize> {
     file.mcp_configs
         .get(config_id)
         .and_then(|c| c.mcp_config.iter().position(|s| s.server_name == server))
@@ -212,7 +212,7 @@ struct ApproveBody {
 
 /// The pin an approval names, `sha256:` and 64 lower-case hex digits, from the body's `sha256` (with or without the
 /// `sha256:` prefix, hex digits in either case).
-fn reviewed_pin(body: Value) -> ManageResult<String> {
+pub(super) fn reviewed_pin(body: Value) -> ManageResult<String> {
     let body: ApproveBody = decode_body(body)?;
     let Some(given) = body.sha256 else {
         return Err(ManageError::Validation(
