@@ -303,6 +303,24 @@ fn an_operator_approves_a_changed_prompt_or_resource_by_the_pin_reviewed() {
         assert_eq!(resources, ["test://doc"]);
         assert_eq!(templates, Vec::<String>::new(), "the template was not approved");
 
+        // The CLI against the running gateway: the template's review and its approval, by its URI template.
+        let url = rig.gw.gw.admin.clone();
+        let cli = |args: &[&str]| {
+            let mut all = vec!["config"];
+            all.extend_from_slice(args);
+            all.extend_from_slice(&["--admin-url", &url]);
+            tokio::task::block_in_place(|| common::run_cli(&all, &[("GW_ADMIN_APIKEY", common::ADMIN_KEY)]))
+        };
+        let (status, out, err) = cli(&["resource-pins", CONFIG_ID, "hostile"]);
+        let shown = out.lines().find(|line| line.starts_with("test://t/{id}")).unwrap_or_default();
+        let current = template["current"].as_str().unwrap();
+        assert!(status.success() && shown.contains("changed") && shown.contains(current), "{out}{err}");
+        let (status, out, err) = cli(&["approve-resource", CONFIG_ID, "hostile", "test://t/{id}", "--sha256", current]);
+        assert!(status.success(), "{out}{err}");
+        assert_eq!(listed(&client).await.2, ["test://t/{id}"], "the approved template is back");
+        let (status, out, err) = cli(&["prompt-pins", CONFIG_ID, "hostile"]);
+        assert!(status.success() && out.lines().any(|l| l.starts_with("extra") && l.contains("new")), "{out}{err}");
+
         admin_call(&rig, reqwest::Method::DELETE, "prompt-pins/greet", None).ok(200);
         assert!(rig.entry()["prompt_pins"].get("greet").is_none(), "forgotten");
         admin_call(&rig, reqwest::Method::DELETE, "prompt-pins/greet", None).err_any(404);

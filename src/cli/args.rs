@@ -113,6 +113,52 @@ pub enum ConfigAction {
         #[arg(long, value_name = "HASH")]
         sha256: String,
     },
+    /// Show a server's prompt pins: each prompt of the gateway's last listing against its pin, as `pins` shows tools.
+    ///
+    /// Example: mcpgw config prompt-pins production github --admin-url http://127.0.0.1:8001
+    PromptPins {
+        #[arg(id = "config_ident", value_name = "CONFIG")]
+        config: String,
+        server: String,
+    },
+    /// Approve a prompt's current definition by the pin you reviewed (CURRENT in `mcpgw config prompt-pins`); needs
+    /// --admin-url. Refused (exit 5) when the server changed it since.
+    ///
+    /// Example: mcpgw config approve-prompt production github review_pr --sha256 sha256:9f86d0…
+    ///   --admin-url http://127.0.0.1:8001
+    ApprovePrompt {
+        #[arg(id = "config_ident", value_name = "CONFIG")]
+        config: String,
+        server: String,
+        prompt: String,
+        /// The pin of the definition you reviewed (`sha256:` and 64 hex digits; the prefix may be left out).
+        #[arg(long, value_name = "HASH")]
+        sha256: String,
+    },
+    /// Show a server's resource pins: each resource (by URI) and resource template (by URI template) of the gateway's
+    /// last listing against its pin.
+    ///
+    /// Example: mcpgw config resource-pins production fs --admin-url http://127.0.0.1:8001
+    ResourcePins {
+        #[arg(id = "config_ident", value_name = "CONFIG")]
+        config: String,
+        server: String,
+    },
+    /// Approve a resource's or resource template's current definition by the pin you reviewed (CURRENT in
+    /// `mcpgw config resource-pins`); needs --admin-url. Refused (exit 5) when the server changed it since.
+    ///
+    /// Example: mcpgw config approve-resource production fs file:///docs/readme.md --sha256 sha256:9f86d0…
+    ///   --admin-url http://127.0.0.1:8001
+    ApproveResource {
+        #[arg(id = "config_ident", value_name = "CONFIG")]
+        config: String,
+        server: String,
+        /// The resource's URI, or the template's URI template.
+        uri: String,
+        /// The pin of the definition you reviewed (`sha256:` and 64 hex digits; the prefix may be left out).
+        #[arg(long, value_name = "HASH")]
+        sha256: String,
+    },
     /// Add an upstream server (a stdio command, or a remote server with --url) to a configuration.
     ///
     /// Example: mcpgw config add-server production --name github --command npx --arg -y

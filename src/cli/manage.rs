@@ -17,6 +17,7 @@ use super::ops::{self, Op};
 use super::output::{self, CliError, Outcome};
 use super::remote::AdminClient;
 use crate::config::{self, ConfigStore, LoadError};
+use crate::manage::offer_pins::Offers;
 use crate::telemetry::metrics::Metrics;
 
 /// A path as the admin API needs it (absolute); relative paths are taken from the current directory in file mode.
@@ -44,6 +45,16 @@ impl ConfigAction {
             ConfigAction::Pins { config, server } => Op::ToolPins { config, server },
             ConfigAction::ApproveTool { config, server, tool, sha256 } => {
                 Op::ApproveTool { config, server, tool, sha256 }
+            }
+            ConfigAction::PromptPins { config, server } => Op::OfferPins { config, server, offers: Offers::Prompts },
+            ConfigAction::ResourcePins { config, server } => {
+                Op::OfferPins { config, server, offers: Offers::Resources }
+            }
+            ConfigAction::ApprovePrompt { config, server, prompt, sha256 } => {
+                Op::ApproveOffer { config, server, offers: Offers::Prompts, item: prompt, sha256 }
+            }
+            ConfigAction::ApproveResource { config, server, uri, sha256 } => {
+                Op::ApproveOffer { config, server, offers: Offers::Resources, item: uri, sha256 }
             }
             ConfigAction::AddServer { config, edit } => Op::ServerAdd { config, entry: edit.load()?.build()? },
             ConfigAction::UpdateServer { config, server, edit } => {

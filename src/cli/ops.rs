@@ -12,6 +12,7 @@ use serde_json::{Value, json};
 use super::output::{CliError, Column, Outcome, Shape, field};
 use super::server_edit::ServerEdit;
 use crate::config::ConfigStore;
+use crate::manage::offer_pins::{self, Offers};
 use crate::manage::{ManageResult, api_keys, configs, projects, system, users};
 
 /// A management operation and its arguments (identifiers are ids or names, as in REST paths).
@@ -27,6 +28,8 @@ pub enum Op {
     ServerGet { config: String, server: String },
     ToolPins { config: String, server: String },
     ApproveTool { config: String, server: String, tool: String, sha256: String },
+    OfferPins { config: String, server: String, offers: Offers },
+    ApproveOffer { config: String, server: String, offers: Offers, item: String, sha256: String },
     ServerAdd { config: String, entry: Value },
     ServerUpdate { config: String, server: String, edit: Box<ServerEdit> },
     ServerRemove { config: String, server: String },
@@ -117,6 +120,30 @@ const PIN_COLUMNS: &[Column] = &[
     Column { header: "CURRENT", cell: |r| field(r, "current") },
 ];
 
+/// A server's prompt pins, as [`PIN_COLUMNS`] for tools.
+const PROMPT_PIN_COLUMNS: &[Column] = &[
+    Column { header: "PROMPT", cell: |r| field(r, "name") },
+    Column { header: "STATUS", cell: |r| field(r, "status") },
+    Column { header: "PINNED", cell: |r| field(r, "pinned") },
+    Column { header: "CURRENT", cell: |r| field(r, "current") },
+];
+/// A server's resource and template pins.
+const RESOURCE_PIN_COLUMNS: &[Column] = &[
+    Column { header: "URI", cell: |r| field(r, "uri") },
+    Column { header: "KIND", cell: |r| field(r, "kind") },
+    Column { header: "STATUS", cell: |r| field(r, "status") },
+    Column { header: "PINNED", cell: |r| field(r, "pinned") },
+    Column { header: "CURRENT", cell: |r| field(r, "current") },
+];
+
+/// The admin API's path segment of `offers`' pins.
+fn pins_path(offers: Offers) -> &'static str {
+    match offers {
+        Offers::Prompts => "prompt-pins",
+        Offers::Resources => "resource-pins",
+    }
+}
+
 fn server_command(row: &Value) -> String {
     let config = &row["config"];
     let mut parts = vec![field(config, "command")];
@@ -143,7 +170,7 @@ impl Op {
             Op::Backup { output_file, overwrite } => json!({"output_file": output_file, "overwrite": overwrite}),
             Op::Restore { input_file } => json!({"input_file": input_file}),
             Op::Reset => json!({"confirm": true}),
-            Op::ApproveTool { sha256, .. } => json!({"sha256": sha256}),
+            Op::ApproveTool { sha256, .. } | Op::ApproveOffer { sha256, .. } => json!({"sha256": sha256}),
             _ => return None,
         })
     }
@@ -167,6 +194,12 @@ impl Op {
             }
             Op::ApproveTool { config, server, tool, .. } => {
                 route(M::POST, &["configs", config, "servers", server, "tool-pins", tool, "approve"], body)
+            }
+            Op::OfferPins { config, server, offers } => {
+                route(M::GET, &["configs", config, "servers", server, pins_path(*offers)], None)
+            }
+            Op::ApproveOffer { config, server, offers, item, .. } => {
+                route(M::POST, &["configs", config, "servers", server, pins_path(*offers), item, "approve"], body)
             }
             Op::ServerUpdate { config, server, .. } => route(M::PUT, &["configs", config, "servers", server], None),
             Op::ServerRemove { config, server } => route(M::DELETE, &["configs", config, "servers", server], None),
@@ -209,6 +242,8 @@ impl Op {
             Op::UserList => Shape::Table(USER_COLUMNS),
             Op::KeyList | Op::UserKeys { .. } => Shape::Table(KEY_COLUMNS),
             Op::ToolPins { .. } => Shape::Table(PIN_COLUMNS),
+            Op::OfferPins { offers: Offers::Prompts, .. } => Shape::Table(PROMPT_PIN_COLUMNS),
+            Op::OfferPins { offers: Offers::Resources, .. } => Shape::Table(RESOURCE_PIN_COLUMNS),
             _ => Shape::Record,
         }
     }
@@ -252,6 +287,12 @@ pub fn run_file(op: &Op, store: &ConfigStore) -> Result<Outcome, CliError> {
         }
         Op::ApproveTool { server, tool, .. } => Err(CliError::Usage(format!(
             "approving {tool:?} of {server:?} pins what the running gateway discovered: add --admin-url (and GW_ADMIN_APIKEY)"
+        ))),
+        Op::OfferPins { config, server, offers } => {
+            read("pins", offer_pins::list(&snap, &Default::default(), config, server, *offers))
+        }
+        Op::ApproveOffer { server, item, .. } => Err(CliError::Usage(format!(
+            "approving {item:?} of {server:?} pins what the running gateway listed: add --admin-url (and GW_ADMIN_APIKEY)"
         ))),
         Op::ServerAdd { config, .. } => write(store, "server added", |f, s| configs::add_server(f, s, config, body)),
         Op::ServerUpdate { config, server, edit } => write(store, "server updated", |f, s| {
