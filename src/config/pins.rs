@@ -1,5 +1,7 @@
 //! Tool pins (contract section 11): what a tool definition is pinned by, and what the last live discovery of each
-//! server found against its pins, for the admin API's review (`GET …/tool-pins`).
+//! server found against its pins, for the admin API's review (`GET …/tool-pins`). Prompts, resources and resource
+//! templates are pinned the same way (contract 14); the last listing of each kind is kept here too
+//! ([`OfferReview`], for `GET …/prompt-pins` and `…/resource-pins`).
 //!
 //! A pin is `sha256:` and the hex SHA-256 of the tool's whole definition as the upstream sent it (contract section
 //! 14: every field, `_meta`, `icons` and fields this gateway does not know included), as JSON with its object keys
