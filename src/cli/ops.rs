@@ -292,7 +292,8 @@ pub fn run_file(op: &Op, store: &ConfigStore) -> Result<Outcome, CliError> {
             read("pins", offer_pins::list(&snap, &Default::default(), config, server, *offers))
         }
         Op::ApproveOffer { server, item, .. } => Err(CliError::Usage(format!(
-            "approving {item:?} of {server:?} pins what the running gateway listed: add --admin-url (and GW_ADMIN_APIKEY)"
+            "approving {item:?} of {server:?} pins what the running gateway listed: \
+             add --admin-url (and GW_ADMIN_APIKEY)"
         ))),
         Op::ServerAdd { config, .. } => write(store, "server added", |f, s| configs::add_server(f, s, config, body)),
         Op::ServerUpdate { config, server, edit } => write(store, "server updated", |f, s| {
