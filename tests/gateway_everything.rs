@@ -136,6 +136,13 @@ fn server_everything_is_served_transparently() {
         assert_eq!(read["contents"][0]["uri"], json!("demo://resource/dynamic/text/3"), "{read}");
         let missing = client.read_resource(serde_json::from_value(json!({"uri": "nowhere://x"})).unwrap()).await;
         assert!(missing.is_err(), "a URI no server serves");
+        // Prompts, resources and templates are pinned and scanned as tools are (contract 14): the reference server's
+        // are pinned on first use and give no finding.
+        let file: Value = serde_json::from_slice(&std::fs::read(gw.config_path()).unwrap()).unwrap();
+        let entry = &file["mcp_configs"][common::CONFIG_ID]["mcp_config"][0];
+        assert!(entry["prompt_pins"]["simple-prompt"].is_string(), "prompts pinned: {entry}");
+        assert!(entry["resource_pins"].as_object().is_some_and(|pins| pins.len() > 1), "resources pinned: {entry}");
+        assert!(!gw.logs().contains("definition finding"), "no finding on server-everything's offers");
 
         // Completion routes by the exposed prompt name.
         let params = json!({"ref": {"type": "ref/prompt", "name": "everything__completable-prompt"},

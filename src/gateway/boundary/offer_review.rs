@@ -162,7 +162,11 @@ fn pin_rows(
             }
             None => PinStatus::New,
         };
-        ctx.pins.saw(pin, definition);
+        // What an approved pin stands for is remembered, to be shown beside a later change. Only approved ones: a
+        // server that changes an item at every listing must not grow this memory.
+        if status == PinStatus::Pinned {
+            ctx.pins.saw(pin, definition);
+        }
         let mut row = PinRow {
             tool_name: key.clone(),
             pinned: pinned.get(key).cloned().or_else(|| (status == PinStatus::Pinned).then(|| pin.clone())),
