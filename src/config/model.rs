@@ -282,12 +282,35 @@ pub struct ServerEntry {
 impl ServerEntry {
     /// Whether `self` and `other` are the same entry but for their prompt and resource pins: pins of what a server
     /// offers besides tools say nothing about its tools, so writing them (trust on first use) keeps the tool cache.
+    /// Asked at every tool cache hit, so it compares in place (no copy); every field is named, so a new one cannot
+    /// be left out by mistake.
     pub fn same_but_offer_pins(&self, other: &ServerEntry) -> bool {
-        if self.prompt_pins == other.prompt_pins && self.resource_pins == other.resource_pins {
-            return self == other;
-        }
-        let strip = |entry: &ServerEntry| ServerEntry { prompt_pins: None, resource_pins: None, ..entry.clone() };
-        strip(self) == strip(other)
+        let ServerEntry {
+            server_name,
+            description,
+            config,
+            tools,
+            input_guardrails_policy,
+            output_guardrails_policy,
+            oauth_config,
+            tool_prefix,
+            tool_filter,
+            pinned_tools,
+            prompt_pins: _,
+            resource_pins: _,
+            extra,
+        } = self;
+        *server_name == other.server_name
+            && *description == other.description
+            && *config == other.config
+            && *tools == other.tools
+            && *input_guardrails_policy == other.input_guardrails_policy
+            && *output_guardrails_policy == other.output_guardrails_policy
+            && *oauth_config == other.oauth_config
+            && *tool_prefix == other.tool_prefix
+            && *tool_filter == other.tool_filter
+            && *pinned_tools == other.pinned_tools
+            && *extra == other.extra
     }
 }
 
@@ -508,5 +531,23 @@ impl ConfigFile {
         let mut bytes = serde_json::to_vec_pretty(self).unwrap_or_else(|_| b"{}".to_vec());
         bytes.push(b'\n');
         bytes
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn offer_pins_alone_keep_an_entry_the_same_for_its_tools() {
+        let entry = ServerEntry { server_name: "s".into(), ..ServerEntry::default() };
+        let pinned = IndexMap::from([("p".to_string(), format!("sha256:{}", "0".repeat(64)))]);
+        let with_offers =
+            ServerEntry { prompt_pins: Some(pinned.clone()), resource_pins: Some(pinned.clone()), ..entry.clone() };
+        assert!(entry.same_but_offer_pins(&with_offers) && with_offers.same_but_offer_pins(&entry));
+        let with_tools = ServerEntry { pinned_tools: Some(pinned), ..entry.clone() };
+        assert!(!entry.same_but_offer_pins(&with_tools), "tool pins are the tools' business");
+        let renamed = ServerEntry { tool_prefix: Some("x".into()), ..with_offers.clone() };
+        assert!(!with_offers.same_but_offer_pins(&renamed));
     }
 }

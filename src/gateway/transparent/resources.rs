@@ -94,9 +94,7 @@ pub async fn read(
 ) -> Result<Value, McpError> {
     let found = owner(ctx, identity, session, uri).await;
     if quarantined(ctx, identity, uri, found) {
-        let why = format!("resource {uri:?} is quarantined: its definition is under review");
-        let answer = GatewayError::new(ErrorCode::ToolQuarantined, why.clone()).answer();
-        return Err(McpError::internal_error(why, Some(answer)));
+        return Err(quarantine_error(uri));
     }
     let Some(entry) = found else {
         return Err(McpError::resource_not_found(format!("no upstream server serves the resource {uri:?}"), None));
@@ -105,9 +103,16 @@ pub async fn read(
     super::relay_request(ctx, identity, session, entry, request, relay).await
 }
 
-/// Whether a read of `uri` is refused as quarantined (contract 14): the server that would serve it (`owner`, through
-/// a template) quarantined it as a resource at its last listing, or, when no server serves it, a server curation lets
-/// the caller see quarantined it or a template matching it.
+/// The answer to a request for a quarantined resource: the gateway's answer object as the JSON-RPC error's `data`.
+fn quarantine_error(uri: &str) -> McpError {
+    let why = format!("resource {uri:?} is quarantined: its definition is under review");
+    let answer = GatewayError::new(ErrorCode::ToolQuarantined, why.clone()).answer();
+    McpError::internal_error(why, Some(answer))
+}
+
+/// Whether a read of (or a subscription to) `uri` is refused as quarantined (contract 14): the server that would
+/// serve it (`owner`, through a template) quarantined it as a resource at its last listing, or, when no server serves
+/// it, a server curation lets the caller see quarantined it or a template matching it.
 fn quarantined(ctx: &GatewayContext, identity: &Identity, uri: &str, owner: Option<&ServerEntry>) -> bool {
     let curation = Curation::of(identity);
     let as_resource =
@@ -133,7 +138,11 @@ pub async fn subscribe(
     uri: &str,
     subscribed: bool,
 ) -> Result<(), McpError> {
-    let Some(entry) = owner(ctx, identity, session, uri).await else {
+    let found = owner(ctx, identity, session, uri).await;
+    if subscribed && quarantined(ctx, identity, uri, found) {
+        return Err(quarantine_error(uri));
+    }
+    let Some(entry) = found else {
         return Err(McpError::resource_not_found(format!("no upstream server serves the resource {uri:?}"), None));
     };
     let method = if subscribed { "resources/subscribe" } else { "resources/unsubscribe" };
