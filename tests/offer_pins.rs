@@ -126,6 +126,8 @@ fn the_first_listing_pins_prompts_resources_and_templates_and_a_rug_pull_is_left
         assert_quarantined(got.map(|_| ()));
         let read = client.read_resource(rmcp::model::ReadResourceRequestParams::new("test://doc")).await;
         assert_quarantined(read.map(|_| ()));
+        // `resources/subscribe` is legacy-only in rmcp's newest revision; this session's revision still has it.
+        #[allow(deprecated)]
         let subscribed = client.subscribe(rmcp::model::SubscribeRequestParams::new("test://doc")).await;
         assert_quarantined(subscribed);
         // A URI only a quarantined template matches is quarantined too, not unknown.
