@@ -111,6 +111,21 @@ pub(super) fn server_index(file: &ConfigFile, config_id: &str, config: &str, ser
         .ok_or_else(|| ManageError::NotFound(format!("server {server:?} not found in MCP configuration {config:?}")))
 }
 
+/// The id of configuration `ident` and its server entry `server`, to change (404 when either is not there).
+pub(super) fn server_entry_mut<'a>(
+    file: &'a mut ConfigFile,
+    snap: &Snapshot,
+    ident: &str,
+    server: &str,
+) -> ManageResult<(String, &'a mut ServerEntry)> {
+    let id = resolve(snap, ident)?;
+    let index = server_index(file, &id, ident, server)?;
+    match file.mcp_configs.get_mut(&id).and_then(|cfg| cfg.mcp_config.get_mut(index)) {
+        Some(entry) => Ok((id, entry)),
+        None => Err(ManageError::NotFound(ident.to_string())),
+    }
+}
+
 /// One server of a configuration.
 pub fn get_server(snap: &Snapshot, ident: &str, server: &str) -> ManageResult {
     let id = resolve(snap, ident)?;
@@ -244,12 +259,8 @@ pub fn approve_tool(
     tool: &str,
     body: Value,
 ) -> ManageResult {
-    let id = resolve(snap, ident)?;
-    let index = server_index(file, &id, ident, server)?;
+    let (id, entry) = server_entry_mut(file, snap, ident, server)?;
     let reviewed = reviewed_pin(body)?;
-    let Some(entry) = file.mcp_configs.get_mut(&id).map(|cfg| &mut cfg.mcp_config[index]) else {
-        return Err(ManageError::NotFound(ident.to_string()));
-    };
     let rows = book.last(&id, &entry.server_name).ok_or_else(|| {
         ManageError::Conflict(format!(
             "server {server:?} has not been discovered since the gateway started: discover its tools first"
@@ -276,11 +287,7 @@ pub fn approve_tool(
 
 /// Removes the pin of `tool` (`DELETE …/tool-pins/{tool}`): the next discovery treats the tool as new.
 pub fn forget_pin(file: &mut ConfigFile, snap: &Snapshot, ident: &str, server: &str, tool: &str) -> ManageResult {
-    let id = resolve(snap, ident)?;
-    let index = server_index(file, &id, ident, server)?;
-    let Some(entry) = file.mcp_configs.get_mut(&id).map(|cfg| &mut cfg.mcp_config[index]) else {
-        return Err(ManageError::NotFound(ident.to_string()));
-    };
+    let (_, entry) = server_entry_mut(file, snap, ident, server)?;
     let removed = entry.pinned_tools.as_mut().and_then(|pins| pins.shift_remove(tool));
     match removed {
         Some(pin) => Ok(json!({"server_name": entry.server_name, "tool_name": tool, "removed": pin})),

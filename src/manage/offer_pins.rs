@@ -7,7 +7,7 @@
 use indexmap::IndexMap;
 use serde_json::{Value, json};
 
-use super::configs::{resolve, reviewed_pin, server_index};
+use super::configs::{resolve, reviewed_pin, server_entry_mut, server_index};
 use super::{ManageError, ManageResult};
 use crate::config::model::ServerEntry;
 use crate::config::pins::{PinBook, PinRow, PinStatus};
@@ -134,12 +134,8 @@ pub fn approve(
     item: &str,
     body: Value,
 ) -> ManageResult {
-    let id = resolve(snap, ident)?;
-    let index = server_index(file, &id, ident, server)?;
+    let (id, entry) = server_entry_mut(file, snap, ident, server)?;
     let reviewed = reviewed_pin(body)?;
-    let Some(entry) = file.mcp_configs.get_mut(&id).map(|cfg| &mut cfg.mcp_config[index]) else {
-        return Err(ManageError::NotFound(ident.to_string()));
-    };
     let noun = offers.noun();
     let rows = offers.last(book, &id, &entry.server_name).ok_or_else(|| {
         ManageError::Conflict(format!(
@@ -176,11 +172,7 @@ pub fn forget(
     offers: Offers,
     item: &str,
 ) -> ManageResult {
-    let id = resolve(snap, ident)?;
-    let index = server_index(file, &id, ident, server)?;
-    let Some(entry) = file.mcp_configs.get_mut(&id).map(|cfg| &mut cfg.mcp_config[index]) else {
-        return Err(ManageError::NotFound(ident.to_string()));
-    };
+    let (_, entry) = server_entry_mut(file, snap, ident, server)?;
     let removed = offers.pins(entry).as_mut().and_then(|pins| pins.shift_remove(item));
     match removed {
         Some(pin) => Ok(json!({"server_name": entry.server_name, offers.key(): item, "removed": pin})),

@@ -271,7 +271,20 @@ fn report(
     for (_, finding_kind, _) in &findings {
         metrics.tool_scan_findings.with_label_values(&[server, finding_kind]).inc();
     }
-    let revision = || Some(crate::audit::revision(&identity.snapshot.source_digest));
+    // One audit record: the event, the item it is about (none for a summary), a finding's kind, the outcome.
+    let audit = |event: &str, item: Option<&str>, error_code: Option<&str>, outcome: &str, count: Option<u64>| {
+        ctx.audit.record(crate::audit::Event {
+            event,
+            project_id: Some(&identity.project_id),
+            server_name: Some(server),
+            tool_name: item,
+            outcome: Some(outcome),
+            error_code,
+            config_revision: Some(crate::audit::revision(&identity.snapshot.source_digest)),
+            count,
+            ..Default::default()
+        })
+    };
     let enforced = |item: &str| quarantined.iter().any(|q| q == item);
     let outcome = |item: &str| if enforced(item) { "quarantined" } else { "warned" };
     let mut items: Vec<&str> =
@@ -292,16 +305,8 @@ fn report(
             "{} definitions changed on many at once (one summary)",
             kind.noun
         );
-        let event = format!("{}s_changed_summary", kind.noun);
-        ctx.audit.record(crate::audit::Event {
-            event: &event,
-            project_id: Some(&identity.project_id),
-            server_name: Some(server),
-            outcome: Some(if held == 0 { "warned" } else { "quarantined" }),
-            config_revision: revision(),
-            count: Some(items.len() as u64),
-            ..Default::default()
-        });
+        let outcome = if held == 0 { "warned" } else { "quarantined" };
+        audit(&format!("{}s_changed_summary", kind.noun), None, None, outcome, Some(items.len() as u64));
         return;
     }
     for row in rows {
@@ -328,15 +333,7 @@ fn report(
                 continue;
             }
         };
-        ctx.audit.record(crate::audit::Event {
-            event: &event,
-            project_id: Some(&identity.project_id),
-            server_name: Some(server),
-            tool_name: Some(item),
-            outcome: Some(outcome(item)),
-            config_revision: revision(),
-            ..Default::default()
-        });
+        audit(&event, Some(item), None, outcome(item), None);
     }
     for (item, finding_kind, excerpt) in findings {
         tracing::warn!(
@@ -348,17 +345,7 @@ fn report(
             "{} definition finding",
             kind.noun
         );
-        let event = format!("{}_finding", kind.noun);
-        ctx.audit.record(crate::audit::Event {
-            event: &event,
-            project_id: Some(&identity.project_id),
-            server_name: Some(server),
-            tool_name: Some(item),
-            outcome: Some(outcome(item)),
-            error_code: Some(finding_kind),
-            config_revision: revision(),
-            ..Default::default()
-        });
+        audit(&format!("{}_finding", kind.noun), Some(item), Some(finding_kind), outcome(item), None);
     }
 }
 
