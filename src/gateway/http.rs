@@ -24,7 +24,7 @@ use super::GatewayContext;
 use super::fast_path::FastToolCallLayer;
 use super::handler::GatewayHandler;
 use super::middleware::step::StepLayer;
-use super::middleware::{admission, budgets, drain, jsonrpc, limits, origin, request_metrics, sessions};
+use super::middleware::{admission, drain, jsonrpc, limits, origin, request_metrics, sessions};
 use crate::error::{ErrorCode, GatewayError, jsonrpc_error};
 
 /// `GET /.well-known/oauth-protected-resource[/mcp]`: the gateway's protected resource metadata (RFC 9728) under the
@@ -77,11 +77,9 @@ pub fn router(ctx: Arc<GatewayContext>, sessions: CancellationToken) -> Router {
         .layer(StepLayer(limits::HeaderSize(Arc::clone(&ctx))))
         // DNS-rebinding protection comes before credentials: it holds whoever the caller claims to be.
         .layer(StepLayer(origin::HostAndOrigin(Arc::clone(&ctx))))
-        // Who is calling, and their rate limit (the step the stdio front shares): nothing unauthenticated reads a body.
+        // Who is calling, their rate limit (the step the stdio front shares) and their key's budget (requests in
+        // flight, answers not taken; middleware/budgets.rs): nothing unauthenticated, or over budget, reads a body.
         .layer(StepLayer(admission::Admit(Arc::clone(&ctx))))
-        // The key's budget (requests in flight, answers not taken) right after the key is known, before any body is
-        // read; it wraps the answer, so it sees the answer leave whatever the layers below made of it.
-        .layer(StepLayer(budgets::KeyBudget(Arc::clone(&ctx))))
         // One well-formed JSON-RPC message within the body limits, parsed once for the layers below.
         .layer(StepLayer(jsonrpc::JsonRpcGuard(Arc::clone(&ctx))))
         // A batch takes a rate-limit cell per upstream call too; only the parsed message says how many.

@@ -187,8 +187,10 @@ async fn admit_http(ctx: Arc<GatewayContext>, mut req: Request, next: impl Next)
             if let Some(connection) = req.extensions_mut().remove::<crate::listener::Unauthenticated>() {
                 connection.authenticated();
             }
-            req.extensions_mut().insert(identity);
-            forward(next, req).await
+            req.extensions_mut().insert(Arc::clone(&identity));
+            // The key's budget (requests in flight, answers not taken) right after the key is known, before any body
+            // is read; it wraps the answer, so it sees the answer leave whatever the layers below made of it.
+            super::budgets::within(&ctx, identity, req, next).await
         }
         Err(refused) => {
             let mut response = refused.response(None);

@@ -1,7 +1,7 @@
 //! Budgets per key, not only per request (contract section 14): how many of one key's requests are in flight, and how
 //! many bytes of its answers are ready but not yet taken by its client.
 //!
-//! The step sits right after admission (it needs the key) and before the body is read, so a key over its budget costs
+//! Admission runs it ([`within`]) as soon as the key is known, before the body is read, so a key over its budget costs
 //! the gateway no body read. For a `POST` of a key with `limits.max_inflight_per_key` requests in flight, or with more
 //! than `limits.max_pending_answer_bytes_per_key` bytes of answers not taken, the answer is 429 `RATE_LIMITED` with
 //! `Retry-After: 1` and `retry_after_seconds` (counted as `inflight_per_key` or `pending_answer_bytes`). `GET` streams
@@ -18,7 +18,6 @@
 //! closed, their answers dropped, and the budget given back.
 
 use std::collections::HashMap;
-use std::future::Future;
 use std::pin::Pin;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::task::{Context, Poll};
@@ -30,7 +29,7 @@ use axum::response::Response;
 use bytes::Bytes;
 use http_body::{Body as _, Frame, SizeHint};
 
-use super::step::{Next, Step, forward};
+use super::step::{Next, forward};
 use crate::auth::Identity;
 use crate::config::settings::Limits;
 use crate::error::{ErrorCode, GatewayError};
@@ -139,43 +138,33 @@ pub fn refusal(over: OverBudget, limits: &Limits) -> GatewayError {
     GatewayError::new(ErrorCode::RateLimited, message).with("retry_after_seconds", 1).retry_after(1)
 }
 
-/// The step: see the module documentation.
-#[derive(Clone)]
-pub struct KeyBudget(pub Arc<GatewayContext>);
-
-impl Step for KeyBudget {
-    fn run<S: Next>(&self, req: Request, next: S) -> impl Future<Output = Response> + Send + 'static {
-        let ctx = Arc::clone(&self.0);
-        async move {
-            let Some(identity) = req.extensions().get::<Arc<Identity>>().cloned() else {
-                return forward(next, req).await;
-            };
-            let ticket = if req.method() == Method::POST {
-                let limits = &identity.snapshot.settings.limits;
-                match ctx.key_budgets.enter(&identity.key_digest, limits) {
-                    Ok(ticket) => Some(ticket),
-                    Err(over) => {
-                        let label = match over {
-                            OverBudget::InFlight => "inflight_per_key",
-                            OverBudget::Pending => "pending_answer_bytes",
-                        };
-                        ctx.store.metrics().limit_hit(label);
-                        if let Some(left_out) = ctx.refusals.admit() {
-                            let key_id = &identity.key_id;
-                            tracing::info!(%key_id, limit = label, left_out, "request refused: key over its budget");
-                        }
-                        return refusal(over, limits).response(None);
-                    }
+/// The budget of `identity`'s key around the rest of the request (`next`), as admission hands it on once the key is
+/// known: see the module documentation. Not a step of its own, so that a request pays no layer more for it.
+pub async fn within(ctx: &GatewayContext, identity: Arc<Identity>, req: Request, next: impl Next) -> Response {
+    let ticket = if req.method() == Method::POST {
+        let limits = &identity.snapshot.settings.limits;
+        match ctx.key_budgets.enter(&identity.key_digest, limits) {
+            Ok(ticket) => Some(ticket),
+            Err(over) => {
+                let label = match over {
+                    OverBudget::InFlight => "inflight_per_key",
+                    OverBudget::Pending => "pending_answer_bytes",
+                };
+                ctx.store.metrics().limit_hit(label);
+                if let Some(left_out) = ctx.refusals.admit() {
+                    let key_id = &identity.key_id;
+                    tracing::info!(%key_id, limit = label, left_out, "request refused: key over its budget");
                 }
-            } else {
-                None
-            };
-            let response = forward(next, req).await;
-            let ticket = if response.extensions().get::<OpenEnded>().is_some() { None } else { ticket };
-            let budgets = Arc::clone(&ctx.key_budgets);
-            response.map(|body| Body::new(AnswerBody::new(body, budgets, identity.key_digest, ticket)))
+                return refusal(over, limits).response(None);
+            }
         }
-    }
+    } else {
+        None
+    };
+    let response = forward(next, req).await;
+    let ticket = if response.extensions().get::<OpenEnded>().is_some() { None } else { ticket };
+    let budgets = Arc::clone(&ctx.key_budgets);
+    response.map(|body| Body::new(AnswerBody::new(body, budgets, identity.key_digest, ticket)))
 }
 
 /// An answer's body, handed over in pieces of at most [`PIECE`] bytes, its bytes counted as pending for its key until
