@@ -100,7 +100,8 @@ impl RawHttp {
         self.request(&json!({"jsonrpc": "2.0", "id": id, "method": "tools/call", "params": params}), &extra)
     }
 
-    fn request(&self, body: &Value, extra_headers: &str) -> Vec<u8> {
+    /// The bytes of a `POST /mcp/` of `body` with this connection's headers and `extra_headers` (each ending in CRLF).
+    pub fn request(&self, body: &Value, extra_headers: &str) -> Vec<u8> {
         let body = serde_json::to_vec(body).expect("json");
         let mut request = format!(
             "POST /mcp/ HTTP/1.1\r\nHost: {}\r\nAuthorization: Bearer {}\r\nContent-Type: application/json\r\n\

@@ -15,10 +15,15 @@
 //! Beside the normal clients runs a hostile key holder (contract 13), of another project on the same MCP config: it
 //! sends batches over `max_calls_per_request`, batches of large results that reach `max_response_bytes`, floods the
 //! gateway listener with idle connections (within `max_connections`) and opens sessions with its one key until
-//! `max_sessions_per_key` refuses them. The normal clients' goals do not change: every request answered once, with
-//! its own answer, and no session refused. Before the warm-up, the memory bound of one request is measured: the
-//! gateway's resident memory during one batch of 64 results of 1 MiB (more than `max_response_bytes`), and how soon
-//! after the answer it is back near idle.
+//! `max_sessions_per_key` refuses them; and (contract 14) leaves answers of 16 MiB unread on connections with a small
+//! receive buffer (the gateway must cut them after `write_timeout_seconds`), floods a `per_session` server with 40
+//! stateless calls at once (its processes are counted per key; none may outlive the run), and leaves 2026-07-28 calls
+//! waiting on `input_required` unanswered (at most `max_waiting_rounds_per_key`, each ended after
+//! `input_required_seconds`). The normal clients' goals do not change: every request answered once, with its own
+//! answer, and no session refused. Before the warm-up, the memory bound of one request is measured: the gateway's
+//! resident memory during one batch of 64 results of 1 MiB (more than `max_response_bytes`), and how soon after the
+//! answer it is back near idle; then during 16 such batches of one key at once, and for the whole run: under idle + 4
+//! x `max_response_bytes` + 64 MiB (contract 14).
 
 use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader};
@@ -56,6 +61,12 @@ const MAX_CONNECTIONS: usize = 512;
 const FLOOD_CONNECTIONS: usize = 256;
 /// `limits.max_response_bytes` (the default).
 const MAX_RESPONSE_BYTES: u64 = 32 << 20;
+/// `limits.write_timeout_seconds` and `limits.input_required_seconds` of the soak's config (short, so that what the
+/// hostile key holder leaves behind ends within a run).
+const WRITE_TIMEOUT_SECONDS: u64 = 5;
+const INPUT_REQUIRED_SECONDS: u64 = 5;
+/// `limits.max_pending_answer_bytes_per_key` (the default).
+const MAX_PENDING_ANSWER_BYTES: u64 = 64 << 20;
 /// A request without an answer after this long counts as never answered.
 const ANSWER_DEADLINE: Duration = Duration::from_secs(30);
 
@@ -134,6 +145,10 @@ pub struct MemoryBound {
     /// The calls of the batch that ran, and those refused with `RESPONSE_TOO_LARGE`.
     pub ran: u64,
     pub refused: u64,
+    /// Resident memory while one key sends [`KEY_BATCHES`] such batches at once (contract 14: the bound of one key is
+    /// idle + 4 x `max_response_bytes` + `max_pending_answer_bytes_per_key`), and how their calls ended.
+    pub key_peak_kib: u64,
+    pub key_calls: BTreeMap<String, u64>,
 }
 
 /// The outcome of a run.
@@ -158,6 +173,8 @@ pub struct Report {
     pub problems: Vec<String>,
     /// What the hostile key holder saw, by kind.
     pub hostile: BTreeMap<String, u64>,
+    /// Whether the hostile key holder ran.
+    pub options_hostile: bool,
     pub memory: MemoryBound,
 }
 
@@ -214,6 +231,39 @@ impl Report {
         );
         check(&mut failures, m.back_within.is_some(), format!("RSS back under idle + 64 MiB within 10 s: {m:?}"));
         check(&mut failures, m.refused > 0, format!("max_response_bytes stopped the large batch: {m:?}"));
+        check(
+            &mut failures,
+            m.key_peak_kib <= self.key_bound_kib(),
+            format!(
+                "RSS during {KEY_BATCHES} large requests of one key under idle + 4 x max_response_bytes + 64 MiB: {m:?}"
+            ),
+        );
+        check(
+            &mut failures,
+            self.peak_rss_kib <= self.key_bound_kib(),
+            format!(
+                "RSS during the run (with the hostile key holder) under idle + 4 x max_response_bytes + 64 MiB: {} KiB",
+                self.peak_rss_kib
+            ),
+        );
+        if self.options_hostile {
+            let seen = |what: &str| self.hostile.iter().filter(|(k, _)| k.contains(what)).map(|(_, n)| n).sum::<u64>();
+            check(
+                &mut failures,
+                seen("never read: cut by write_timeout") > 0 && seen("never read: read whole") == 0,
+                format!("answers never read are cut by write_timeout_seconds: {:?}", self.hostile),
+            );
+            check(
+                &mut failures,
+                seen("round left waiting: input_required") > 0 && seen("round left waiting: RATE_LIMITED") > 0,
+                format!("waiting rounds are bounded per key: {:?}", self.hostile),
+            );
+            check(
+                &mut failures,
+                seen("per_session server: success") > 0,
+                format!("the per_session server serves the flood within its processes: {:?}", self.hostile),
+            );
+        }
         check(&mut failures, self.panics.is_empty(), format!("panics in the gateway log: {:?}", self.panics));
         check(
             &mut failures,
@@ -231,6 +281,11 @@ impl Report {
     /// Whether resident memory stayed under idle + 4 x `max_response_bytes` during the one large request.
     pub fn peak_within_bound(&self) -> bool {
         self.memory.peak_kib <= self.memory.idle_kib + 4 * (MAX_RESPONSE_BYTES >> 10)
+    }
+
+    /// The bound of one key's requests, whatever their number (contract 14).
+    fn key_bound_kib(&self) -> u64 {
+        self.memory.idle_kib + 4 * (MAX_RESPONSE_BYTES >> 10) + (MAX_PENDING_ANSWER_BYTES >> 10)
     }
 
     fn sent_matches(&self) -> bool {
@@ -296,8 +351,19 @@ impl Report {
             if self.peak_within_bound() { "within" } else { "over" },
             m.back_within.map_or("not within 10 s".to_string(), |d| format!("{} ms after the answer", d.as_millis()))
         ));
+        out.push_str(&format!(
+            "{KEY_BATCHES} such requests of one key at once: calls {:?}; RSS peak {:.1} MiB (+{:.1}, {} idle + 4 x \
+             max_response_bytes + 64 MiB)\n",
+            m.key_calls,
+            mib(m.key_peak_kib),
+            mib(m.key_peak_kib.saturating_sub(m.idle_kib)),
+            if m.key_peak_kib <= self.key_bound_kib() { "within" } else { "over" },
+        ));
         if !self.hostile.is_empty() {
-            out.push_str(&format!("hostile key holder: {:?}\n", self.hostile));
+            out.push_str("hostile key holder:\n");
+            for (what, n) in &self.hostile {
+                out.push_str(&format!("  {what}: {n}\n"));
+            }
         }
         out.push_str(&format!(
             "after SIGTERM: exit code {:?}, upstream processes left {}\n",
@@ -343,15 +409,21 @@ impl Configs {
                 "config": {"command": env!("CARGO_BIN_EXE_mcpgw-mock-upstream"), "args": [],
                     "env": {"MCPGW_SOAK_RUN": self.marker, "SOAK_GENERATION": self.generation.to_string()}}})
         };
+        // The hostile key holder's `per_session` server, whose `sample` tool asks the client a question.
+        let mut session = server("session");
+        session["config"]["args"] = json!(["--sample-tool"]);
+        session["config"]["session_affinity"] = json!("per_session");
         json!({
             "admin_apikey": "soak-admin-key-0123456789abcdefghijklmnop",
             "common_mcp_gateway_config": {
                 "gw_log_level": "WARNING",
                 "gw_mcp_use_external_cache": true, "gw_cache_host": "127.0.0.1", "gw_cache_port": self.redis_port,
                 "gw_cache_db": 0,
-                "limits": {"max_connections": MAX_CONNECTIONS}
+                "limits": {"max_connections": MAX_CONNECTIONS, "write_timeout_seconds": WRITE_TIMEOUT_SECONDS,
+                           "input_required_seconds": INPUT_REQUIRED_SECONDS}
             },
-            "mcp_configs": {"c1": {"mcp_config_name": "soak", "mcp_config": [server("mock"), server("steady")]}},
+            "mcp_configs": {"c1": {"mcp_config_name": "soak", "tool_exposure": "both",
+                                   "mcp_config": [server("mock"), server("steady"), session]}},
             "projects": {"p1": {"project_name": "soak", "mcp_config_id": "c1", "users": ["u1"]},
                          "p2": {"project_name": "hostile", "mcp_config_id": "c1", "users": ["u2"]}},
             "users": {"u1": {"email": "soak@example.com"}, "u2": {"email": "hostile@example.com"}},
@@ -675,8 +747,33 @@ async fn hostile(addr: String, stop: Arc<AtomicBool>, seen: HostileSeen) {
         }
     };
     let mut round = 0u64;
+    let mut unread = tokio::task::JoinSet::new();
     while !stop.load(Ordering::Relaxed) {
-        match round % 4 {
+        match round % 7 {
+            4 => {
+                // Answers never read: the tasks hold them past `write_timeout_seconds`, then see what arrived.
+                for _ in 0..UNREAD_CONNECTIONS {
+                    let (addr, seen) = (addr.clone(), Arc::clone(&seen));
+                    unread.spawn(async move {
+                        let outcome = unread_answer(&addr).await;
+                        if let Ok(mut seen) = seen.lock() {
+                            *seen.entry(format!("answer of 16 MiB never read: {outcome}")).or_default() += 1;
+                        }
+                    });
+                }
+            }
+            5 => {
+                let calls = (0..40).map(|i| stateless(&addr, "session__echo", json!({"text": format!("f{i}")}), false));
+                for outcome in futures_util::future::join_all(calls).await {
+                    count(format!("stateless call to the per_session server: {outcome}"), 1);
+                }
+            }
+            6 => {
+                let rounds = (0..6).map(|_| stateless(&addr, "session__sample", json!({"text": "q"}), true));
+                for outcome in futures_util::future::join_all(rounds).await {
+                    count(format!("round left waiting: {outcome}"), 1);
+                }
+            }
             1 => {
                 let calls = (0..65).map(|i| json!({"name": "echo", "args": {"text": format!("h{i}")}})).collect();
                 for (outcome, n) in batch_outcomes(batch(&addr, HOSTILE_KEY, "mock", calls).await) {
@@ -714,13 +811,107 @@ async fn hostile(addr: String, stop: Arc<AtomicBool>, seen: HostileSeen) {
         round += 1;
         tokio::time::sleep(Duration::from_millis(250)).await;
     }
+    while unread.join_next().await.is_some() {}
+}
+
+/// How many large requests one key sends at once in the memory bound's second part.
+const KEY_BATCHES: usize = 16;
+
+/// How many connections of the hostile key holder leave their answer unread, each round of that kind.
+const UNREAD_CONNECTIONS: usize = 6;
+
+/// What one answer came to: `success`, `input_required`, the `error_code` of an error result, the JSON-RPC error code,
+/// or the HTTP status.
+fn outcome(answer: &Answer) -> String {
+    if answer.status != 200 {
+        return format!("HTTP {}", answer.status);
+    }
+    let Some(message) = messages(answer).into_iter().next() else { return "no message".into() };
+    if let Some(error) = message.get("error") {
+        return format!("JSON-RPC error {}", error["code"]);
+    }
+    let result = &message["result"];
+    if result["resultType"] == "input_required" {
+        return "input_required".into();
+    }
+    if result["isError"] == true {
+        return result["structuredContent"]["error_code"].as_str().unwrap_or("isError").to_string();
+    }
+    "success".into()
+}
+
+/// A stateless (2026-07-28) `tools/call` of the hostile key on a connection of its own; `sampling`: the client
+/// declares it can answer `sampling/createMessage` (and never will).
+async fn stateless(addr: &str, tool: &str, arguments: Value, sampling: bool) -> String {
+    let mut conn = match RawHttp::try_connect(addr, HOSTILE_KEY, true).await {
+        Ok(conn) => conn,
+        Err(e) => return format!("connect: {}", e.chars().take(60).collect::<String>()),
+    };
+    let capabilities = if sampling { json!({"sampling": {}}) } else { json!({}) };
+    let body = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {
+        "name": tool, "arguments": arguments, "_meta": {
+            "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+            "io.modelcontextprotocol/clientCapabilities": capabilities,
+            "io.modelcontextprotocol/clientInfo": {"name": "soak-hostile", "version": "1"}}}});
+    let request = conn.request(&body, &format!("Mcp-Method: tools/call\r\nMcp-Name: {tool}\r\n"));
+    match tokio::time::timeout(ANSWER_DEADLINE, conn.try_post(&request)).await {
+        Ok(Ok(answer)) => outcome(&answer),
+        Ok(Err(e)) => format!("connection: {:?}", e.kind()),
+        Err(_) => "no answer in time".into(),
+    }
+}
+
+/// A batch of 16 results of 1 MiB asked for on a connection with a small receive buffer: the answer's head is read as
+/// soon as it comes, then nothing for `write_timeout_seconds` + 3 s, then the rest: `cut by write_timeout` when the
+/// gateway closed the connection before the whole body, `read whole` when it all arrived anyway, or what came instead
+/// (a refusal's status).
+async fn unread_answer(addr: &str) -> String {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let Ok(template) = RawHttp::try_connect(addr, HOSTILE_KEY, true).await else { return "connect failed".into() };
+    let arguments = json!({"server_name": "mock", "tool_calls": large_calls(16)});
+    let request = template.tool_call_with_id(1, "gw_secure_call_tools", arguments);
+    drop(template);
+    let Ok(address) = addr.parse() else { return "bad address".into() };
+    let Ok(socket) = tokio::net::TcpSocket::new_v4() else { return "socket failed".into() };
+    let _ = socket.set_recv_buffer_size(16 << 10);
+    let Ok(mut stream) = socket.connect(address).await else { return "connect failed".into() };
+    if stream.write_all(&request).await.is_err() {
+        return "send failed".into();
+    }
+    // The head: status line and headers.
+    let mut received = Vec::new();
+    let mut piece = [0u8; 1024];
+    let head_end = loop {
+        if let Some(at) = received.windows(4).position(|w| w == b"\r\n\r\n") {
+            break at + 4;
+        }
+        match tokio::time::timeout(ANSWER_DEADLINE, stream.read(&mut piece)).await {
+            Ok(Ok(n)) if n > 0 => received.extend_from_slice(&piece[..n]),
+            _ => return "no answer head".into(),
+        }
+    };
+    let head = String::from_utf8_lossy(&received[..head_end]).to_ascii_lowercase();
+    if !head.starts_with("http/1.1 200") {
+        return format!("answered {}", head.lines().next().unwrap_or_default());
+    }
+    let length = head.lines().find_map(|l| l.strip_prefix("content-length:")).and_then(|v| v.trim().parse().ok());
+    let Some(length) = length else { return "answer without a length".into() };
+    tokio::time::sleep(Duration::from_secs(WRITE_TIMEOUT_SECONDS + 3)).await;
+    let mut body = received.split_off(head_end);
+    match tokio::time::timeout(Duration::from_secs(10), stream.read_to_end(&mut body)).await {
+        Err(_) => "still open".into(),
+        Ok(_) if body.len() >= length => "read whole after all".into(),
+        // Closed (or reset) before the whole body arrived.
+        Ok(_) => "cut by write_timeout".into(),
+    }
 }
 
 /// What the hostile key holder saw, by kind.
 type HostileSeen = Arc<Mutex<BTreeMap<String, u64>>>;
 
 /// The memory bound of one request: resident memory while a batch of 64 results of 1 MiB runs (sampled every 5 ms),
-/// then how soon after the answer it is back under idle + 64 MiB (10 s at most).
+/// then how soon after the answer it is back under idle + 64 MiB (10 s at most); then the same for [`KEY_BATCHES`] such
+/// batches of one key at once.
 fn memory_bound(runtime: &tokio::runtime::Runtime, gateway: &Gateway) -> MemoryBound {
     let pid = gateway.pid();
     // Idle means a gateway that has served: one small call first (lazy state, the first upstream process).
@@ -728,7 +919,34 @@ fn memory_bound(runtime: &tokio::runtime::Runtime, gateway: &Gateway) -> MemoryB
     let _ = runtime.block_on(batch(&gateway.addr, KEY, "mock", echo));
     std::thread::sleep(Duration::from_millis(200));
     let idle_kib = procfs::rss_kib(pid);
-    let peak = Arc::new(AtomicU64::new(idle_kib));
+    let (outcomes, peak_kib) =
+        peak_while(pid, || batch_outcomes(runtime.block_on(batch(&gateway.addr, KEY, "mock", large_calls(64)))));
+    let mut bound = MemoryBound {
+        idle_kib,
+        peak_kib,
+        ran: outcomes.get("success").copied().unwrap_or(0),
+        refused: outcomes.get("RESPONSE_TOO_LARGE").copied().unwrap_or(0),
+        ..MemoryBound::default()
+    };
+    back_to_idle(pid, &mut bound, Instant::now());
+    let (answers, key_peak_kib) = peak_while(pid, || {
+        let batches = (0..KEY_BATCHES).map(|_| batch(&gateway.addr, KEY, "mock", large_calls(64)));
+        runtime.block_on(futures_util::future::join_all(batches))
+    });
+    bound.key_peak_kib = key_peak_kib;
+    for answer in answers {
+        for (outcome, n) in batch_outcomes(answer) {
+            *bound.key_calls.entry(outcome).or_default() += n;
+        }
+    }
+    let mut after = MemoryBound { idle_kib, ..MemoryBound::default() };
+    back_to_idle(pid, &mut after, Instant::now());
+    bound
+}
+
+/// What `work` gives, and the peak resident memory of `pid` while it ran (sampled every 5 ms).
+fn peak_while<T>(pid: u32, work: impl FnOnce() -> T) -> (T, u64) {
+    let peak = Arc::new(AtomicU64::new(procfs::rss_kib(pid)));
     let done = Arc::new(AtomicBool::new(false));
     let sampler = {
         let (peak, done) = (Arc::clone(&peak), Arc::clone(&done));
@@ -739,17 +957,15 @@ fn memory_bound(runtime: &tokio::runtime::Runtime, gateway: &Gateway) -> MemoryB
             }
         })
     };
-    let outcomes = batch_outcomes(runtime.block_on(batch(&gateway.addr, KEY, "mock", large_calls(64))));
-    let answered = Instant::now();
+    let result = work();
     done.store(true, Ordering::Relaxed);
     let _ = sampler.join();
-    let mut bound = MemoryBound {
-        idle_kib,
-        peak_kib: peak.load(Ordering::Relaxed),
-        ran: outcomes.get("success").copied().unwrap_or(0),
-        refused: outcomes.get("RESPONSE_TOO_LARGE").copied().unwrap_or(0),
-        ..MemoryBound::default()
-    };
+    (result, peak.load(Ordering::Relaxed))
+}
+
+/// Waits (10 s at most) for resident memory to be back under idle + 64 MiB after an answer.
+fn back_to_idle(pid: u32, bound: &mut MemoryBound, answered: Instant) {
+    let idle_kib = bound.idle_kib;
     loop {
         bound.after_kib = procfs::rss_kib(pid);
         if bound.after_kib <= idle_kib + (64 << 10) {
@@ -761,7 +977,6 @@ fn memory_bound(runtime: &tokio::runtime::Runtime, gateway: &Gateway) -> MemoryB
         }
         std::thread::sleep(Duration::from_millis(50));
     }
-    bound
 }
 
 /// The fault counters.
@@ -936,6 +1151,7 @@ pub fn run(options: &Options) -> Report {
         ..Report::default()
     };
     report.memory = memory_bound(&runtime, &gateway);
+    report.options_hostile = options.hostile;
     // The counts cover the warm-up too: its faults and answers are as real as the measured run's.
     let hostile_seen = Arc::new(Mutex::new(BTreeMap::new()));
     let shared = (&ids, &tally, &faults, &hostile_seen);

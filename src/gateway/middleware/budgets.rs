@@ -16,6 +16,13 @@
 //!
 //! What frees a key that stopped reading is `limits.write_timeout_seconds` (see `listener.rs`): its connections are
 //! closed, their answers dropped, and the budget given back.
+//!
+//! Results being built count as well ([`KeyBudgets::may_build`], [`Building`]): the per-call stack counts each result of
+//! an upstream call against its key until the request's answer is ready. A call of a key whose results being built
+//! reach `max_response_bytes` is not run (`RESPONSE_TOO_LARGE`), nor one of a key with more than
+//! `max_pending_answer_bytes_per_key` bytes not taken (`RATE_LIMITED`), so that however many requests one key has in
+//! flight, it holds at most one request's worth of results being built plus its pending answers: the RSS bound of
+//! contract 14 (idle + 4 x `max_response_bytes` + 64 MiB).
 
 use std::collections::HashMap;
 use std::pin::Pin;
@@ -48,6 +55,8 @@ pub struct OpenEnded;
 struct Load {
     in_flight: usize,
     pending: u64,
+    /// Bytes of upstream results gathered for answers not ready yet.
+    building: u64,
 }
 
 /// Why a request was refused.
@@ -57,6 +66,19 @@ pub enum OverBudget {
     InFlight,
     /// More than `max_pending_answer_bytes_per_key` bytes of answers not taken.
     Pending,
+    /// The key's results being built reached `max_response_bytes`.
+    Building,
+}
+
+impl OverBudget {
+    /// The label of `mcpgw_limit_hits_total` it counts under.
+    pub fn label(self) -> &'static str {
+        match self {
+            OverBudget::InFlight => "inflight_per_key",
+            OverBudget::Pending => "pending_answer_bytes",
+            OverBudget::Building => "response_bytes",
+        }
+    }
 }
 
 /// The load of every key with a request in flight or an answer pending; keys at rest are forgotten.
@@ -103,10 +125,60 @@ impl KeyBudgets {
         }
     }
 
+    /// Whether one more upstream call of `key` may run now: its results being built are under `max_response_bytes`
+    /// and its answers not taken within `max_pending_answer_bytes_per_key`.
+    pub fn may_build(&self, key: &[u8; 32], limits: &Limits) -> Result<(), OverBudget> {
+        let keys = self.keys.lock().unwrap_or_else(PoisonError::into_inner);
+        let Some(load) = keys.get(key) else { return Ok(()) };
+        if load.building >= limits.max_response_bytes as u64 {
+            return Err(OverBudget::Building);
+        }
+        if load.pending > limits.max_pending_answer_bytes_per_key as u64 {
+            return Err(OverBudget::Pending);
+        }
+        Ok(())
+    }
+
     /// `key`'s requests in flight and bytes pending (for tests and diagnostics).
     pub fn load(&self, key: &[u8; 32]) -> (usize, u64) {
         let keys = self.keys.lock().unwrap_or_else(PoisonError::into_inner);
         keys.get(key).map_or((0, 0), |l| (l.in_flight, l.pending))
+    }
+}
+
+/// The results one request of a key has gathered, counted as being built until dropped (when the answer is ready).
+pub struct Building {
+    budgets: Arc<KeyBudgets>,
+    key: [u8; 32],
+    bytes: u64,
+}
+
+impl Building {
+    /// Nothing built yet for `key`.
+    pub fn new(budgets: &Arc<KeyBudgets>, key: &[u8; 32]) -> Building {
+        Building { budgets: Arc::clone(budgets), key: *key, bytes: 0 }
+    }
+
+    /// One more result of about `bytes` bytes.
+    pub fn add(&mut self, bytes: u64) {
+        if bytes > 0 {
+            self.bytes = self.bytes.saturating_add(bytes);
+            self.budgets.with(&self.key, |load| load.building = load.building.saturating_add(bytes));
+        }
+    }
+
+    /// What this request has gathered so far.
+    pub fn bytes(&self) -> u64 {
+        self.bytes
+    }
+}
+
+impl Drop for Building {
+    fn drop(&mut self) {
+        let bytes = self.bytes;
+        if bytes > 0 {
+            self.budgets.with(&self.key, |load| load.building = load.building.saturating_sub(bytes));
+        }
     }
 }
 
@@ -134,7 +206,15 @@ pub fn refusal(over: OverBudget, limits: &Limits) -> GatewayError {
              (limits.max_pending_answer_bytes_per_key); read them, or retry after 1 s",
             limits.max_pending_answer_bytes_per_key
         ),
+        OverBudget::Building => format!(
+            "not run: the results this API key's requests in flight are building reached {} bytes \
+             (limits.max_response_bytes); retry after 1 s",
+            limits.max_response_bytes
+        ),
     };
+    if over == OverBudget::Building {
+        return GatewayError::new(ErrorCode::ResponseTooLarge, message).with("retry_after_seconds", 1);
+    }
     GatewayError::new(ErrorCode::RateLimited, message).with("retry_after_seconds", 1).retry_after(1)
 }
 
@@ -146,10 +226,7 @@ pub async fn within(ctx: &GatewayContext, identity: Arc<Identity>, req: Request,
         match ctx.key_budgets.enter(&identity.key_digest, limits) {
             Ok(ticket) => Some(ticket),
             Err(over) => {
-                let label = match over {
-                    OverBudget::InFlight => "inflight_per_key",
-                    OverBudget::Pending => "pending_answer_bytes",
-                };
+                let label = over.label();
                 ctx.store.metrics().limit_hit(label);
                 if let Some(left_out) = ctx.refusals.admit() {
                     let key_id = &identity.key_id;
@@ -277,6 +354,24 @@ mod tests {
         assert!(budgets.enter(&b, &l).is_ok(), "another key is not affected");
         drop(first);
         assert!(budgets.enter(&a, &l).is_ok(), "a place given back");
+    }
+
+    #[test]
+    fn a_key_builds_at_most_max_response_bytes_of_results_across_its_requests() {
+        let budgets = Arc::new(KeyBudgets::default());
+        let l = Limits { max_response_bytes: 1000, ..limits(8, 1 << 20) };
+        let (a, b) = ([4u8; 32], [5u8; 32]);
+        let mut first = Building::new(&budgets, &a);
+        let mut second = Building::new(&budgets, &a);
+        first.add(600);
+        assert_eq!(budgets.may_build(&a, &l), Ok(()));
+        second.add(400);
+        assert_eq!(budgets.may_build(&a, &l), Err(OverBudget::Building), "two requests together reach the limit");
+        assert_eq!(budgets.may_build(&b, &l), Ok(()), "another key is not affected");
+        drop(first);
+        assert_eq!(budgets.may_build(&a, &l), Ok(()), "the first answer is ready: its results no longer count");
+        drop(second);
+        assert_eq!(budgets.load(&a), (0, 0), "a key at rest is forgotten");
     }
 
     #[tokio::test]

@@ -19,6 +19,7 @@ use crate::config::model::ServerEntry;
 use crate::error::{ErrorCode, GatewayError};
 use crate::gateway::GatewayContext;
 use crate::gateway::exposure::filter::Curation;
+use crate::gateway::middleware::budgets::{self, Building};
 use crate::gateway::middleware::guardrails::{CallOutcome, GuardrailLayer, Guardrails, UpstreamCall};
 use crate::guardrails::provider::{Provider, ProviderChoice};
 use crate::json_strict::object;
@@ -56,10 +57,9 @@ pub async fn secure_call(
     let provider = ctx.guardrails.get(&identity.snapshot, Provider::from_snapshot);
     let mut calls = ServerCalls::open(ctx, identity, session, entry, &provider);
     let mut results = Vec::with_capacity(input.tool_calls.len());
-    // What the results gathered so far hold; once it reaches `max_response_bytes` the calls left are not run.
-    let mut gathered = 0usize;
     for call in input.tool_calls {
-        if gathered >= limits.max_response_bytes {
+        // Once the results gathered reach `max_response_bytes` the calls left are not run.
+        if calls.built.bytes() >= limits.max_response_bytes as u64 {
             ctx.store.metrics().limit_hit("response_bytes");
             let message = format!(
                 "not run: the results of this request reached {} bytes (limits.max_response_bytes)",
@@ -68,9 +68,7 @@ pub async fn secure_call(
             results.push(GatewayError::new(ErrorCode::ResponseTooLarge, message).answer());
             continue;
         }
-        let result = calls.call(call).await;
-        gathered = gathered.saturating_add(json_size(&result));
-        results.push(result);
+        results.push(calls.call(call).await);
     }
     object([
         ("status", Value::from("success")),
@@ -106,6 +104,8 @@ pub struct ServerCalls<'a> {
     pub guardrails_applied: bool,
     /// Where the server's messages during a call go (transparent mode), and the token that cancels it.
     relay: Option<Relay>,
+    /// The results gathered so far, counted against the key's results being built (contract 14) until dropped.
+    built: Building,
 }
 
 /// What one call of the per-call stack asks the upstream for.
@@ -147,6 +147,7 @@ impl<'a> ServerCalls<'a> {
             spec: None,
             guardrails_applied: false,
             relay: None,
+            built: Building::new(&ctx.key_budgets, &identity.key_digest),
         }
     }
 
@@ -174,7 +175,7 @@ impl<'a> ServerCalls<'a> {
             Ok(()) => self.upstream(Operation::CallTool, call).await,
             Err(refused) => Err(refused),
         };
-        let result = result.unwrap_or_else(|f| f.answer());
+        let result = self.gathered(result);
         record_upstream_call(self.ctx, &self.entry.server_name, &tool_name, started.elapsed(), &result);
         if let Some(args_hmac) = args_hmac {
             audit_call(self.ctx, self.identity, ("tool_call", &self.entry.server_name, &tool_name), args_hmac, &result);
@@ -190,7 +191,8 @@ impl<'a> ServerCalls<'a> {
         // prompt's arguments.
         let args_hmac =
             self.ctx.audit.enabled().then(|| self.ctx.audit.args_hmac(call.args.as_ref().unwrap_or(&Value::Null)));
-        let result = self.upstream(operation, call).await.unwrap_or_else(|f| f.answer());
+        let result = self.upstream(operation, call).await;
+        let result = self.gathered(result);
         if let Some(args_hmac) = args_hmac {
             let event = if operation == Operation::GetPrompt { "prompt_get" } else { "resource_read" };
             audit_call(self.ctx, self.identity, (event, &self.entry.server_name, &name), args_hmac, &result);
@@ -230,8 +232,21 @@ impl<'a> ServerCalls<'a> {
         Ok(())
     }
 
-    /// The call through the guardrails to the upstream, traced.
+    /// A call's result object, its size counted against the key's results being built.
+    fn gathered(&mut self, result: Result<Value, GatewayError>) -> Value {
+        let result = result.unwrap_or_else(|f| f.answer());
+        self.built.add(json_size(&result) as u64);
+        result
+    }
+
+    /// The call through the guardrails to the upstream, traced; not run while the key's results being built or its
+    /// answers not taken are over their budget (contract 14).
     async fn upstream(&mut self, operation: Operation, call: ToolCall) -> Result<Value, GatewayError> {
+        let limits = &self.identity.snapshot.settings.limits;
+        if let Err(over) = self.ctx.key_budgets.may_build(&self.identity.key_digest, limits) {
+            self.ctx.store.metrics().limit_hit(over.label());
+            return Err(budgets::refusal(over, limits));
+        }
         let spec = match self.spec.take() {
             Some(spec) => spec,
             None => upstream_spec(self.ctx, self.identity, self.entry).await?,
