@@ -166,6 +166,62 @@ fn the_first_listing_pins_prompts_resources_and_templates_and_a_rug_pull_is_left
     assert!(metric(&rig.gw, r#"mcpgw_tool_pin_mismatches_total{server="hostile"}"#) >= 4.0);
 }
 
+/// The URIs of the `notifications/resources/updated` a client received.
+#[derive(Clone, Default)]
+struct Updates(std::sync::Arc<std::sync::Mutex<Vec<String>>>);
+
+impl rmcp::ClientHandler for Updates {
+    async fn on_resource_updated(
+        &self,
+        params: rmcp::model::ResourceUpdatedNotificationParam,
+        _context: rmcp::service::NotificationContext<rmcp::RoleClient>,
+    ) {
+        self.0.lock().unwrap().push(params.uri);
+    }
+}
+
+#[test]
+fn an_update_of_a_resource_quarantined_after_a_subscription_does_not_reach_the_subscriber() {
+    use rmcp::ServiceExt;
+    let rig = rig("enforce", "off", offers());
+    runtime().block_on(async {
+        let updates = Updates::default();
+        let client = updates.clone().serve(http_transport(&rig.gw.mcp, API_KEY, &[])).await.expect("connect");
+        let listed_uris = || async {
+            let resources = serde_json::to_value(client.list_all_resources().await.unwrap()).unwrap();
+            resources
+                .as_array()
+                .unwrap()
+                .iter()
+                .filter_map(|r| r["uri"].as_str().map(str::to_string))
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(listed_uris().await, ["test://doc"]);
+        #[allow(deprecated)]
+        let subscribed = client.subscribe(rmcp::model::SubscribeRequestParams::new("test://doc")).await;
+        assert!(subscribed.is_ok(), "{subscribed:?}");
+        let updated =
+            json!({"steps": [{"notify": "notifications/resources/updated", "params": {"uri": "test://doc"}}]});
+        let call = || async {
+            let params = rmcp::model::CallToolRequestParams::new("hostile__relay")
+                .with_arguments(updated.as_object().unwrap().clone());
+            client.call_tool(params).await.expect("tools/call")
+        };
+        call().await;
+        let told = || async { updates.0.lock().unwrap().len() };
+        assert!(eventually(std::time::Duration::from_secs(5), || async { told().await == 1 }).await, "told once");
+
+        // A rug pull quarantines the resource at the next listing; the server's next update of it reaches no one.
+        rig.serve(&rug_pulled());
+        assert_eq!(listed_uris().await, Vec::<String>::new());
+        call().await;
+        let dropped = || async { rig.gw.logs().contains("an update of a quarantined resource was not relayed") };
+        assert!(eventually(std::time::Duration::from_secs(5), dropped).await, "{}", rig.gw.logs());
+        assert_eq!(told().await, 1, "the update of a quarantined resource reached the subscriber");
+        client.cancel().await.unwrap();
+    });
+}
+
 #[test]
 fn under_warn_a_changed_prompt_or_resource_stays_usable_and_is_reported() {
     let rig = rig("warn", "off", offers());

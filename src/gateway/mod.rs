@@ -37,7 +37,10 @@ use crate::telemetry::metrics::{Metrics, catch_up};
 use crate::timeouts::TimeoutsByTenant;
 use crate::upstream::relay::ServerEvent;
 use crate::upstream::{PoolKey, PoolSettings, ServerSpec, UpstreamPool};
+use boundary::listing::Offered;
+use boundary::offer_review::quarantined_in;
 use sessions::SessionRegistry;
+use transparent::resources::template_matches;
 
 /// Tools found by live discovery, with what the server said about itself.
 #[derive(Debug, Clone)]
@@ -264,9 +267,18 @@ impl GatewayContext {
         }
     }
 
-    /// An upstream said a resource changed (contract 8): the sessions subscribed to it on that server are told.
+    /// An upstream said a resource changed (contract 8): the sessions subscribed to it on that server are told, unless
+    /// the resource (or a template of that server matching it) is quarantined now (contract 14: a quarantined offer
+    /// reaches no client, whoever subscribed before).
     fn resource_updated(&self, key: &PoolKey, params: serde_json::Value) {
         let Some(uri) = params.get("uri").and_then(serde_json::Value::as_str) else { return };
+        let (config, server) = (key.mcp_config_id.as_str(), key.server_name.as_str());
+        let held_as = |offered, held: &dyn Fn(&str) -> bool| quarantined_in(self, config, server, offered, held);
+        if held_as(Offered::Resource, &|held| held == uri) || held_as(Offered::Template, &|t| template_matches(t, uri))
+        {
+            tracing::info!(server_name = %key.server_name, "an update of a quarantined resource was not relayed");
+            return;
+        }
         let Ok(params) = serde_json::from_value::<rmcp::model::ResourceUpdatedNotificationParam>(params.clone()) else {
             return;
         };

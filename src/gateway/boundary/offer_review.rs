@@ -129,7 +129,18 @@ pub fn quarantined(
     held: impl Fn(&str) -> bool,
 ) -> bool {
     let config_id = identity.mcp_config_id.as_deref().unwrap_or_default();
-    let last = ctx.pins.last_offers(config_id, &entry.server_name, kind_of(offered).noun);
+    quarantined_in(ctx, config_id, &entry.server_name, offered, held)
+}
+
+/// [`quarantined`] for server `server_name` of MCP config `config_id`, whoever asks.
+pub fn quarantined_in(
+    ctx: &GatewayContext,
+    config_id: &str,
+    server_name: &str,
+    offered: Offered,
+    held: impl Fn(&str) -> bool,
+) -> bool {
+    let last = ctx.pins.last_offers(config_id, server_name, kind_of(offered).noun);
     last.is_some_and(|review| review.quarantined.iter().any(|key| held(key)))
 }
 
