@@ -231,14 +231,25 @@ fn relayed_messages_and_answers_pass_the_guardrails_over_http_and_stdio() {
     });
 }
 
+/// `mcpgw_guardrail_blocks_total` of the output stage, all detectors together.
+async fn output_blocks(gw: &TestGateway) -> f64 {
+    let scraped = reqwest::get(format!("{}/metrics", gw.gw.metrics)).await.expect("scrape");
+    let text = scraped.text().await.expect("metrics text");
+    let series = text.lines().filter(|l| l.starts_with("mcpgw_guardrail_blocks_total{") && l.contains("\"output\""));
+    series.filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok()).sum()
+}
+
 #[test]
 fn listings_and_completions_leave_out_what_the_guardrails_block() {
     let rig = rig();
     runtime().block_on(async {
         let client = connect(&rig.gw.mcp, API_KEY).await;
+        let blocks_before = output_blocks(&rig.gw).await;
         let prompts = serde_json::to_value(client.list_all_prompts().await.unwrap()).unwrap();
         let names: Vec<&str> = prompts.as_array().unwrap().iter().filter_map(|p| p["name"].as_str()).collect();
         assert_eq!(names, ["hostile__clean"], "{prompts}");
+        // The listing was narrowed down by several checks; it counts as one block.
+        assert_eq!(output_blocks(&rig.gw).await - blocks_before, 1.0, "one blocked listing, counted once");
         let poisoned = client.get_prompt(rmcp::model::GetPromptRequestParams::new("hostile__poisoned")).await;
         let error = poisoned.expect_err("a left-out prompt is unknown");
         assert!(error.to_string().contains("-32602") || format!("{error:?}").contains("-32602"), "{error:?}");

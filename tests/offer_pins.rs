@@ -314,6 +314,30 @@ fn a_listing_that_changes_more_than_a_hundred_prompts_writes_one_summary() {
     assert_eq!(metric(&rig.gw, r#"mcpgw_tool_pin_mismatches_total{server="hostile"}"#), 150.0, "each one counted");
 }
 
+#[test]
+fn a_server_that_changes_its_prompts_at_every_listing_writes_at_most_a_hundred_item_records_a_minute() {
+    let prompts = |round: usize| -> Value {
+        let prompts: Vec<Value> =
+            (0..60).map(|i| json!({"name": format!("p{i}"), "description": format!("Round {round}.")})).collect();
+        json!({"prompts": prompts})
+    };
+    let rig = rig("warn", "off", prompts(0));
+    runtime().block_on(async {
+        let client = connect(&rig.gw.mcp, API_KEY).await;
+        for round in 0..4 {
+            rig.serve(&prompts(round));
+            assert_eq!(listed(&client).await.0.len(), 60, "under warn every prompt stays listed");
+        }
+        client.cancel().await.unwrap();
+    });
+    let events = rig.audit_events();
+    let per_item = events.iter().filter(|e| e["event"] == json!("prompt_definition_changed")).count();
+    let summaries = events.iter().filter(|e| e["event"] == json!("prompts_changed_summary")).count();
+    // Round 0 pins; round 1 tells of its 60 changes one by one; rounds 2 and 3 would pass 100 in the minute.
+    assert_eq!((per_item, summaries), (60, 2), "{events:?}");
+    assert_eq!(metric(&rig.gw, r#"mcpgw_tool_pin_mismatches_total{server="hostile"}"#), 180.0, "each one counted");
+}
+
 /// An admin request from inside the async part of a test.
 fn admin_call(rig: &Rig, method: reqwest::Method, path: &str, body: Option<&Value>) -> common::Resp {
     let path = format!("/api/v1/configs/{CONFIG_ID}/servers/hostile/{path}");

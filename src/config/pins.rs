@@ -68,6 +68,8 @@ pub struct PinBook {
     /// Pins of prompts and resources kept in memory, by (configuration, server, field: `prompt_pins`,
     /// `resource_pins`), for servers whose file could not be written.
     offers_in_memory: Mutex<HashMap<OfferKey, indexmap::IndexMap<String, String>>>,
+    /// Per (configuration, server): since when, and how many items' records its reviews have written this minute.
+    told: Mutex<HashMap<(String, String), (std::time::Instant, usize)>>,
 }
 
 /// (configuration, server, kind or field) of a server's prompts and resources in the pin book.
@@ -125,6 +127,21 @@ impl PinBook {
         review: OfferReview,
     ) -> Option<OfferReview> {
         lock(&self.offers).insert((config_id.to_string(), server.to_string(), kind), review)
+    }
+
+    /// Whether a review of `server` may write `items` records of one item each (else one summary): at most `budget`
+    /// such records per server and minute, whatever the number of its reviews, so that a server changing its
+    /// definitions at every listing cannot flood the audit log or the log (contract 14).
+    pub fn may_tell(&self, config_id: &str, server: &str, items: usize, budget: usize) -> bool {
+        let now = std::time::Instant::now();
+        let mut told = lock(&self.told);
+        told.retain(|_, (since, _)| now.duration_since(*since) < std::time::Duration::from_secs(60));
+        let (_, used) = told.entry((config_id.to_string(), server.to_string())).or_insert((now, 0));
+        if *used + items > budget {
+            return false;
+        }
+        *used += items;
+        true
     }
 
     /// The last review of `kind` of `server`, if there was one.

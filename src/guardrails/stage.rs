@@ -52,6 +52,8 @@ pub struct CallGuard<'a> {
     vault: PiiVault,
     remote_pii_key: Option<String>,
     redacted: bool,
+    /// While set, a blocked check is neither counted nor logged ([`CallGuard::quietly`]).
+    quiet: std::sync::atomic::AtomicBool,
 }
 
 fn flag(policy: &GuardrailPolicy, name: &str) -> bool {
@@ -110,7 +112,18 @@ impl<'a> CallGuard<'a> {
             vault: PiiVault::new(),
             remote_pii_key: None,
             redacted: false,
+            quiet: std::sync::atomic::AtomicBool::new(false),
         }
+    }
+
+    /// From now on (`true`) or again (`false`), blocked checks are neither counted nor logged: a listing blocked as a
+    /// whole is narrowed down by further checks of its parts, and counts (and logs) once.
+    pub fn quietly(&self, quiet: bool) {
+        self.quiet.store(quiet, std::sync::atomic::Ordering::Relaxed);
+    }
+
+    fn is_quiet(&self) -> bool {
+        self.quiet.load(std::sync::atomic::Ordering::Relaxed)
     }
 
     /// A provider call under `guardrail_timeout`.
@@ -124,6 +137,9 @@ impl<'a> CallGuard<'a> {
     }
 
     fn log(&self, mode: Mode, violations: &[Violation], blocked: bool) {
+        if self.is_quiet() {
+            return;
+        }
         for v in violations {
             tracing::warn!(
                 server_name = self.server_name,
@@ -183,7 +199,9 @@ impl<'a> CallGuard<'a> {
 
     /// Counts a blocked call (`mcpgw_guardrail_blocks_total`) and passes its result on.
     fn count(&self, mode: Mode, detector: &str, result: Value) -> Value {
-        self.blocks.with_label_values(&[stage_name(mode), detector]).inc();
+        if !self.is_quiet() {
+            self.blocks.with_label_values(&[stage_name(mode), detector]).inc();
+        }
         result
     }
 

@@ -87,12 +87,14 @@ pub async fn offered(
 /// The places in `items` of those `guard`'s output policy blocks. The whole list is checked as one message first
 /// (one call of a remote provider per listing); a blocked list is halved, and only blocked halves are looked into,
 /// so a hostile server listing thousands of items with one bad one costs about twice the log of their number in
-/// checks, not one per item.
+/// checks, not one per item. A blocked listing counts once in `mcpgw_guardrail_blocks_total` (and is logged once).
 async fn blocked_items(guard: &CallGuard<'_>, items: &[Value]) -> Vec<usize> {
     let blocked_range = |range: std::ops::Range<usize>| guard.check_relayed(Value::Array(items[range].to_vec()));
     if items.is_empty() || blocked_range(0..items.len()).await.is_ok() {
         return Vec::new();
     }
+    // Counted and logged once, as the listing's one block; its parts are looked into quietly.
+    guard.quietly(true);
     let mut blocked = Vec::new();
     // Ranges known to be blocked, still to be narrowed down.
     let mut ranges = Vec::new();
@@ -109,6 +111,7 @@ async fn blocked_items(guard: &CallGuard<'_>, items: &[Value]) -> Vec<usize> {
             }
         }
     }
+    guard.quietly(false);
     blocked.sort_unstable();
     blocked
 }

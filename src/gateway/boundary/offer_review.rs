@@ -23,7 +23,7 @@ use crate::config::model::ServerEntry;
 use crate::config::pins::{OfferReview, PinRow, PinStatus, pin_of};
 use crate::config::settings::{PinMode, ScanMode};
 use crate::gateway::GatewayContext;
-use crate::gateway::tools::review::{SUMMARY_OVER, sibling_tool_names};
+use crate::gateway::tools::review::{sibling_tool_names, summarised};
 use crate::guardrails::tool_scan;
 use crate::upstream::PoolKey;
 
@@ -261,7 +261,8 @@ fn pin_on_first_use(ctx: &GatewayContext, config_id: &str, server: &str, kind: K
 }
 
 /// Logs, counts and audits what `review` found that `before` (the last listing's review) had not: a record per item,
-/// or one summary of each when more than [`SUMMARY_OVER`] items have something to tell (as a tool review does).
+/// or one summary of each when more than `SUMMARY_OVER` (100) items have something to tell, at once or in the server's
+/// reviews of the last minute (as a tool review does).
 fn report(
     ctx: &GatewayContext,
     identity: &Identity,
@@ -302,7 +303,7 @@ fn report(
         rows.iter().map(|r| r.tool_name.as_str()).chain(findings.iter().map(|f| f.0.as_str())).collect();
     items.sort_unstable();
     items.dedup();
-    if items.len() > SUMMARY_OVER {
+    if summarised(ctx, identity, server, items.len()) {
         let count = |status: PinStatus| rows.iter().filter(|r| r.status == status).count();
         let held = items.iter().filter(|item| enforced(item)).count();
         tracing::warn!(

@@ -7,7 +7,7 @@
 //! call path reads (the tool cache), and remembered by name, so that a call of it answers `TOOL_QUARANTINED` rather
 //! than "no such tool".
 //! What a review finds is logged and audited per tool, or, when more than [`SUMMARY_OVER`] tools have something to
-//! tell, in one summary record of each.
+//! tell (at once, or in the server's reviews of the last minute), in one summary record of each.
 
 use std::sync::Arc;
 
@@ -166,6 +166,13 @@ fn pin_review(
 /// flood either.
 pub const SUMMARY_OVER: usize = 100;
 
+/// Whether what a review of `server` found about `items` items is told in one summary: more than [`SUMMARY_OVER`]
+/// items at once, or more than that many items' records of that server's reviews in the last minute.
+pub fn summarised(ctx: &GatewayContext, identity: &Identity, server: &str, items: usize) -> bool {
+    let config_id = identity.mcp_config_id.as_deref().unwrap_or_default();
+    items > SUMMARY_OVER || !ctx.pins.may_tell(config_id, server, items, SUMMARY_OVER)
+}
+
 /// Something one review found about one tool.
 struct Notice {
     tool: String,
@@ -188,7 +195,7 @@ fn tell(ctx: &GatewayContext, identity: &Identity, server: &str, notices: &[Noti
     let mut tools: Vec<&str> = notices.iter().map(|n| n.tool.as_str()).collect();
     tools.sort_unstable();
     tools.dedup();
-    if tools.len() > SUMMARY_OVER {
+    if summarised(ctx, identity, server, tools.len()) {
         let count = |f: fn(&What) -> bool| notices.iter().filter(|n| f(&n.what)).count();
         let mut quarantined: Vec<&str> = notices.iter().filter(|n| n.quarantined).map(|n| n.tool.as_str()).collect();
         quarantined.sort_unstable();
