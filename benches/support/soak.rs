@@ -16,7 +16,8 @@
 //! sends batches over `max_calls_per_request`, batches of large results that reach `max_response_bytes`, floods the
 //! gateway listener with idle connections (within `max_connections`) and opens sessions with its one key until
 //! `max_sessions_per_key` refuses them; and (contract 14) leaves answers of 16 MiB unread on connections with a small
-//! receive buffer (the gateway must cut them after `write_timeout_seconds`), floods a `per_session` server with 40
+//! receive buffer (with a second key of its own, whose budget they fill; the gateway must cut them after
+//! `write_timeout_seconds`), floods a `per_session` server with 40
 //! stateless calls at once (its processes are counted per key; none may outlive the run), and leaves 2026-07-28 calls
 //! waiting on `input_required` unanswered (at most `max_waiting_rounds_per_key`, each ended after
 //! `input_required_seconds`). The normal clients' goals do not change: every request answered once, with its own
@@ -56,6 +57,8 @@ use raw_clients::{Answer, RawHttp};
 const KEY: &str = "gw_soak-key-00000000000000000000000000000000000";
 /// The hostile key holder's key (project `p2`, the same MCP config).
 const HOSTILE_KEY: &str = "gw_soak-hostile-000000000000000000000000000000000";
+/// The hostile key holder's second key, whose answers it never reads (its other attacks keep a budget of their own).
+const UNREAD_KEY: &str = "gw_soak-unread-0000000000000000000000000000000000";
 /// `limits.max_connections` of the soak's config; the hostile flood holds [`FLOOD_CONNECTIONS`] of them at a time.
 const MAX_CONNECTIONS: usize = 512;
 const FLOOD_CONNECTIONS: usize = 256;
@@ -250,7 +253,8 @@ impl Report {
             let seen = |what: &str| self.hostile.iter().filter(|(k, _)| k.contains(what)).map(|(_, n)| n).sum::<u64>();
             check(
                 &mut failures,
-                seen("never read: cut by write_timeout") > 0 && seen("never read: read whole") == 0,
+                seen("never read: cut by write_timeout") > 0
+                    && seen("never read: read whole") + seen("never read: still open") == 0,
                 format!("answers never read are cut by write_timeout_seconds: {:?}", self.hostile),
             );
             check(
@@ -427,7 +431,8 @@ impl Configs {
             "projects": {"p1": {"project_name": "soak", "mcp_config_id": "c1", "users": ["u1"]},
                          "p2": {"project_name": "hostile", "mcp_config_id": "c1", "users": ["u2"]}},
             "users": {"u1": {"email": "soak@example.com"}, "u2": {"email": "hostile@example.com"}},
-            "apikeys": {KEY: {"project_id": "p1", "user_id": "u1"}, HOSTILE_KEY: {"project_id": "p2", "user_id": "u2"}}
+            "apikeys": {KEY: {"project_id": "p1", "user_id": "u1"}, HOSTILE_KEY: {"project_id": "p2", "user_id": "u2"},
+                        UNREAD_KEY: {"project_id": "p2", "user_id": "u2"}}
         })
     }
 
@@ -751,8 +756,10 @@ async fn hostile(addr: String, stop: Arc<AtomicBool>, seen: HostileSeen) {
     while !stop.load(Ordering::Relaxed) {
         match round % 7 {
             4 => {
-                // Answers never read: the tasks hold them past `write_timeout_seconds`, then see what arrived.
-                for _ in 0..UNREAD_CONNECTIONS {
+                // Answers never read: the tasks hold them past `write_timeout_seconds`, then see what arrived. A new
+                // set once the last one is done.
+                while unread.try_join_next().is_some() {}
+                for _ in 0..if unread.is_empty() { UNREAD_CONNECTIONS } else { 0 } {
                     let (addr, seen) = (addr.clone(), Arc::clone(&seen));
                     unread.spawn(async move {
                         let outcome = unread_answer(&addr).await;
@@ -867,7 +874,7 @@ async fn stateless(addr: &str, tool: &str, arguments: Value, sampling: bool) -> 
 /// (a refusal's status).
 async fn unread_answer(addr: &str) -> String {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
-    let Ok(template) = RawHttp::try_connect(addr, HOSTILE_KEY, true).await else { return "connect failed".into() };
+    let Ok(template) = RawHttp::try_connect(addr, UNREAD_KEY, true).await else { return "connect failed".into() };
     let arguments = json!({"server_name": "mock", "tool_calls": large_calls(16)});
     let request = template.tool_call_with_id(1, "gw_secure_call_tools", arguments);
     drop(template);
@@ -896,13 +903,25 @@ async fn unread_answer(addr: &str) -> String {
     }
     let length = head.lines().find_map(|l| l.strip_prefix("content-length:")).and_then(|v| v.trim().parse().ok());
     let Some(length) = length else { return "answer without a length".into() };
+    if length < 4 << 20 {
+        // The key's budgets refused most of the calls: an answer this small fits the connection's buffers.
+        return "small (its calls refused)".into();
+    }
     tokio::time::sleep(Duration::from_secs(WRITE_TIMEOUT_SECONDS + 3)).await;
     let mut body = received.split_off(head_end);
-    match tokio::time::timeout(Duration::from_secs(10), stream.read_to_end(&mut body)).await {
+    let read_all = async {
+        while body.len() < length {
+            match stream.read(&mut piece).await {
+                Ok(n) if n > 0 => body.extend_from_slice(&piece[..n]),
+                // Closed (or reset) before the whole body arrived.
+                _ => return "cut by write_timeout",
+            }
+        }
+        "read whole after all"
+    };
+    match tokio::time::timeout(Duration::from_secs(10), read_all).await {
+        Ok(outcome) => outcome.into(),
         Err(_) => "still open".into(),
-        Ok(_) if body.len() >= length => "read whole after all".into(),
-        // Closed (or reset) before the whole body arrived.
-        Ok(_) => "cut by write_timeout".into(),
     }
 }
 
