@@ -416,16 +416,28 @@ fn typed<T: serde::de::DeserializeOwned>(items: Vec<Value>) -> Vec<T> {
     items.into_iter().filter_map(|item| serde_json::from_value(item).ok()).collect()
 }
 
+/// An upstream's result with `resultType` (`"complete"` where the upstream, of an older revision, left it out): a
+/// 2026-07-28 client requires it in every result (contract 15), and rmcp leaves a `"complete"` out again for peers of
+/// older revisions.
+fn with_result_type(mut result: Value) -> Value {
+    if let Some(fields) = result.as_object_mut()
+        && !fields.contains_key("resultType")
+    {
+        fields.insert("resultType".into(), Value::from("complete"));
+    }
+    result
+}
+
 /// An upstream's result as rmcp's type, or the error that it does not fit the protocol.
 fn upstream_value<T: serde::de::DeserializeOwned>(result: Value) -> Result<T, McpError> {
-    serde_json::from_value(result)
+    serde_json::from_value(with_result_type(result))
         .map_err(|e| McpError::internal_error(format!("the upstream's result does not fit the protocol: {e}"), None))
 }
 
 /// An upstream's `CallToolResult` as rmcp's type (the pool checked its shape; one that still does not fit is the
 /// upstream's error).
 fn upstream_result(result: serde_json::Value) -> CallToolResult {
-    serde_json::from_value(result).unwrap_or_else(|e| {
+    serde_json::from_value(with_result_type(result)).unwrap_or_else(|e| {
         let message = format!("the upstream's tool result does not fit the protocol: {e}");
         tool_result(GatewayError::new(ErrorCode::UpstreamError, message).answer())
     })

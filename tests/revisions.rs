@@ -1,0 +1,85 @@
+//! Contract 15, "Results are what each revision expects", from outside: every result answered to a 2026-07-28
+//! request carries `resultType`, the relayed ones of an upstream of an older revision included (the official Python
+//! SDK in its default mode rejects a result without it), and a session of an older revision gets the results as its
+//! revision has them (no `resultType`). The upstream is the script of the boundary tests
+//! (`tests/fixtures/hostile_upstream.py`), which speaks 2025-06-18 and offers a tool, a prompt, a resource and
+//! completion values.
+
+mod common;
+#[path = "common/mcp.rs"]
+mod mcp;
+
+use std::path::Path;
+
+use common::API_KEY;
+use mcp::*;
+use serde_json::{Value, json};
+
+fn gateway() -> (TestGateway, tempfile::TempDir) {
+    let dir = tempfile::tempdir().unwrap();
+    let offers = json!({
+        "prompts": [{"name": "greet", "description": "Greets."}],
+        "resources": [{"uri": "test://doc", "name": "doc", "mimeType": "text/plain"}],
+        "completion": ["one", "two"],
+    });
+    let file = dir.path().join("offers.json");
+    std::fs::write(&file, offers.to_string()).unwrap();
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/hostile_upstream.py");
+    let server = json!({"server_name": "up", "config": {"command": "python3",
+        "args": [script.to_str().unwrap(), file.to_str().unwrap()]}});
+    let gw = TestGateway::start(&config_with(vec![server], json!({"tool_exposure": "transparent"})));
+    (gw, dir)
+}
+
+/// A stateless (2026-07-28) request of `method` with `params` (its `_meta` added) and the `Mcp-Name` `name`.
+fn stateless(gw: &TestGateway, method: &str, name: Option<&str>, mut params: Value) -> Rpc {
+    params["_meta"] = stateless_meta();
+    let body = json!({"jsonrpc": "2.0", "id": 1, "method": method, "params": params});
+    post(&http(), &gw.mcp, Some(API_KEY), &stateless_headers(method, name), &body)
+}
+
+#[test]
+fn every_result_to_a_2026_07_28_request_carries_its_result_type() {
+    let (gw, _dir) = gateway();
+    let requests = [
+        ("tools/call", Some("up__relay"), json!({"name": "up__relay", "arguments": {"steps": []}})),
+        ("prompts/get", Some("up__greet"), json!({"name": "up__greet"})),
+        ("resources/read", Some("test://doc"), json!({"uri": "test://doc"})),
+        (
+            "completion/complete",
+            None,
+            json!({"ref": {"type": "ref/prompt", "name": "up__greet"},
+            "argument": {"name": "who", "value": ""}}),
+        ),
+        ("tools/list", None, json!({})),
+        ("prompts/list", None, json!({})),
+        ("resources/list", None, json!({})),
+    ];
+    for (method, name, params) in requests {
+        let answer = stateless(&gw, method, name, params);
+        let result = &answer.message["result"];
+        assert!(result.is_object(), "{method}: {}", answer.text);
+        assert_eq!(result["resultType"], json!("complete"), "{method}: {}", answer.text);
+    }
+}
+
+#[test]
+fn a_session_of_an_older_revision_gets_no_result_type() {
+    let (gw, _dir) = gateway();
+    let client = http();
+    for version in ["2025-06-18", "2025-11-25"] {
+        let session = open_session(&client, &gw.mcp, API_KEY, version);
+        let headers = [("mcp-session-id", session.as_str()), ("mcp-protocol-version", version)];
+        for (method, params) in [
+            ("tools/call", json!({"name": "up__relay", "arguments": {"steps": []}})),
+            ("prompts/get", json!({"name": "up__greet"})),
+            ("resources/read", json!({"uri": "test://doc"})),
+        ] {
+            let body = json!({"jsonrpc": "2.0", "id": 2, "method": method, "params": params});
+            let answer = post(&client, &gw.mcp, Some(API_KEY), &headers, &body);
+            let result = &answer.message["result"];
+            assert!(result.is_object(), "{version} {method}: {}", answer.text);
+            assert!(result.get("resultType").is_none(), "{version} {method}: {}", answer.text);
+        }
+    }
+}
