@@ -6,7 +6,8 @@
 #   docker build --target runtime-node-python -t mcpgw:node-python .                # + Node.js (npx) and Python (uv, uvx)
 #
 # Both run as the non-root user 10001 with GW_CONFIG_PATH=/app/.gw/docker/gw_mcp_config.json and expose 8000 (MCP
-# gateway), 8001 (admin API) and 9464 (metrics, /healthz, /readyz). Without a config file at that path, `mcpgw serve`
+# gateway), 8001 (admin API) and 9464 (metrics, /healthz, /readyz); GW_ADMIN_ADDR=0.0.0.0:8001 in the image (the binary's
+# own default is loopback, which a published port cannot reach: publish 8001 only where it is needed). Without a config file at that path, `mcpgw serve`
 # writes a fresh one and prints its keys once to stderr; mount a config (a volume, a Kubernetes Secret) for anything
 # that lasts. The root filesystem can be read-only: the gateway writes only next to its config file.
 
@@ -50,6 +51,7 @@ COPY --from=builder /out/usr/local/bin/mcpgw /usr/local/bin/mcpgw
 COPY --from=builder --chown=10001:10001 /out/app /app
 COPY --from=builder --chown=10001:10001 /out/home /home
 ENV GW_CONFIG_PATH=/app/.gw/docker/gw_mcp_config.json \
+    GW_ADMIN_ADDR=0.0.0.0:8001 \
     HOME=/home/mcpgw \
     UV_PYTHON_PREFERENCE=only-system
 WORKDIR /app
@@ -66,6 +68,7 @@ COPY --from=builder /out/usr/local/bin/mcpgw /usr/local/bin/mcpgw
 COPY --from=builder --chown=10001:10001 /out/app /app
 COPY --from=builder --chown=10001:10001 /out/home /home
 ENV GW_CONFIG_PATH=/app/.gw/docker/gw_mcp_config.json \
+    GW_ADMIN_ADDR=0.0.0.0:8001 \
     HOME=/home/mcpgw
 WORKDIR /app
 USER 10001:10001

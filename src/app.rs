@@ -64,7 +64,7 @@ pub enum ServeError {
 
 /// Default listener addresses (contract section 1).
 pub const DEFAULT_GATEWAY_ADDR: &str = "0.0.0.0:8000";
-pub const DEFAULT_ADMIN_ADDR: &str = "0.0.0.0:8001";
+pub const DEFAULT_ADMIN_ADDR: &str = "127.0.0.1:8001";
 pub const DEFAULT_METRICS_ADDR: &str = "0.0.0.0:9464";
 
 fn default_addr(text: &str) -> Option<SocketAddr> {

@@ -143,7 +143,7 @@ pub struct ServeArgs {
     /// Gateway listener address [default: 0.0.0.0:8000].
     #[arg(long, env = "GW_GATEWAY_ADDR", value_name = "ADDR")]
     pub gateway_addr: Option<SocketAddr>,
-    /// Admin REST API address [default: 0.0.0.0:8001].
+    /// Admin REST API address [default: 127.0.0.1:8001; the container image sets 0.0.0.0:8001].
     #[arg(long, env = "GW_ADMIN_ADDR", value_name = "ADDR")]
     pub admin_addr: Option<SocketAddr>,
     /// Metrics and probes address [default: 0.0.0.0:9464].

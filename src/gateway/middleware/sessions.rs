@@ -235,6 +235,11 @@ async fn track_sessions(ctx: Arc<GatewayContext>, mut req: Request, next: impl N
         if gone || (closing && response.status().is_success()) {
             ctx.sessions.close(id);
         }
+        // rmcp answers a session's end 202; the spec's clients (the Python SDK warns "Session termination failed:
+        // 202") expect 200 (contract 15).
+        if closing && response.status() == StatusCode::ACCEPTED {
+            *response.status_mut() = StatusCode::OK;
+        }
     }
     response
 }
