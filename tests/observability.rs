@@ -151,6 +151,23 @@ fn logs_are_json_lines_with_the_spec_fields_and_no_secrets() {
 }
 
 /// A stateless `gw_get_cache_status` call (one request, no session).
+#[test]
+fn a_request_answered_with_an_error_logs_no_warning() {
+    let gw = TestGateway::start(&config_with(vec![mock_with_secret()], json!({"gw_log_level": "INFO"})));
+    let client = http();
+    let session = open_session(&client, &gw.mcp, API_KEY, "2025-11-25");
+    let headers = [("mcp-session-id", session.as_str()), ("mcp-protocol-version", "2025-11-25")];
+    // The Inspector probes prompts/list of a gateway-mode session: -32601, the client's business only.
+    let probe = json!({"jsonrpc": "2.0", "id": 5, "method": "prompts/list", "params": {}});
+    let answer = post(&client, &gw.mcp, Some(API_KEY), &headers, &probe);
+    assert_eq!(answer.message["error"]["code"], json!(-32601), "{}", answer.text);
+    // A request after it, so that anything logged for the probe has been written.
+    let ping = json!({"jsonrpc": "2.0", "id": 6, "method": "ping"});
+    assert_eq!(post(&client, &gw.mcp, Some(API_KEY), &headers, &ping).status, 200);
+    let warnings: Vec<Value> = records(&gw).into_iter().filter(|r| r["level"] == json!("WARNING")).collect();
+    assert!(warnings.is_empty(), "{warnings:?}");
+}
+
 fn rpc_post(gw: &TestGateway, key: &str) -> Rpc {
     let mut body = tools_call_body(7, "gw_get_cache_status", json!({}));
     body["params"]["_meta"] = stateless_meta();

@@ -83,12 +83,26 @@ fn filter_for(level: LogLevel) -> Targets {
         .with_target(spans::TARGET, LevelFilter::OFF)
 }
 
+/// rmcp's warning for every error a request is answered with ("response error", with a Rust debug dump of it): a
+/// client's `prompts/list` in the gateway view (-32601), an unknown prompt (-32602). The client has the error; the log
+/// is not the place for what a client asked wrongly (contract 15: a probe logs no warning).
+fn is_answered_error(meta: &tracing::Metadata<'_>) -> bool {
+    *meta.level() == Level::WARN
+        && meta.target() == "rmcp::service"
+        && meta.fields().field("error").is_some()
+        && meta.fields().field("id").is_some()
+}
+
 /// Installs the JSON logger on stderr at `level`, with the trace export `traces` (`None`: no traces). Call it inside
 /// the tokio runtime (a gRPC exporter needs one). Safe to call twice (the second call does nothing and returns a
 /// no-op handle).
 pub fn init(level: LogLevel, traces: Option<traces::TraceExport>) -> LogHandle {
     let (filter, handle) = reload::Layer::new(filter_for(level));
-    let fmt = tracing_subscriber::fmt::layer().with_writer(std::io::stderr).event_format(JsonLine).with_filter(filter);
+    let fmt = tracing_subscriber::fmt::layer()
+        .with_writer(std::io::stderr)
+        .event_format(JsonLine)
+        .with_filter(filter)
+        .with_filter(tracing_subscriber::filter::filter_fn(|meta| !is_answered_error(meta)));
     let registry = tracing_subscriber::registry().with(fmt);
     let (traces, trace_error) = match traces::layer(traces) {
         Ok(layer) => (layer, None),
