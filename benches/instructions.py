@@ -12,8 +12,8 @@ warm-up calls, zeroes the counters (`callgrind_control -z`), makes N calls (defa
 (`callgrind_control -d`): the instructions the gateway process executed (all its threads), divided by N. Three kinds of
 call, each measured on its own: `gw_secure_call_tools` of the mock's `echo` (gateway mode), the transparent
 `tools/call` of `mock__echo`, and `gw_secure_call_tools` on the server behind guardrails (keywords, PII redaction).
-Upstream processes are not traced; the mock upstream is this checkout's `target/release/mcpgw-mock-upstream` for every
-build. Needs `valgrind` (Debian's package). Each round takes a minute or two per build and kind.
+Upstream processes are not traced; `MCPGW_INSTRUCTIONS_KEEP=DIR` keeps each dump there (for `callgrind_annotate`); the mock upstream is this checkout's `target/release/mcpgw-mock-upstream` for every
+build (or `MCPGW_MOCK_UPSTREAM`). Needs `valgrind` (Debian's package). Each round takes a minute or two per build and kind.
 """
 
 import argparse
@@ -21,6 +21,7 @@ import glob
 import http.client
 import json
 import os
+import shutil
 import socket
 import subprocess
 import sys
@@ -33,7 +34,7 @@ JEMALLOC = ("narenas:1,tcache_nslots_small_max:16,tcache_nslots_large:2,tcache_g
             "dirty_decay_ms:0,muzzy_decay_ms:0")
 KEY = "gw_bench-key-0000000000000000000000000000000000000"
 HERE = os.path.dirname(os.path.abspath(__file__))
-MOCK = os.path.join(HERE, "..", "target", "release", "mcpgw-mock-upstream")
+MOCK = os.environ.get("MCPGW_MOCK_UPSTREAM") or os.path.join(HERE, "..", "target", "release", "mcpgw-mock-upstream")
 
 
 def free_port():
@@ -118,15 +119,17 @@ def measure(binary, kind, calls):
             session = Session(port)
             for n in range(200):
                 session.call(kind, n)
-            subprocess.run(["callgrind_control", "-z", str(gateway.pid)], check=True, stdout=None if os.environ.get("INSTRUCTIONS_DEBUG") else subprocess.DEVNULL)
+            subprocess.run(["callgrind_control", "-z", str(gateway.pid)], check=True, stdout=subprocess.DEVNULL)
             for n in range(calls):
                 session.call(kind, n)
-            subprocess.run(["callgrind_control", "-d", str(gateway.pid)], check=True, stdout=None if os.environ.get("INSTRUCTIONS_DEBUG") else subprocess.DEVNULL)
-            if os.environ.get("INSTRUCTIONS_DEBUG"):
-                print(os.listdir(directory), file=sys.stderr)
-                subprocess.run("head -25 %s/callgrind.out.*" % directory, shell=True)
+            subprocess.run(["callgrind_control", "-d", str(gateway.pid)], check=True, stdout=subprocess.DEVNULL)
             instructions = 0
+            keep = os.environ.get("MCPGW_INSTRUCTIONS_KEEP")
             for dump in glob.glob(out + ".*"):
+                if keep:
+                    # For `callgrind_annotate`: where the instructions went.
+                    name = "%s-%s.%s" % (os.path.basename(binary), kind, os.path.basename(dump))
+                    shutil.copy(dump, os.path.join(keep, name))
                 with open(dump) as f:
                     for line in f:
                         if line.startswith("summary:") or line.startswith("totals:"):

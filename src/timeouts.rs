@@ -140,7 +140,8 @@ const MAX_TENANTS: usize = 4096;
 /// reference count or a lock held; finding them takes a read lock.
 #[derive(Default)]
 pub struct TimeoutsByTenant {
-    tenants: RwLock<HashMap<String, &'static TimeoutMetrics>>,
+    /// foldhash rather than SipHash: looked up twice a request, by ids the operator chose.
+    tenants: RwLock<HashMap<String, &'static TimeoutMetrics, foldhash::fast::RandomState>>,
     /// Where the operations of tenants past [`MAX_TENANTS`] are counted; never reported.
     uncounted: TimeoutMetrics,
 }

@@ -40,7 +40,8 @@ impl Hasher for DigestHasher {
     }
 }
 
-type DigestMap<V> = HashMap<[u8; 32], V, BuildHasherDefault<DigestHasher>>;
+/// A map keyed by SHA-256 digests (API keys' digests), hashed by [`DigestHasher`].
+pub type DigestMap<V> = HashMap<[u8; 32], V, BuildHasherDefault<DigestHasher>>;
 
 /// A validated configuration with its indexes.
 #[derive(Debug)]

@@ -24,7 +24,6 @@
 //! flight, it holds at most one request's worth of results being built plus its pending answers: the RSS bound of
 //! contract 14 (idle + 4 x `max_response_bytes` + 64 MiB).
 
-use std::collections::HashMap;
 use std::pin::Pin;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::task::{Context, Poll};
@@ -39,6 +38,7 @@ use http_body::{Body as _, Frame, SizeHint};
 use super::step::{Next, forward};
 use crate::auth::Identity;
 use crate::config::settings::Limits;
+use crate::config::snapshot::DigestMap;
 use crate::error::{ErrorCode, GatewayError};
 use crate::gateway::GatewayContext;
 
@@ -84,7 +84,8 @@ impl OverBudget {
 /// The load of every key with a request in flight or an answer pending; keys at rest are forgotten.
 #[derive(Default)]
 pub struct KeyBudgets {
-    keys: Mutex<HashMap<[u8; 32], Load>>,
+    /// By the key's digest (its first bytes are the hash: every request looks here several times).
+    keys: Mutex<DigestMap<Load>>,
 }
 
 impl KeyBudgets {
