@@ -94,6 +94,14 @@ fn is_answered_error(meta: &tracing::Metadata<'_>) -> bool {
         && meta.fields().field("id").is_some()
 }
 
+/// The filter that leaves out [`is_answered_error`]'s events, with a level hint that leaves the level filter's in
+/// charge: without one (a filter's "no hint" is "every level") every span of the request path was built (about 12 %
+/// more instructions per call).
+fn answered_errors_left_out<S>() -> impl tracing_subscriber::layer::Filter<S> {
+    // A `FilterFn` reads the metadata only, so its answer is cached per callsite.
+    tracing_subscriber::filter::FilterFn::new(|meta| !is_answered_error(meta)).with_max_level_hint(LevelFilter::TRACE)
+}
+
 /// Installs the JSON logger on stderr at `level`, with the trace export `traces` (`None`: no traces). Call it inside
 /// the tokio runtime (a gRPC exporter needs one). Safe to call twice (the second call does nothing and returns a
 /// no-op handle).
@@ -102,9 +110,7 @@ pub fn init(level: LogLevel, traces: Option<traces::TraceExport>) -> LogHandle {
     let fmt = tracing_subscriber::fmt::layer()
         .with_writer(std::io::stderr)
         .event_format(JsonLine)
-        // One filter, the level's and this one together: a second `with_filter` would make every span of the request
-        // path "sometimes" enabled, and the registry build them all (about 7 % more CPU per call).
-        .with_filter(filter.and(tracing_subscriber::filter::filter_fn(|meta| !is_answered_error(meta))));
+        .with_filter(filter.and(answered_errors_left_out()));
     let registry = tracing_subscriber::registry().with(fmt);
     let (traces, trace_error) = match traces::layer(traces) {
         Ok(layer) => (layer, None),
