@@ -229,10 +229,11 @@ fn has_comment(text: &str) -> bool {
     find_pair(bytes, *b"/*").is_some_and(|open| find_pair(&bytes[open + 2..], *b"*/").is_some())
 }
 
-/// Where the two bytes `pair` first stand together in `bytes`: a plain scan, without the set-up `str::find` pays for
-/// each search (measured: about 3,800 instructions a guarded call, most texts being short).
+/// Where the two bytes `pair` first stand together in `bytes`: `memchr`'s vectorised search for the first byte,
+/// without the set-up `str::find` pays for each search (about 3,800 instructions a guarded call, most texts being
+/// short) or a byte-by-byte scan's cost on long ones.
 fn find_pair(bytes: &[u8], pair: [u8; 2]) -> Option<usize> {
-    bytes.windows(2).position(|w| w == pair)
+    memchr::memchr_iter(pair[0], bytes).find(|&at| bytes.get(at + 1) == Some(&pair[1]))
 }
 
 /// An ASCII character that counts as a space: whitespace and the separators `_`, `-`, `/`, `.`.
