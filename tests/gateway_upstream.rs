@@ -501,6 +501,25 @@ fn sigterm_lets_a_call_in_flight_finish_before_exiting() {
 }
 
 #[test]
+fn a_server_that_fails_on_a_certificate_says_so_and_names_the_setting_that_fixes_it() {
+    // What `npx` prints behind a TLS-inspecting proxy (npm 10): the cause three lines above the boilerplate.
+    let npm = "echo 'npm error code SELF_SIGNED_CERT_IN_CHAIN' >&2; echo 'npm error errno SELF_SIGNED_CERT_IN_CHAIN' >&2; \
+               echo 'npm error request to https://registry.npmjs.org/x failed, reason: self-signed certificate in \
+               certificate chain' >&2; echo 'npm error A complete log of this run can be found in: /tmp/x.log' >&2; \
+               exit 1";
+    let proxied = json!({"server_name": "proxied", "config": {"command": "sh", "args": ["-c", npm]}});
+    let gw = TestGateway::start(&config_with(vec![proxied], json!({})));
+    runtime().block_on(async {
+        let client = connect(&gw.mcp, API_KEY).await;
+        let found = call(&client, "gw_discover_all_tools", json!({"server_name": "proxied"})).await;
+        let message = assert_error(&found, "UPSTREAM_ERROR");
+        assert!(message.contains("on stderr: npm error code SELF_SIGNED_CERT_IN_CHAIN"), "{message}");
+        assert!(!message.contains("complete log of this run"), "{message}");
+        assert!(message.contains("NODE_EXTRA_CA_CERTS") && message.contains("inherit_env"), "{message}");
+    });
+}
+
+#[test]
 fn a_server_that_does_not_start_in_time_fails_at_the_start_timeout() {
     // A "server" that never answers `initialize`: its start is bounded by upstream_pool.start_timeout_seconds (1 s),
     // not by the 20 s discovery timeout nor by connectivity_timeout; the error names the cause and its last stderr line.

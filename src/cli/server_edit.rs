@@ -35,6 +35,11 @@ pub struct ServerEdit {
     /// An environment variable for the upstream process, KEY=VALUE (repeat for several).
     #[arg(long = "env", value_name = "KEY=VALUE", value_parser = parse_env)]
     pub env: Vec<(String, String)>,
+    /// A variable of the gateway's own environment the upstream process inherits, by name (repeat for several; adds
+    /// to `inherit_env`). Behind a proxy or with a private CA: --inherit-env HTTPS_PROXY --inherit-env
+    /// NODE_EXTRA_CA_CERTS (`npx`) or SSL_CERT_FILE (`uvx`).
+    #[arg(long = "inherit-env", value_name = "NAME")]
+    pub inherit_env: Vec<String>,
     /// A remote server's endpoint (http or https), instead of --command.
     #[arg(long, value_name = "URL")]
     pub url: Option<String>,
@@ -112,6 +117,16 @@ impl ServerEdit {
         if let Some(transport) = &self.transport {
             config["transport"] = json!(transport);
         }
+        if !self.inherit_env.is_empty() {
+            let mut names: Vec<Value> =
+                config.get("inherit_env").and_then(Value::as_array).cloned().unwrap_or_default();
+            for name in &self.inherit_env {
+                if !names.iter().any(|n| n.as_str() == Some(name)) {
+                    names.push(json!(name));
+                }
+            }
+            config["inherit_env"] = Value::Array(names);
+        }
         for (field, pairs) in [("env", &self.env), ("headers", &self.headers)] {
             if pairs.is_empty() {
                 continue;
@@ -130,6 +145,18 @@ impl ServerEdit {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn inherit_env_adds_names_once() {
+        let edit = ServerEdit {
+            command: Some("npx".into()),
+            inherit_env: vec!["HTTPS_PROXY".into(), "NODE_EXTRA_CA_CERTS".into()],
+            ..Default::default()
+        };
+        let current = json!({"server_name": "s", "config": {"command": "npx", "inherit_env": ["HTTPS_PROXY"]}});
+        let entry = edit.apply(current).unwrap();
+        assert_eq!(entry["config"]["inherit_env"], json!(["HTTPS_PROXY", "NODE_EXTRA_CA_CERTS"]));
+    }
 
     #[test]
     fn flags_override_the_current_entry_and_keep_the_rest() {

@@ -241,7 +241,14 @@ pub(crate) async fn start(
     drop(stop_on_failure);
     let _ = tokio::time::timeout(STDERR_PATIENCE, &mut stderr_done).await;
     let message = match last_stderr.get() {
-        Some(line) => format!("{why}; its last line on stderr: {line}"),
+        Some((line, _)) if stderr::is_certificate_problem(&line) => format!(
+            "{why}; on stderr: {line} (a TLS certificate the server does not trust: behind a TLS-inspecting proxy or \
+             with a private CA, give the server the CA file, e.g. `\"env\": {{\"NODE_EXTRA_CA_CERTS\": \"/path/ca.pem\"}}` \
+             for Node or SSL_CERT_FILE for Python, or `\"inherit_env\": [\"NODE_EXTRA_CA_CERTS\", \"HTTPS_PROXY\"]` to pass \
+             the gateway's own)"
+        ),
+        Some((line, true)) => format!("{why}; its last line on stderr: {line}"),
+        Some((line, false)) => format!("{why}; on stderr: {line}"),
         None => format!("{why}; it wrote nothing on stderr"),
     };
     Err(StartFailure { error: UpstreamError::Start(message), timed_out })

@@ -7,8 +7,8 @@
 //! Every value of the server's settings is masked in every line ([`Masks`], contract section 13): each value of its
 //! `env` (whatever the variable's name), of the variables it inherits, and of its OAuth settings. A line is masked
 //! before it is cut, and enough of it is read for that, so a value the cut would split is masked whole, never shown
-//! in part. The last non-empty line is kept in a [`LastLine`], so that a start that fails can say what the server said
-//! last.
+//! in part. The last non-empty line and the most telling one (an error code, an error line, over npm's and pip's
+//! trailing boilerplate) are kept in a [`LastLine`], so that a start that fails can say why.
 
 use std::sync::{Arc, Mutex};
 
@@ -29,14 +29,70 @@ pub(crate) const MIN_MASKED_CHARS: usize = 4;
 
 const CUT_MARK: char = '…';
 
-/// The last non-empty line a process wrote on stderr, masked.
+/// What a process wrote on stderr that best says why it failed (masked): its most telling line, or else its last
+/// non-empty one (contract 15: npm and pip end with boilerplate such as "A complete log of this run can be found in
+/// ..." three lines under the cause).
 #[derive(Debug, Default)]
-pub(crate) struct LastLine(Mutex<Option<String>>);
+pub(crate) struct LastLine(Mutex<Lines>);
+
+#[derive(Debug, Default)]
+struct Lines {
+    last: Option<String>,
+    /// The most telling line so far and how telling it is ([`telling`]).
+    telling: Option<(u8, String)>,
+}
 
 impl LastLine {
-    pub fn get(&self) -> Option<String> {
-        lock(&self.0).clone()
+    /// The line to show, and whether it is the last one: the most telling line, or else the last.
+    pub fn get(&self) -> Option<(String, bool)> {
+        let lines = lock(&self.0);
+        let last = lines.last.as_ref()?;
+        Some(match &lines.telling {
+            Some((_, line)) => (line.clone(), line == last),
+            None => (last.clone(), true),
+        })
     }
+
+    fn saw(&self, line: &str) {
+        let mut lines = lock(&self.0);
+        lines.last = Some(line.to_string());
+        let rank = telling(line);
+        // The first of the most telling kind: an error code comes before the lines that repeat it.
+        if rank > 0 && lines.telling.as_ref().is_none_or(|(best, _)| rank > *best) {
+            lines.telling = Some((rank, line.to_string()));
+        }
+    }
+}
+
+/// How much a stderr line says about a failure: 3 for an error code (`npm error code E…`, `npm ERR! code …`, a
+/// certificate error by name), 2 for an error line (`Error:`, `ERR!`, `error:`, `Traceback`'s last line), 0 for the
+/// rest (boilerplate such as npm's "A complete log of this run can be found in").
+fn telling(line: &str) -> u8 {
+    let lower = line.to_ascii_lowercase();
+    if lower.contains("complete log of this run") || lower.contains("npm notice") {
+        return 0;
+    }
+    if lower.contains("error code") || lower.contains("err! code") || is_certificate_problem(line) {
+        return 3;
+    }
+    if line.contains("Error:") || line.contains("ERR!") || lower.contains("error:") || lower.starts_with("npm error") {
+        return 2;
+    }
+    0
+}
+
+/// Whether a line names a TLS certificate problem (a TLS-inspecting proxy, a private CA): Node's and OpenSSL's codes
+/// and Python's `CERTIFICATE_VERIFY_FAILED`.
+pub(crate) fn is_certificate_problem(line: &str) -> bool {
+    const CODES: [&str; 6] = [
+        "SELF_SIGNED_CERT_IN_CHAIN",
+        "UNABLE_TO_GET_ISSUER_CERT_LOCALLY",
+        "UNABLE_TO_VERIFY_LEAF_SIGNATURE",
+        "DEPTH_ZERO_SELF_SIGNED_CERT",
+        "CERTIFICATE_VERIFY_FAILED",
+        "self-signed certificate in certificate chain",
+    ];
+    CODES.iter().any(|code| line.contains(code))
 }
 
 /// The values masked in one server's stderr lines, longest first, so that a value containing another is masked whole.
@@ -97,7 +153,7 @@ pub(crate) async fn forward(
     while let Some((line, cut)) = lines.next_line().await {
         let line = masks.logged(&line, cut);
         if !line.trim().is_empty() {
-            *lock(&last.0) = Some(line.clone());
+            last.saw(&line);
         }
         if !bucket.take(Instant::now()) {
             suppressed += 1;
@@ -259,7 +315,28 @@ mod tests {
         let last = Arc::new(LastLine::default());
         let masks = masks(&["sk-live-0123456789abcdef"]);
         forward(&b"starting\nbad token sk-live-0123456789abcdef\n\n"[..], "s", 1, &masks, &last).await;
-        assert_eq!(last.get().as_deref(), Some("bad token sk-l****"));
+        assert_eq!(last.get(), Some(("bad token sk-l****".to_string(), true)));
+    }
+
+    #[tokio::test]
+    async fn the_most_telling_line_wins_over_npms_trailing_boilerplate() {
+        let last = Arc::new(LastLine::default());
+        let npm = "npm error code SELF_SIGNED_CERT_IN_CHAIN\nnpm error errno SELF_SIGNED_CERT_IN_CHAIN\n\
+                   npm error request to https://registry.npmjs.org/x failed, reason: self-signed certificate in \
+                   certificate chain\nnpm error A complete log of this run can be found in: /root/.npm/_logs/x.log\n";
+        forward(npm.as_bytes(), "s", 1, &Masks::default(), &last).await;
+        let (line, is_last) = last.get().expect("a line");
+        assert_eq!(line, "npm error code SELF_SIGNED_CERT_IN_CHAIN");
+        assert!(!is_last);
+        assert!(is_certificate_problem(&line));
+        let pip = "Collecting mcp-server-time\nERROR: Could not find a version that satisfies the requirement x\n\
+                   [notice] A new release of pip is available\n";
+        let last = Arc::new(LastLine::default());
+        forward(pip.as_bytes(), "s", 1, &Masks::default(), &last).await;
+        assert_eq!(
+            last.get().map(|l| l.0).as_deref(),
+            Some("ERROR: Could not find a version that satisfies the requirement x")
+        );
     }
 
     #[test]
