@@ -423,6 +423,9 @@ impl Configs {
                 "gw_log_level": "WARNING",
                 "gw_mcp_use_external_cache": true, "gw_cache_host": "127.0.0.1", "gw_cache_port": self.redis_port,
                 "gw_cache_db": 0,
+                // Eight processes a server, so that the six rounds left waiting at once all reach their server and
+                // meet `max_waiting_rounds_per_key` (4), not a process limit of the same size.
+                "upstream_pool": {"max_processes_per_server": 8},
                 "limits": {"max_connections": MAX_CONNECTIONS, "write_timeout_seconds": WRITE_TIMEOUT_SECONDS,
                            "input_required_seconds": INPUT_REQUIRED_SECONDS}
             },
