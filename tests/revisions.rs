@@ -83,3 +83,33 @@ fn a_session_of_an_older_revision_gets_no_result_type() {
         }
     }
 }
+
+#[test]
+fn a_listing_starts_the_servers_it_needs_at_once() {
+    // Each server starts only once all three have begun starting (each waits, 10 s at most, for the others' marks in
+    // a shared file, else exits 1): started one after another, none would start and their tools would be missing.
+    let dir = tempfile::tempdir().unwrap();
+    let marks = dir.path().join("marks");
+    std::fs::write(&marks, "").unwrap();
+    let mock = env!("CARGO_BIN_EXE_mcpgw-mock-upstream");
+    let script = format!(
+        "echo started >> '{marks}'; i=0; while [ $(wc -l < '{marks}') -lt 3 ] && [ $i -lt 100 ]; do sleep 0.1; \
+         i=$((i+1)); done; [ $(wc -l < '{marks}') -ge 3 ] || exit 1; exec '{mock}'",
+        marks = marks.display()
+    );
+    let servers: Vec<Value> = ["one", "two", "three"]
+        .iter()
+        .map(|name| json!({"server_name": name, "config": {"command": "sh", "args": ["-c", script]}}))
+        .collect();
+    let common = json!({"tool_exposure": "transparent", "upstream_pool": {"start_timeout_seconds": 30}});
+    let gw = TestGateway::start(&config_with(servers, common));
+    let listed = stateless(&gw, "tools/list", None, json!({}));
+    let names: Vec<&str> =
+        listed.message["result"]["tools"].as_array().unwrap().iter().filter_map(|t| t["name"].as_str()).collect();
+    for server in ["one", "two", "three"] {
+        assert!(names.contains(&format!("{server}__echo").as_str()), "{server}: {}", listed.text);
+    }
+    // In configuration order.
+    let first = |server: &str| names.iter().position(|n| n.starts_with(server)).unwrap();
+    assert!(first("one") < first("two") && first("two") < first("three"), "{names:?}");
+}

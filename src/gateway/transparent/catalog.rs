@@ -63,9 +63,13 @@ fn could_make(prefix: &str, name: &str) -> bool {
 
 /// The upstream tools `identity` sees, in configuration order.
 pub async fn tools<'a>(ctx: &GatewayContext, identity: &'a Identity, session: Option<&str>) -> Vec<Exposed<'a>> {
+    let candidates = candidates(identity, None);
+    // Every server asked at once (contract 15: one slow server does not stall the others), kept in config order.
+    let asked = candidates.iter().map(|(entry, _)| discover_visible(ctx, identity, session, entry));
+    let answers = futures_util::future::join_all(asked).await;
     let mut found = Vec::new();
-    for (entry, prefix) in candidates(identity, None) {
-        match discover_visible(ctx, identity, session, entry).await {
+    for ((entry, prefix), answer) in candidates.into_iter().zip(answers) {
+        match answer {
             Ok(discovered) => found.extend(discovered.tools.iter().map(|tool| (entry, prefix.clone(), tool.clone()))),
             Err(failure) => left_out(entry, "tools", &failure),
         }
@@ -81,9 +85,15 @@ pub async fn prompts<'a>(
     session: Option<&str>,
     only: Option<&str>,
 ) -> Vec<Exposed<'a>> {
+    let candidates = candidates(identity, only);
+    // Every server asked at once, kept in config order (as for tools).
+    let asked = candidates.iter().map(|(entry, _)| {
+        upstream::list_all(ctx, identity, session, entry, Capability::Prompts, "prompts/list", "prompts")
+    });
+    let answers = futures_util::future::join_all(asked).await;
     let mut found = Vec::new();
-    for (entry, prefix) in candidates(identity, only) {
-        match upstream::list_all(ctx, identity, session, entry, Capability::Prompts, "prompts/list", "prompts").await {
+    for ((entry, prefix), answer) in candidates.into_iter().zip(answers) {
+        match answer {
             Ok(listed) => {
                 let listed = listing::offered(ctx, identity, entry, Offered::Prompt, listed).await;
                 found.extend(listed.into_iter().map(|prompt| (entry, prefix.clone(), prompt)))

@@ -41,9 +41,13 @@ async fn merged<'a>(
     field: &str,
 ) -> Vec<(&'a ServerEntry, Value)> {
     let Ok(entries) = visible_servers(identity) else { return Vec::new() };
+    // Every server asked at once (contract 15: one slow server does not stall the others), kept in config order.
+    let asked =
+        entries.iter().map(|entry| list_all(ctx, identity, session, entry, Capability::Resources, method, field));
+    let answers = futures_util::future::join_all(asked).await;
     let mut all = Vec::new();
-    for entry in entries {
-        match list_all(ctx, identity, session, entry, Capability::Resources, method, field).await {
+    for (entry, answer) in entries.into_iter().zip(answers) {
+        match answer {
             Ok(items) => {
                 let kind = if field == "resources" { Offered::Resource } else { Offered::Template };
                 let items = listing::offered(ctx, identity, entry, kind, items).await;
