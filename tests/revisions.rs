@@ -113,3 +113,27 @@ fn a_listing_starts_the_servers_it_needs_at_once() {
     let first = |server: &str| names.iter().position(|n| n.starts_with(server)).unwrap();
     assert!(first("one") < first("two") && first("two") < first("three"), "{names:?}");
 }
+
+#[test]
+fn logging_set_level_starts_no_server() {
+    let dir = tempfile::tempdir().unwrap();
+    let starts = dir.path().join("starts");
+    let mut server = mock_server("mock");
+    server["config"]["args"] = json!(["--starts-file", starts.display().to_string()]);
+    let gw = TestGateway::start(&config_with(vec![server], json!({"tool_exposure": "transparent"})));
+    let client = http();
+    let session = open_session(&client, &gw.mcp, API_KEY, "2025-11-25");
+    let headers = [("mcp-session-id", session.as_str()), ("mcp-protocol-version", "2025-11-25")];
+    let level = json!({"jsonrpc": "2.0", "id": 2, "method": "logging/setLevel", "params": {"level": "debug"}});
+    let set = post(&client, &gw.mcp, Some(API_KEY), &headers, &level);
+    assert!(set.message["result"].is_object(), "{}", set.text);
+    let started = || std::fs::read_to_string(&starts).unwrap_or_default().lines().count();
+    assert_eq!(started(), 0, "the Inspector's first request started a server");
+    // A call starts it; a level set then reaches the running process and starts no other.
+    let call = tools_call_body(3, "mock__echo", json!({"text": "hi"}));
+    assert_eq!(upstream_text(&post(&client, &gw.mcp, Some(API_KEY), &headers, &call).message["result"]), "hi");
+    assert_eq!(started(), 1);
+    let set = post(&client, &gw.mcp, Some(API_KEY), &headers, &level);
+    assert!(set.message["result"].is_object(), "{}", set.text);
+    assert_eq!(started(), 1);
+}

@@ -67,6 +67,16 @@ impl Pools {
         self.shared.values().chain(self.by_session.values()).chain(self.by_key.values()).flatten()
     }
 
+    /// The pool `caller` uses for (key, spec), if there is one.
+    fn find(&self, key: &PoolKey, spec: &ServerSpec, caller: Caller<'_>) -> Option<&Arc<ServerPool>> {
+        let found = match (spec.per_session, caller.session) {
+            (false, _) => self.shared.get(key),
+            (true, Some(session)) => self.by_session.get(session),
+            (true, None) => self.by_key.get(&caller.key.copied()),
+        };
+        found.into_iter().flatten().find(|server| server.key == *key && server.spec == *spec)
+    }
+
     /// Keeps the pools for which `keep` holds, in both maps, and forgets the emptied entries.
     fn retain(&mut self, mut keep: impl FnMut(&Arc<ServerPool>) -> bool) {
         self.shared.retain(|_, generations| {
@@ -440,15 +450,17 @@ impl UpstreamPool {
 
     /// The pool of (key, spec, caller), created when missing: the shared one of a shared server; for a `per_session`
     /// server the caller's session's, or without a session the caller's key's.
+    /// Whether the pool `caller` would use for (key, spec) has a process running or starting now; starts none
+    /// (`logging/setLevel` reaches only servers already running: contract 15).
+    pub fn has_process(&self, key: &PoolKey, spec: &ServerSpec, caller: Caller<'_>) -> bool {
+        let servers = lock(&self.servers);
+        servers.find(key, spec, caller).is_some_and(|server| server.has_process())
+    }
+
     fn server_pool(&self, key: &PoolKey, spec: &ServerSpec, caller: Caller<'_>) -> Arc<ServerPool> {
         let owner = caller.key.copied();
         let mut servers = lock(&self.servers);
-        let found = match (spec.per_session, caller.session) {
-            (false, _) => servers.shared.get(key),
-            (true, Some(session)) => servers.by_session.get(session),
-            (true, None) => servers.by_key.get(&owner),
-        };
-        if let Some(server) = found.into_iter().flatten().find(|server| server.key == *key && server.spec == *spec) {
+        if let Some(server) = servers.find(key, spec, caller) {
             return server.clone();
         }
         let (tenancy, owner) = match (spec.per_session, caller.session) {

@@ -201,6 +201,12 @@ impl ServerPool {
         }
     }
 
+    /// Whether it holds a process that is running (or starting), without starting one.
+    pub(super) fn has_process(&self) -> bool {
+        let state = lock(&self.state);
+        !state.retired && (state.starting > 0 || state.entries.iter().any(|entry| entry.usable()))
+    }
+
     /// Whether its processes are counted in the budget (those of a `per_session` server).
     pub(super) fn counted(&self) -> bool {
         self.tenancy != Tenancy::Shared

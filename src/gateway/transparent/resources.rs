@@ -216,11 +216,16 @@ pub async fn complete(
     }
 }
 
-/// `logging/setLevel`: sent to every upstream of the configuration that declares logging; one that cannot be reached
-/// is logged and skipped.
+/// `logging/setLevel`: sent to every upstream of the configuration that is running for this caller and declares
+/// logging (none is started for it); one that cannot be reached is logged and skipped.
 pub async fn set_level(ctx: &GatewayContext, identity: &Identity, session: Option<&str>, params: Value) {
     let Ok(entries) = visible_servers(identity) else { return };
     for entry in entries {
+        // Only servers running now: a level is no reason to start one (contract 15; the Inspector sets it first
+        // thing, and five cold `npx` servers took it a minute).
+        if !upstream::running(ctx, identity, session, entry).await {
+            continue;
+        }
         let sent =
             upstream::request(ctx, identity, session, entry, Capability::Logging, "logging/setLevel", params.clone())
                 .await;

@@ -46,6 +46,13 @@ pub async fn request(
         .map_err(|e| upstream_failure(ctx, &e))
 }
 
+/// Whether `entry`'s server has a process running (or starting) for this caller now; starts none.
+pub async fn running(ctx: &GatewayContext, identity: &Identity, session: Option<&str>, entry: &ServerEntry) -> bool {
+    let key = PoolKey::new(identity.mcp_config_id.clone().unwrap_or_default(), entry.server_name.clone());
+    let Ok(spec) = upstream_spec(ctx, identity, entry).await else { return false };
+    ctx.pool.has_process(&key, &spec, Caller::new(&identity.key_digest, session))
+}
+
 /// Every item of list `method` (the array `field` of each page) of `entry`'s server; empty when it does not
 /// declare `capability`.
 pub async fn list_all(
