@@ -144,6 +144,20 @@ impl PinBook {
         true
     }
 
+    /// Whether the last review of `kind` of `server` quarantined an item `held` picks out (by its key). Read in place:
+    /// asked at every read, subscription and relayed update of an offer, it copies nothing.
+    pub fn offer_quarantined(
+        &self,
+        config_id: &str,
+        server: &str,
+        kind: &'static str,
+        held: impl Fn(&str) -> bool,
+    ) -> bool {
+        let offers = lock(&self.offers);
+        let last = offers.get(&(config_id.to_string(), server.to_string(), kind));
+        last.is_some_and(|review| review.quarantined.iter().any(|key| held(key)))
+    }
+
     /// The last review of `kind` of `server`, if there was one.
     pub fn last_offers(&self, config_id: &str, server: &str, kind: &'static str) -> Option<OfferReview> {
         lock(&self.offers).get(&(config_id.to_string(), server.to_string(), kind)).cloned()

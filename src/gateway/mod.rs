@@ -272,6 +272,10 @@ impl GatewayContext {
     /// reaches no client, whoever subscribed before).
     fn resource_updated(&self, key: &PoolKey, params: serde_json::Value) {
         let Some(uri) = params.get("uri").and_then(serde_json::Value::as_str) else { return };
+        let subscribers = self.sessions.subscribers(&key.mcp_config_id, &key.server_name, uri);
+        if subscribers.is_empty() {
+            return;
+        }
         let (config, server) = (key.mcp_config_id.as_str(), key.server_name.as_str());
         let held_as = |offered, held: &dyn Fn(&str) -> bool| quarantined_in(self, config, server, offered, held);
         if held_as(Offered::Resource, &|held| held == uri) || held_as(Offered::Template, &|t| template_matches(t, uri))
@@ -282,7 +286,7 @@ impl GatewayContext {
         let Ok(params) = serde_json::from_value::<rmcp::model::ResourceUpdatedNotificationParam>(params.clone()) else {
             return;
         };
-        for peer in self.sessions.subscribers(&key.mcp_config_id, &key.server_name, uri) {
+        for peer in subscribers {
             let params = params.clone();
             tokio::spawn(async move {
                 if let Err(error) = peer.notify_resource_updated(params).await {

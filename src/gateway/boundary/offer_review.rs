@@ -140,8 +140,7 @@ pub fn quarantined_in(
     offered: Offered,
     held: impl Fn(&str) -> bool,
 ) -> bool {
-    let last = ctx.pins.last_offers(config_id, server_name, kind_of(offered).noun);
-    last.is_some_and(|review| review.quarantined.iter().any(|key| held(key)))
+    ctx.pins.offer_quarantined(config_id, server_name, kind_of(offered).noun, held)
 }
 
 /// Each item of `current` (key, pin, definition) against the pins of `kind`; a kind with no pins yet is pinned now.
