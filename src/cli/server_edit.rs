@@ -38,7 +38,7 @@ pub struct ServerEdit {
     /// A variable of the gateway's own environment the upstream process inherits, by name (repeat for several; adds
     /// to `inherit_env`). Behind a proxy or with a private CA: --inherit-env HTTPS_PROXY --inherit-env
     /// NODE_EXTRA_CA_CERTS (`npx`) or SSL_CERT_FILE (`uvx`).
-    #[arg(long = "inherit-env", value_name = "NAME")]
+    #[arg(long = "inherit-env", value_name = "NAME", value_parser = parse_variable_name)]
     pub inherit_env: Vec<String>,
     /// A remote server's endpoint (http or https), instead of --command.
     #[arg(long, value_name = "URL")]
@@ -59,6 +59,21 @@ fn parse_env(raw: &str) -> Result<(String, String), String> {
         Some((key, value)) if !key.is_empty() => Ok((key.to_string(), value.to_string())),
         _ => Err(format!("expected KEY=VALUE, got {raw:?}")),
     }
+}
+
+/// An environment variable's name for `--inherit-env`: letters, digits and `_`, not starting with a digit, and not
+/// one of the gateway's own `GW_*` variables (never passed to an upstream).
+fn parse_variable_name(raw: &str) -> Result<String, String> {
+    let mut chars = raw.chars();
+    let well_formed = chars.next().is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
+        && chars.all(|c| c.is_ascii_alphanumeric() || c == '_');
+    if !well_formed {
+        return Err(format!("{raw:?} is not an environment variable's name (letters, digits and _)"));
+    }
+    if raw.get(..3).is_some_and(|prefix| prefix.eq_ignore_ascii_case("GW_")) {
+        return Err(format!("{raw:?}: the gateway's own GW_* variables are never passed to upstream servers"));
+    }
+    Ok(raw.to_string())
 }
 
 impl ServerEdit {
@@ -145,6 +160,14 @@ impl ServerEdit {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn inherit_env_takes_variable_names_only() {
+        assert_eq!(parse_variable_name("NODE_EXTRA_CA_CERTS"), Ok("NODE_EXTRA_CA_CERTS".into()));
+        for bad in ["A=B", "", "1X", "GW_ADMIN_APIKEY", "gw_x", "A B"] {
+            assert!(parse_variable_name(bad).is_err(), "{bad:?}");
+        }
+    }
 
     #[test]
     fn inherit_env_adds_names_once() {
