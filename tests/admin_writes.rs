@@ -1,6 +1,7 @@
 //! How the admin API writes the config file (contract 2 and 3): concurrent creates lose no
 //! update; malformed JSON, wrong types, oversized bodies and foreign content types are refused
-//! with the file's bytes unchanged; unknown keys anywhere in the file survive a rewrite; writes
+//! with the file's bytes unchanged; annotations (keys that start with `x_`, `x-` or `_`) anywhere in the file survive
+//! a rewrite, and any other unknown key is refused with the nearest known one (contract 15); writes
 //! keep mode 0600 and leave no temporary files; a read-only file or directory gets 409
 //! `CONFIG_READ_ONLY` on every write route.
 
@@ -151,11 +152,21 @@ fn wrong_types_are_400_and_leave_the_file_unchanged() {
             format!("/api/v1/configs/{CONFIG_ID}/servers"),
             json!({"server_name": 9, "config": {"command": "x", "args": []}}),
         ),
+        // A typo of a server entry's key (contract 15): refused, never a guardrail silently off.
+        (
+            Method::POST,
+            format!("/api/v1/configs/{CONFIG_ID}/servers"),
+            json!({"server_name": "s4", "config": {"command": "x", "args": []},
+                   "output_guardrail_policy": {"enabled": true}}),
+        ),
     ];
     for (method, path, body) in cases {
         let r = gw.call(method.clone(), &path, Some(&body));
         assert_eq!(r.status, 400, "{method} {path} {body}: {}", r.text);
         r.err(400, "VALIDATION_ERROR");
+        if body.get("output_guardrail_policy").is_some() {
+            assert!(r.text.contains("did you mean `output_guardrails_policy`?"), "{}", r.text);
+        }
     }
     // System routes: 400 in the error shape (the code may be the route's own failure code,
     // as with the spec's "System reset failed").
@@ -267,7 +278,7 @@ fn semantically_bad_writes_leave_the_file_unchanged() {
 }
 
 #[test]
-fn unknown_keys_survive_a_rewrite() {
+fn annotations_survive_a_rewrite() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("gw_mcp_config.json");
     let mut cfg = fixture();

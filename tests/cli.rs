@@ -200,6 +200,29 @@ fn check_config_lists_every_problem() {
     }
 }
 
+/// A typo is an unknown key: refused, with the nearest known key named (contract 15), never a setting silently off.
+#[test]
+fn check_config_names_an_unknown_key_and_the_nearest_known_one() {
+    let (_dir, path) = fixture_dir();
+    let mut cfg = fixture();
+    cfg["mcp_configs"][CONFIG_ID]["mcp_config"][0]["output_guardrail_policy"] =
+        json!({"enabled": true, "policy_name": "keywords", "block": ["secret"]});
+    cfg["common_mcp_gateway_config"]["limits"] = json!({"max_sesions": 10});
+    cfg["x_owner"] = json!("platform team");
+    cfg["mcp_configs"][CONFIG_ID]["mcp_config"][0]["config"]["inherit_env"] = json!(["HTTPS_PROXY", "GW_ADMIN_APIKEY"]);
+    write_json(&path, &cfg);
+    let (st, out, err) = run_cli(&["check-config", "--config", path.to_str().unwrap()], &[]);
+    assert!(!st.success(), "a typo was accepted; stdout: {out}");
+    assert_no_panic(&err);
+    assert!(err.contains("output_guardrail_policy: unknown key; did you mean `output_guardrails_policy`?"), "{err}");
+    assert!(err.contains("limits.max_sesions: unknown key; did you mean `max_sessions`?"), "{err}");
+    assert!(err.contains("inherit_env: \"GW_ADMIN_APIKEY\": the gateway's own GW_* variables"), "{err}");
+    assert!(
+        !err.contains("x_owner") && !err.contains("HTTPS_PROXY"),
+        "an annotation or a good name was refused:\n{err}"
+    );
+}
+
 #[test]
 fn check_config_reports_wrong_types_and_bad_json() {
     let dir = tempfile::tempdir().unwrap();

@@ -64,15 +64,7 @@ fn parse_env(raw: &str) -> Result<(String, String), String> {
 /// An environment variable's name for `--inherit-env`: letters, digits and `_`, not starting with a digit, and not
 /// one of the gateway's own `GW_*` variables (never passed to an upstream).
 fn parse_variable_name(raw: &str) -> Result<String, String> {
-    let mut chars = raw.chars();
-    let well_formed = chars.next().is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
-        && chars.all(|c| c.is_ascii_alphanumeric() || c == '_');
-    if !well_formed {
-        return Err(format!("{raw:?} is not an environment variable's name (letters, digits and _)"));
-    }
-    if raw.get(..3).is_some_and(|prefix| prefix.eq_ignore_ascii_case("GW_")) {
-        return Err(format!("{raw:?}: the gateway's own GW_* variables are never passed to upstream servers"));
-    }
+    crate::config::snapshot::check_variable_name(raw)?;
     Ok(raw.to_string())
 }
 

@@ -1,7 +1,8 @@
 //! The typed model of the configuration file (contract section 2).
 //!
-//! Every record keeps the keys it does not know in `extra` and writes them back, so a rewrite by the admin API never
-//! drops what an operator or a newer version put in the file. Optional settings stay `None` when the file leaves them
+//! Every record keeps its annotations (keys that start with `_`, `x-` or `x_`) in `extra` and writes them back, so a
+//! rewrite by the admin API never drops what an operator put in the file; any other unknown key is refused at decoding
+//! (contract 15, `decode/fields.rs`). Optional settings stay `None` when the file leaves them
 //! out (the defaults live in [`super::Settings`]), so a rewrite does not inflate the file with defaults either.
 //! Decoding lives in `decode/model.rs` and goes through [`Fields`](super::decode::Fields) to collect every type
 //! problem at once; cross-record rules live in `validate`.

@@ -191,6 +191,11 @@ impl Indexes {
                     problems.push(format!("{path}: {:?} appears twice in this configuration", server.server_name));
                 }
                 super::remote::check(&server.config, &format!("mcp_configs.{id}.mcp_config[{i}].config"), problems);
+                for name in server.config.inherit_env.iter().flatten() {
+                    if let Err(why) = check_variable_name(name) {
+                        problems.push(format!("mcp_configs.{id}.mcp_config[{i}].config.inherit_env: {why}"));
+                    }
+                }
                 if let Some(affinity) = &server.config.session_affinity
                     && ![crate::config::model::SHARED, crate::config::model::PER_SESSION].contains(&affinity.as_str())
                 {
@@ -329,6 +334,21 @@ pub fn check_server_name(name: &str) -> Result<(), String> {
     let ok_chars = name.bytes().all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'.' | b'-'));
     if name.is_empty() || name.len() > 128 || !ok_chars {
         return Err(format!("{name:?} must be 1 to 128 characters of A-Z, a-z, 0-9, '_', '.' and '-'"));
+    }
+    Ok(())
+}
+
+/// A name `inherit_env` may list: an environment variable's name, and not one of the gateway's own `GW_*` (which are
+/// never passed to upstream servers: `upstream/environment.rs` drops them whatever the file says).
+pub fn check_variable_name(name: &str) -> Result<(), String> {
+    let mut chars = name.chars();
+    let well_formed = chars.next().is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
+        && chars.all(|c| c.is_ascii_alphanumeric() || c == '_');
+    if !well_formed {
+        return Err(format!("{name:?} is not an environment variable's name (letters, digits and _)"));
+    }
+    if name.get(..3).is_some_and(|prefix| prefix.eq_ignore_ascii_case("GW_")) {
+        return Err(format!("{name:?}: the gateway's own GW_* variables are never passed to upstream servers"));
     }
     Ok(())
 }

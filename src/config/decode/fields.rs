@@ -3,7 +3,9 @@
 //! serde's derive stops at the first type error, which makes `check-config` tedious: fix one thing, run again, find
 //! the next. [`Fields`] walks one JSON object instead: each accessor removes its key, checks its type, and on a
 //! mismatch records a problem with the full path (`mcp_configs.<id>.mcp_config[0].config.args`) and carries on. What
-//! no accessor took is the record's unknown keys, which the model keeps and writes back.
+//! no accessor took is an unknown key: a problem naming the nearest key the record knows ("did you mean
+//! `output_guardrails_policy`?", contract 15), so a typo never switches a setting off in silence. Annotations, keys
+//! that start with `_` or `x-`, are the exception: kept as they are and written back.
 
 use indexmap::IndexMap;
 use serde_json::{Map, Number, Value};
@@ -16,6 +18,22 @@ pub struct Fields<'p> {
     path: String,
     map: Map<String, Value>,
     problems: &'p mut Problems,
+    /// The keys the decoder asked for, known or not present: the candidates of a "did you mean".
+    asked: Vec<&'static str>,
+}
+
+/// Whether `key` is an annotation: a key no decoder reads, kept and written back (`_comment`, `x-owner`, `x_team`).
+pub fn is_annotation(key: &str) -> bool {
+    key.starts_with('_') || key.starts_with("x-") || key.starts_with("x_")
+}
+
+/// The known key nearest to `unknown`, when it is near enough to be a typo of it.
+fn nearest<'k>(unknown: &str, known: &[&'k str]) -> Option<&'k str> {
+    let (distance, best) = known
+        .iter()
+        .map(|candidate| (strsim::damerau_levenshtein(unknown, candidate), *candidate))
+        .min_by_key(|(distance, _)| *distance)?;
+    (distance <= 2 + unknown.chars().count() / 6).then_some(best)
 }
 
 /// Human name of a JSON value's type, for problem messages.
@@ -35,7 +53,7 @@ impl<'p> Fields<'p> {
     pub fn new(value: Value, path: impl Into<String>, problems: &'p mut Problems) -> Option<Self> {
         let path = path.into();
         match value {
-            Value::Object(map) => Some(Fields { path, map, problems }),
+            Value::Object(map) => Some(Fields { path, map, problems, asked: Vec::new() }),
             other => {
                 problems.push(format!("{}: must be an object, found {}", display(&path), type_name(&other)));
                 None
@@ -53,7 +71,7 @@ impl<'p> Fields<'p> {
     ) -> Option<T> {
         let before = problems.len();
         let out = match value {
-            Value::Object(map) => decode(Fields { path: String::new(), map, problems }),
+            Value::Object(map) => decode(Fields { path: String::new(), map, problems, asked: Vec::new() }),
             other => {
                 problems.push(format!(": must be an object, found {}", type_name(&other)));
                 None
@@ -86,7 +104,8 @@ impl<'p> Fields<'p> {
     }
 
     /// Removes and returns a field; `null` counts as absent.
-    pub fn take(&mut self, key: &str) -> Option<Value> {
+    pub fn take(&mut self, key: &'static str) -> Option<Value> {
+        self.asked.push(key);
         match self.map.shift_remove(key) {
             None | Some(Value::Null) => None,
             Some(v) => Some(v),
@@ -94,7 +113,7 @@ impl<'p> Fields<'p> {
     }
 
     /// A required non-empty string.
-    pub fn required_string(&mut self, key: &str) -> Option<String> {
+    pub fn required_string(&mut self, key: &'static str) -> Option<String> {
         match self.take(key) {
             None => {
                 self.problem(key, "is required");
@@ -110,7 +129,7 @@ impl<'p> Fields<'p> {
     }
 
     /// An optional string.
-    pub fn string(&mut self, key: &str) -> Option<String> {
+    pub fn string(&mut self, key: &'static str) -> Option<String> {
         match self.take(key)? {
             Value::String(s) => Some(s),
             other => self.wrong(key, "a string", &other),
@@ -118,7 +137,7 @@ impl<'p> Fields<'p> {
     }
 
     /// An optional boolean.
-    pub fn bool(&mut self, key: &str) -> Option<bool> {
+    pub fn bool(&mut self, key: &'static str) -> Option<bool> {
         match self.take(key)? {
             Value::Bool(b) => Some(b),
             other => self.wrong(key, "a boolean", &other),
@@ -126,7 +145,7 @@ impl<'p> Fields<'p> {
     }
 
     /// An optional number (integer or not), kept as written.
-    pub fn number(&mut self, key: &str) -> Option<Number> {
+    pub fn number(&mut self, key: &'static str) -> Option<Number> {
         match self.take(key)? {
             Value::Number(n) => Some(n),
             other => self.wrong(key, "a number", &other),
@@ -134,7 +153,7 @@ impl<'p> Fields<'p> {
     }
 
     /// An optional non-negative integer no larger than `max`.
-    pub fn integer(&mut self, key: &str, max: u64) -> Option<u64> {
+    pub fn integer(&mut self, key: &'static str, max: u64) -> Option<u64> {
         match self.take(key)? {
             Value::Number(n) => match n.as_u64() {
                 Some(v) if v <= max => Some(v),
@@ -148,7 +167,7 @@ impl<'p> Fields<'p> {
     }
 
     /// An optional array of strings.
-    pub fn string_list(&mut self, key: &str) -> Option<Vec<String>> {
+    pub fn string_list(&mut self, key: &'static str) -> Option<Vec<String>> {
         match self.take(key)? {
             Value::Array(items) => {
                 let mut out = Vec::with_capacity(items.len());
@@ -168,7 +187,7 @@ impl<'p> Fields<'p> {
     }
 
     /// An optional object whose values are all strings.
-    pub fn string_map(&mut self, key: &str) -> Option<IndexMap<String, String>> {
+    pub fn string_map(&mut self, key: &'static str) -> Option<IndexMap<String, String>> {
         match self.take(key)? {
             Value::Object(entries) => {
                 let mut out = IndexMap::with_capacity(entries.len());
@@ -190,7 +209,7 @@ impl<'p> Fields<'p> {
     }
 
     /// An optional object, raw.
-    pub fn object(&mut self, key: &str) -> Option<Map<String, Value>> {
+    pub fn object(&mut self, key: &'static str) -> Option<Map<String, Value>> {
         match self.take(key)? {
             Value::Object(m) => Some(m),
             other => self.wrong(key, "an object", &other),
@@ -198,14 +217,28 @@ impl<'p> Fields<'p> {
     }
 
     /// An optional nested object, decoded by `decode` with this object's problem list.
-    pub fn nested<T>(&mut self, key: &str, decode: impl FnOnce(Fields<'_>) -> T) -> Option<T> {
+    pub fn nested<T>(&mut self, key: &'static str, decode: impl FnOnce(Fields<'_>) -> T) -> Option<T> {
         let value = self.take(key)?;
         let path = self.path_of(key);
         Fields::new(value, path, self.problems).map(decode)
     }
 
-    /// The fields nobody took: the record's unknown keys, kept as they are.
-    pub fn rest(self) -> Map<String, Value> {
+    /// The fields nobody took: each unknown key is a problem (with the nearest known key, if one is near); the
+    /// annotations ([`is_annotation`]) are returned, to be kept and written back.
+    pub fn rest(mut self) -> Map<String, Value> {
+        if self.map.is_empty() {
+            return self.map;
+        }
+        let unknown: Vec<String> = self.map.keys().filter(|key| !is_annotation(key)).cloned().collect();
+        for key in unknown {
+            self.map.shift_remove(&key);
+            let message = match nearest(&key, &self.asked) {
+                Some(known) => format!("unknown key; did you mean `{known}`?"),
+                None => "unknown key (keys that start with `_`, `x-` or `x_` are kept as annotations)".to_string(),
+            };
+            let path = self.path_of(&key);
+            self.problems.push(format!("{path}: {message}"));
+        }
         self.map
     }
 
@@ -225,16 +258,16 @@ mod tests {
     use serde_json::json;
 
     #[test]
-    fn collects_every_type_problem_and_keeps_unknown_keys() {
+    fn collects_every_type_problem_and_keeps_annotations() {
         let mut problems = Problems::new();
-        let value = json!({"a": 1, "b": "x", "c": [1, "y", true], "d": null, "extra": {"k": 1}});
+        let value = json!({"a": 1, "b": "x", "c": [1, "y", true], "d": null, "_extra": {"k": 1}});
         let mut f = Fields::new(value, "root", &mut problems).unwrap();
         assert_eq!(f.string("a"), None);
         assert_eq!(f.integer("b", 10), None);
         assert_eq!(f.string_list("c"), Some(vec!["y".to_string()]));
         assert_eq!(f.required_string("d"), None);
         let rest = f.rest();
-        assert_eq!(rest.keys().collect::<Vec<_>>(), vec!["extra"]);
+        assert_eq!(rest.keys().collect::<Vec<_>>(), vec!["_extra"]);
         assert_eq!(problems.len(), 5, "{problems:?}");
         assert!(problems[0].starts_with("root.a: must be a string"));
         assert!(problems.iter().any(|p| p == "root.d: is required"));

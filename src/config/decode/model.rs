@@ -34,7 +34,11 @@ pub(in crate::config) fn decode_file(value: Value, problems: &mut Problems) -> O
 }
 
 /// A section keyed by id (`mcp_configs`, `projects`, `users`); a missing section is empty.
-fn decode_section<T>(f: &mut Fields<'_>, key: &str, decode: impl Fn(Fields<'_>) -> Option<T>) -> IndexMap<String, T> {
+fn decode_section<T>(
+    f: &mut Fields<'_>,
+    key: &'static str,
+    decode: impl Fn(Fields<'_>) -> Option<T>,
+) -> IndexMap<String, T> {
     let Some(entries) = f.object(key) else { return IndexMap::new() };
     let mut out = IndexMap::with_capacity(entries.len());
     for (id, value) in entries {
@@ -238,7 +242,7 @@ pub fn decode_server_at(value: Value, path: &str, problems: &mut Problems) -> Op
 }
 
 /// A map of pins (`pinned_tools`, `prompt_pins`, `resource_pins`): each value `sha256:` and 64 lower-case hex digits.
-fn pins(f: &mut Fields<'_>, key: &str) -> Option<IndexMap<String, String>> {
+fn pins(f: &mut Fields<'_>, key: &'static str) -> Option<IndexMap<String, String>> {
     let pins = f.string_map(key);
     for (name, pin) in pins.iter().flatten() {
         if !crate::config::pins::is_pin(pin) {
@@ -332,22 +336,49 @@ mod tests {
     use serde_json::json;
 
     #[test]
-    fn unknown_keys_survive_a_round_trip_everywhere() {
+    fn annotations_survive_a_round_trip_everywhere() {
         let original = json!({
             "admin_apikey": "k",
-            "future_top": {"x": 1},
-            "common_mcp_gateway_config": {"gw_log_level": "INFO", "gw_tool_cache_expiration": 4, "future": true,
-                "timeout_settings": {"default_timeout": 30, "future_timeout": 9}},
-            "plugins": {"auth": {"provider": "local_apikey", "config": {}, "note": "n"}},
+            "_comment": {"x": 1},
+            "common_mcp_gateway_config": {"gw_log_level": "INFO", "gw_tool_cache_expiration": 4, "x-owner": true,
+                "timeout_settings": {"default_timeout": 30, "_note": "n"}},
+            "plugins": {"auth": {"provider": "local_apikey", "config": {"anything": 1}, "_note": "n"}},
             "mcp_configs": {"c1": {"mcp_config_name": "a", "mcp_config": [
-                {"server_name": "s", "config": {"command": "x", "args": [], "cwd": "/tmp"}, "custom": [1]}], "tag": 1}},
-            "projects": {"p1": {"project_name": "p", "mcp_config_id": "c1", "users": ["u1"], "owner": "ops"}},
-            "users": {"u1": {"email": "a@b.co", "team": "t"}},
-            "apikeys": {"key": {"project_id": "p1", "user_id": "u1", "note": "ci"}}
+                {"server_name": "s", "config": {"command": "x", "args": [], "x-cwd": "/tmp"}, "_custom": [1]}],
+                "x-tag": 1}},
+            "projects": {"p1": {"project_name": "p", "mcp_config_id": "c1", "users": ["u1"], "x-owner": "ops"}},
+            "users": {"u1": {"email": "a@b.co", "_team": "t"}},
+            "apikeys": {"key": {"project_id": "p1", "user_id": "u1", "_note": "ci"}}
         });
         let file = ConfigFile::from_value(original.clone()).unwrap();
         let written: Value = serde_json::from_slice(&file.to_bytes()).unwrap();
         assert_eq!(written, original);
+    }
+
+    #[test]
+    fn unknown_keys_are_refused_with_the_nearest_known_one() {
+        let bad = json!({
+            "mcp_config": {},
+            "common_mcp_gateway_config": {"limits": {"max_sesions": 5}, "timeout_settings": {"tool_timeout": 3}},
+            "mcp_configs": {"c1": {"mcp_config_name": "a", "mcp_config": [
+                {"server_name": "s", "config": {"command": "x", "inherit_evn": ["HTTPS_PROXY"]},
+                 "output_guardrail_policy": {"enabled": true}, "zzzzzzzzzzzzzzzz": 1}]}},
+            "apikeys": {"secret-key-value": {"project_id": "p1", "user_id": "u1", "dissabled": true}}
+        });
+        let problems = ConfigFile::from_value(bad).unwrap_err();
+        let text = problems.join("\n");
+        for expected in [
+            "mcp_config: unknown key; did you mean `mcp_configs`?",
+            "common_mcp_gateway_config.limits.max_sesions: unknown key; did you mean `max_sessions`?",
+            "mcp_configs.c1.mcp_config[0].config.inherit_evn: unknown key; did you mean `inherit_env`?",
+            "mcp_configs.c1.mcp_config[0].output_guardrail_policy: unknown key; did you mean `output_guardrails_policy`?",
+            "mcp_configs.c1.mcp_config[0].zzzzzzzzzzzzzzzz: unknown key (keys that start with `_`, `x-` or `x_`",
+            "dissabled: unknown key; did you mean `disabled`?",
+            "common_mcp_gateway_config.timeout_settings.tool_timeout: unknown key",
+        ] {
+            assert!(text.contains(expected), "missing {expected:?} in\n{text}");
+        }
+        assert!(!text.contains("secret-key-value"), "a key leaked into a problem message");
     }
 
     #[test]
