@@ -95,7 +95,7 @@ this release's Secret (upgrades keep it, so sessions survive them), else 48 rand
 {{- $store := include "mcpgw.configStoreType" . -}}
 {{- if eq $store "redis" -}}
 {{- if not $redis.host -}}
-{{- fail (printf "the config store is Redis (configStore.type %s, mode %s, shared.replicaCount %v: replicas share one configuration through Redis): set redis.enabled=true to deploy a small Redis with the chart, or redis.external.host for yours; or run one replica (shared.replicaCount=1) with configStore.type=file" .Values.configStore.type .Values.mode .Values.shared.replicaCount) -}}
+{{- fail (printf "the config store is Redis (configStore.type %s, mode %s, shared.replicaCount %v: replicas share one configuration through Redis): set redis.enabled=true (or auto) to deploy a small Redis with the chart, or redis.external.host for yours; or run one replica (shared.replicaCount=1) with configStore.type=file" .Values.configStore.type .Values.mode .Values.shared.replicaCount) -}}
 {{- end -}}
 {{- $_ := set $common "config_store" (dict "type" "redis") -}}
 {{- else if not (hasKey $common "config_store") -}}
@@ -133,11 +133,25 @@ file
 {{- end -}}
 
 {{/*
-The Redis the gateway uses (config store and shared tool cache), as JSON: the chart's own (`redis.enabled`) or
+Whether the chart deploys its own Redis: `redis.enabled` true, or `auto` (the default) when the config store is
+Redis and neither `redis.external.host` nor `config.existingSecret` says where one is, so that `--set mode=shared`
+alone installs a working shared gateway. "true" or empty.
+*/}}
+{{- define "mcpgw.redisDeployed" -}}
+{{- $enabled := .Values.redis.enabled -}}
+{{- if eq (toString $enabled) "true" -}}
+true
+{{- else if and (eq (toString $enabled) "auto") (eq (include "mcpgw.configStoreType" .) "redis") (not .Values.redis.external.host) (not .Values.config.existingSecret) -}}
+true
+{{- end -}}
+{{- end -}}
+
+{{/*
+The Redis the gateway uses (config store and shared tool cache), as JSON: the chart's own (`mcpgw.redisDeployed`) or
 `redis.external`; no host when neither.
 */}}
 {{- define "mcpgw.redisConnection" -}}
-{{- if .Values.redis.enabled -}}
+{{- if include "mcpgw.redisDeployed" . -}}
 {{- dict "host" (printf "%s-redis.%s.svc" (include "mcpgw.fullname" .) .Release.Namespace) "port" 6379 "db" 0 "password" (include "mcpgw.redisPassword" .) | toJson -}}
 {{- else if .Values.redis.external.host -}}
 {{- pick .Values.redis.external "host" "port" "db" "password" | toJson -}}
