@@ -54,12 +54,21 @@ fn every_result_to_a_2026_07_28_request_carries_its_result_type() {
         ("tools/list", None, json!({})),
         ("prompts/list", None, json!({})),
         ("resources/list", None, json!({})),
+        ("resources/templates/list", None, json!({})),
     ];
     for (method, name, params) in requests {
         let answer = stateless(&gw, method, name, params);
         let result = &answer.message["result"];
         assert!(result.is_object(), "{method}: {}", answer.text);
         assert_eq!(result["resultType"], json!("complete"), "{method}: {}", answer.text);
+        // Lists and reads carry their caching hints (SEP-2549): the upstream (2025-06-18) gave none, so the smallest
+        // upstream TTL is 0, and what a key sees depends on its project: private.
+        if method.ends_with("/list") || method == "resources/read" {
+            assert_eq!(result["ttlMs"], json!(0), "{method}: {}", answer.text);
+            assert_eq!(result["cacheScope"], json!("private"), "{method}: {}", answer.text);
+        } else {
+            assert!(result.get("ttlMs").is_none() && result.get("cacheScope").is_none(), "{method}: {}", answer.text);
+        }
     }
 }
 
