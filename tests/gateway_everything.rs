@@ -444,3 +444,57 @@ fn remote_server_everything_over_streamable_http_and_sse() {
         client.cancel().await.unwrap();
     });
 }
+
+/// A client that declares `roots` (when it has any to give) and answers `roots/list` with them.
+#[derive(Clone)]
+struct RootsClient {
+    roots: Option<Vec<&'static str>>,
+}
+
+#[allow(deprecated)]
+impl rmcp::ClientHandler for RootsClient {
+    async fn list_roots(
+        &self,
+        _context: rmcp::service::RequestContext<rmcp::RoleClient>,
+    ) -> Result<rmcp::model::ListRootsResult, rmcp::ErrorData> {
+        let roots = self.roots.iter().flatten().map(|uri| json!({"uri": uri, "name": "workspace"})).collect::<Vec<_>>();
+        Ok(serde_json::from_value(json!({"roots": roots})).unwrap())
+    }
+
+    fn get_info(&self) -> rmcp::model::ClientConfig {
+        let capabilities = if self.roots.is_some() { json!({"roots": {"listChanged": true}}) } else { json!({}) };
+        let capabilities = serde_json::from_value(capabilities).unwrap();
+        rmcp::model::ClientConfig::new(capabilities, rmcp::model::Implementation::new("roots-test", "1.0.0"))
+    }
+}
+
+/// Contract 15, "clients are not each other's": server-everything keeps the roots it was told per connection, and
+/// one shared process serves every client of the gateway. The roots one client gave must never be shown to another:
+/// a process that was told a client's roots serves no other call, so the next client's call gets a process that asks
+/// it (or, for a client without roots, one that knows none).
+#[test]
+fn roots_given_by_one_client_never_reach_another() {
+    use rmcp::ServiceExt;
+    let bin = everything_bin();
+    let server = json!({"server_name": "everything", "config": {"command": bin.to_str().unwrap(), "args": []}});
+    let gw = TestGateway::start(&config_with(vec![server], json!({"tool_exposure": "transparent"})));
+    runtime().block_on(async {
+        let roots_seen_by = |roots: Option<Vec<&'static str>>| {
+            let mcp = gw.mcp.clone();
+            async move {
+                let client = RootsClient { roots }.serve(http_transport(&mcp, API_KEY, &[])).await.expect("connect");
+                let params = rmcp::model::CallToolRequestParams::new("everything__get-roots-list");
+                let answer = client.call_tool(params).await.expect("get-roots-list");
+                client.cancel().await.unwrap();
+                upstream_text(&serde_json::to_value(answer).unwrap())
+            }
+        };
+        let first = roots_seen_by(Some(vec!["file:///home/alice/secret-project"])).await;
+        assert!(first.contains("secret-project"), "the caller's own roots: {first}");
+        let second = roots_seen_by(Some(vec!["file:///home/bob/work"])).await;
+        assert!(second.contains("/home/bob/work"), "the second client's own roots: {second}");
+        assert!(!second.contains("secret-project"), "another client's roots reached the second client: {second}");
+        let third = roots_seen_by(None).await;
+        assert!(!third.contains("secret-project") && !third.contains("bob"), "roots reached a client: {third}");
+    });
+}

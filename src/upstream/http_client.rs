@@ -70,6 +70,8 @@ pub struct HttpRpc {
     info: Mutex<Option<Arc<ServerPeerInfo>>>,
     next_id: AtomicU64,
     events: Mutex<Option<ServerEvents>>,
+    /// Whether the server was told a client's roots in this session.
+    roots: relay::RootsSeen,
 }
 
 impl HttpRpc {
@@ -83,7 +85,13 @@ impl HttpRpc {
             info: Mutex::new(None),
             next_id: AtomicU64::new(1),
             events: Mutex::new(None),
+            roots: relay::RootsSeen::default(),
         }
+    }
+
+    /// Whether the server was ever told a client's roots in this session (see [`relay::RootsSeen`]).
+    pub fn told_roots(&self) -> bool {
+        self.roots.seen()
     }
 
     /// Tells `listener` what the server says that belongs to no call.
@@ -247,7 +255,9 @@ impl HttpRpc {
                 Ok(None)
             }
             (Some(method), Some(request_id)) => {
-                let reply = relay::reply(request_id, relay::answer(relay.cloned(), method, params).await);
+                let answer = relay::answer(relay.cloned(), method.clone(), params).await;
+                self.roots.record(&method, &answer);
+                let reply = relay::reply(request_id, answer);
                 // A reply the server does not take is its loss; the call goes on.
                 let _ = self.post(&reply).await;
                 Ok(None)

@@ -35,6 +35,10 @@ pub(super) enum Verdict {
     Keep,
     /// Unusable (crashed, hung, broke the protocol, or its request was abandoned): end it and its group.
     End(StopMode),
+    /// Healthy, but it may not serve another caller: a process shared by every caller that was told one client's
+    /// roots (contract 15). It ends gracefully once its calls are done; no restart is counted and none is started in
+    /// its place (the next caller starts one).
+    Retire,
 }
 
 /// One process lent to one caller.
@@ -106,7 +110,10 @@ impl Lease {
                 }
             }
         };
-        self.verdict = verdict;
+        self.verdict = match verdict {
+            Verdict::Keep if self.server.serves_everyone() && process.told_roots() => Verdict::Retire,
+            other => other,
+        };
         match result {
             Err(UpstreamError::Crashed(_)) if self.server.shutting_down() => Err(UpstreamError::ShuttingDown),
             other => other,

@@ -94,6 +94,15 @@ impl UpstreamProcess {
         }
     }
 
+    /// Whether the server was ever told a client's roots (`roots/list` answered with some), on any transport.
+    pub fn told_roots(&self) -> bool {
+        match self.link() {
+            Link::Local { client, .. } => client.told_roots(),
+            Link::Sse(session) => session.client.told_roots(),
+            Link::Remote(remote) => remote.told_roots(),
+        }
+    }
+
     pub fn link(&self) -> &Link {
         &self.link
     }

@@ -65,6 +65,35 @@ pub async fn answer(
     })
 }
 
+/// Whether `answer` to the server's request `method` told it some client's roots (`roots/list` with at least one root).
+/// A process shared by several clients that learned one client's roots may keep them (server-everything does, per
+/// connection) and show them to the next client: such a process serves no other call (contract 15, "clients are not
+/// each other's"; see [`RootsSeen`]).
+pub fn gives_roots(method: &str, answer: &Result<Value, RelayError>) -> bool {
+    method == "roots/list"
+        && answer
+            .as_ref()
+            .is_ok_and(|result| result.get("roots").and_then(Value::as_array).is_some_and(|roots| !roots.is_empty()))
+}
+
+/// Set once a connection's server was told a client's roots ([`gives_roots`]); read when its call ends.
+#[derive(Debug, Default)]
+pub struct RootsSeen(std::sync::atomic::AtomicBool);
+
+impl RootsSeen {
+    /// Records the answer to the server's request `method`.
+    pub fn record(&self, method: &str, answer: &Result<Value, RelayError>) {
+        if gives_roots(method, answer) {
+            self.0.store(true, std::sync::atomic::Ordering::Release);
+        }
+    }
+
+    /// Whether the server was ever told a client's roots.
+    pub fn seen(&self) -> bool {
+        self.0.load(std::sync::atomic::Ordering::Acquire)
+    }
+}
+
 /// The JSON-RPC message that answers request `id` of the server's with `answer`.
 pub fn reply(id: Value, answer: Result<Value, RelayError>) -> Value {
     match answer {

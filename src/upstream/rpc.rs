@@ -57,6 +57,8 @@ struct Shared<W> {
     relay: Mutex<Option<mpsc::Sender<FromServer>>>,
     /// Told what the server says that belongs to no call (its lists changed, a resource was updated).
     events: Mutex<Option<ServerEvents>>,
+    /// Whether the server was told a client's roots.
+    roots: relay::RootsSeen,
 }
 
 impl<W: AsyncWrite + Unpin + Send> Shared<W> {
@@ -129,6 +131,7 @@ impl<W: AsyncWrite + Unpin + Send + 'static> RpcClient<W> {
             pending_replies: AtomicUsize::new(0),
             relay: Mutex::new(None),
             events: Mutex::new(None),
+            roots: relay::RootsSeen::default(),
         });
         let reader = tokio::spawn(read_loop(lines, shared.clone()));
         RpcClient { shared, reader }
@@ -162,6 +165,11 @@ impl<W: AsyncWrite + Unpin + Send + 'static> RpcClient<W> {
     pub fn relay_to(&self, relay: mpsc::Sender<FromServer>) -> RelayGuard<'_, W> {
         *lock(&self.shared.relay) = Some(relay.clone());
         RelayGuard { shared: &self.shared, relay }
+    }
+
+    /// Whether the server was ever told a client's roots (see [`relay::RootsSeen`]).
+    pub fn told_roots(&self) -> bool {
+        self.shared.roots.seen()
     }
 
     /// Tells `listener` what the server says that belongs to no call.
@@ -322,7 +330,9 @@ fn reply<W: AsyncWrite + Unpin + Send + 'static>(shared: &Arc<Shared<W>>, method
     let relay = lock(&shared.relay).clone();
     let shared = Arc::clone(shared);
     tokio::spawn(async move {
-        let reply = relay::reply(id, relay::answer(relay, method, params).await);
+        let answer = relay::answer(relay, method.clone(), params).await;
+        shared.roots.record(&method, &answer);
+        let reply = relay::reply(id, answer);
         // A failed write means the connection is going; the reader sees the end of the stream next.
         let _ = shared.send_line(&reply).await;
         shared.pending_replies.fetch_sub(1, Ordering::AcqRel);

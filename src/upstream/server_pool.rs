@@ -392,12 +392,21 @@ impl ServerPool {
 
     /// A call on `process` is done; `verdict` says whether the process is still usable. A process the call left
     /// unusable is replaced at once (when the pool is live), so the next call finds a process ready or starting.
+    /// Whether this pool's processes serve every caller ([`Tenancy::Shared`]).
+    pub(super) fn serves_everyone(&self) -> bool {
+        self.tenancy == Tenancy::Shared
+    }
+
     pub(super) fn check_in(self: &Arc<Self>, process: &Arc<UpstreamProcess>, verdict: Verdict) {
         let failure = match verdict {
             Verdict::End(mode) => Some(mode),
-            Verdict::Keep if process.is_gone() => Some(StopMode::Kill),
-            Verdict::Keep => None,
+            Verdict::Keep | Verdict::Retire if process.is_gone() => Some(StopMode::Kill),
+            Verdict::Keep | Verdict::Retire => None,
         };
+        if verdict == Verdict::Retire {
+            self.retire_one(process);
+            return;
+        }
         // Only a call that failed its process may start a replacement, so only then are the settings read.
         let max = failure.map(|_| self.max_processes()).unwrap_or(0);
         let (ended, replace) = {
@@ -445,6 +454,31 @@ impl ServerPool {
         if let Some(slot) = replace {
             tracing::info!(server = %self.label, "replacing an upstream process that a call left unusable");
             self.begin_start(slot);
+        }
+    }
+
+    /// Ends `process` gracefully once its calls are done, without counting a restart or starting another in its place
+    /// ([`Verdict::Retire`]): from now on it takes no new calls.
+    fn retire_one(&self, process: &Arc<UpstreamProcess>) {
+        // `Some(None)`: still busy with other calls, it ends when the last one checks in (it is marked failed).
+        let ended = {
+            let mut state = lock(&self.state);
+            state.entries.iter().position(|entry| Arc::ptr_eq(&entry.process, process)).map(|index| {
+                let entry = &mut state.entries[index];
+                entry.calls = entry.calls.saturating_sub(1);
+                entry.failed = entry.failed.max(Some(StopMode::Graceful));
+                (entry.calls == 0).then(|| state.entries.swap_remove(index))
+            })
+        };
+        self.returned.notify_one();
+        match ended {
+            Some(Some(entry)) => {
+                tracing::info!(server = %self.label, "an upstream process told a client's roots ends: it serves no other caller");
+                entry.process.stop(StopMode::Graceful);
+            }
+            Some(None) => {}
+            // Not in the pool any more (shutdown took it): end it all the same.
+            None => process.stop(StopMode::Graceful),
         }
     }
 
