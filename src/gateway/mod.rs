@@ -283,9 +283,25 @@ impl GatewayContext {
             tracing::info!(server_name = %key.server_name, "an update of a quarantined resource was not relayed");
             return;
         }
-        let Ok(params) = serde_json::from_value::<rmcp::model::ResourceUpdatedNotificationParam>(params.clone()) else {
+        let Ok(mut params) = serde_json::from_value::<rmcp::model::ResourceUpdatedNotificationParam>(params.clone())
+        else {
             return;
         };
+        // A view (MCP Apps) is known to clients by its namespaced URI.
+        if params.uri.starts_with(exposure::apps::UI_SCHEME) {
+            let snapshot = self.store.snapshot();
+            let separator = snapshot.exposure(Some(config)).separator;
+            let entry = snapshot
+                .file
+                .mcp_configs
+                .get(config)
+                .and_then(|c| c.mcp_config.iter().find(|entry| entry.server_name == server));
+            if let Some(exposed) = entry
+                .and_then(|entry| exposure::apps::exposed_uri(&transparent::catalog::prefix(entry, &separator), uri))
+            {
+                params.uri = exposed;
+            }
+        }
         for peer in subscribers {
             let params = params.clone();
             tokio::spawn(async move {

@@ -3,11 +3,13 @@
 //! - [`names`]: the exposed name of each upstream tool or prompt (`{server_name}{sep}{tool_name}`, or the server's
 //!   `tool_prefix`), names made valid and short enough by one deterministic rule, and names claimed twice left out;
 //! - [`filter`]: the `tool_filter` patterns of a server entry and of a project, and the one decision whether a tool
-//!   is visible, shared by every listing and every call path.
+//!   is visible, shared by every listing and every call path;
+//! - [`apps`]: MCP Apps views (`ui://` resources) namespaced per server, and every place a client sees one renamed.
 //!
 //! The listing and the routing of transparent `tools/list`, `tools/call`, prompts and resources build on these
 //! (issue 17); they hold no state and do no I/O.
 
+pub mod apps;
 pub mod filter;
 pub mod names;
 

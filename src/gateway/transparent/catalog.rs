@@ -19,6 +19,7 @@ use crate::gateway::GatewayContext;
 use crate::gateway::boundary::listing::{self, Offered};
 use crate::gateway::boundary::offer_review;
 use crate::gateway::capabilities::Capability;
+use crate::gateway::exposure::apps;
 use crate::gateway::exposure::filter::Curation;
 use crate::gateway::exposure::names::{self, MAX_NAME};
 use crate::gateway::tools::{DiscoveryResult, discover_visible, visible_servers};
@@ -30,6 +31,8 @@ pub struct Exposed<'a> {
     pub name: String,
     /// The server entry it belongs to.
     pub entry: &'a ServerEntry,
+    /// The prefix of its server's exposed names (its views are namespaced with it: [`apps`]).
+    pub prefix: String,
     /// The upstream's definition, its `name` the upstream's own.
     pub definition: Value,
 }
@@ -40,11 +43,13 @@ impl Exposed<'_> {
         self.definition.get("name").and_then(Value::as_str).unwrap_or("")
     }
 
-    /// The definition a client is shown: the upstream's, under the exposed name.
+    /// The definition a client is shown: the upstream's, under the exposed name, naming its view (MCP Apps) by the
+    /// view's exposed URI.
     pub fn listed(mut self) -> Value {
         if let Some(fields) = self.definition.as_object_mut() {
             fields.insert("name".into(), Value::String(self.name));
         }
+        apps::rewrite_tool(&self.prefix, &mut self.definition);
         self.definition
     }
 }
@@ -137,10 +142,51 @@ pub async fn find<'a>(
         if let Some(definition) = here
             && found.is_none()
         {
-            found = Some((Exposed { name: name.to_string(), entry, definition }, discovered));
+            found = Some((Exposed { name: name.to_string(), entry, prefix, definition }, discovered));
         }
     }
-    found.filter(|_| claims == 1)
+    match found.filter(|_| claims == 1) {
+        Some(found) => Some(found),
+        None if claims == 0 => called_by_a_view(ctx, identity, session, name).await,
+        None => None,
+    }
+}
+
+/// The tool a view (MCP Apps) calls by its server's own name `name`, which is no exposed name: a view calls its own
+/// server's tools as that server names them (contract 15). Only servers that are apps (a tool of theirs names a view)
+/// are asked, and only one may have a tool of that name: several apps with one name leave it unknown.
+async fn called_by_a_view<'a>(
+    ctx: &GatewayContext,
+    identity: &'a Identity,
+    session: Option<&str>,
+    name: &str,
+) -> Option<(Exposed<'a>, DiscoveryResult)> {
+    let mut found = None;
+    for (entry, prefix) in candidates(identity, None) {
+        if prefix.is_empty() {
+            // Its exposed names are its own: the lookup above already asked it.
+            continue;
+        }
+        let Ok(discovered) = discover_visible(ctx, identity, session, entry).await else { continue };
+        if !discovered.tools.iter().any(apps::has_view) {
+            continue;
+        }
+        let Some(definition) =
+            discovered.tools.iter().find(|tool| tool.get("name").and_then(Value::as_str) == Some(name))
+        else {
+            continue;
+        };
+        if found.is_some() {
+            tracing::warn!(
+                tool = name,
+                "transparent mode: several apps have a tool of this name; a view's call by it is refused"
+            );
+            return None;
+        }
+        let exposed = names::exposed_name(&prefix, name);
+        found = Some((Exposed { name: exposed, entry, prefix, definition: definition.clone() }, discovered));
+    }
+    found
 }
 
 /// The prompt exposed as `name`, if there is one.
@@ -225,10 +271,10 @@ fn expose_all<'a>(found: Vec<(&'a ServerEntry, String, Value)>, reserved: &[&str
     let mut listed = Vec::with_capacity(exposed.len());
     let mut rest = found.into_iter();
     for one in exposed {
-        for (entry, _, definition) in rest.by_ref() {
+        for (entry, prefix, definition) in rest.by_ref() {
             let upstream = definition.get("name").and_then(Value::as_str).unwrap_or("");
             if entry.server_name == one.server && upstream == one.tool {
-                listed.push(Exposed { name: one.name, entry, definition });
+                listed.push(Exposed { name: one.name, entry, prefix, definition });
                 break;
             }
         }

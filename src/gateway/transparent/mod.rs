@@ -27,6 +27,7 @@ use super::tools::{Operation, ServerCalls, ToolCall, record};
 use crate::auth::Identity;
 use crate::config::model::ServerEntry;
 use crate::error::{ErrorCode, GatewayError};
+use crate::gateway::exposure::apps;
 use crate::guardrails::provider::Provider;
 use crate::telemetry::spans;
 use crate::upstream::relay::Relay;
@@ -81,7 +82,9 @@ pub async fn call_tool(
         // Hidden or gone since the lookup (a filter or the cache changed): unknown, as before the lookup.
         Some("TOOL_NOT_FOUND" | "TOOL_NOT_ALLOWED") => Err(UnknownTool(name.to_string())),
         _ if item.get("status").and_then(Value::as_str) == Some("success") => {
-            Ok(CallAnswer::Upstream(item.get_mut("response").map(Value::take).unwrap_or(Value::Null)))
+            let mut result = item.get_mut("response").map(Value::take).unwrap_or(Value::Null);
+            apps::rewrite_result(&tool.prefix, &mut result);
+            Ok(CallAnswer::Upstream(result))
         }
         _ => Ok(CallAnswer::Gateway(item)),
     }

@@ -1,7 +1,8 @@
 //! Transparent resources (contract section 8): every upstream's resources and resource templates merged with their
 //! URIs unchanged, and a URI routed to the server that listed it, or else whose template matches it (several: the
-//! first in configuration order, with a warning). Completion routes by the prompt or resource it names; the logging
-//! level goes to every upstream of the configuration.
+//! first in configuration order, with a warning). MCP Apps views (`ui://` URIs) are the exception: namespaced per
+//! server ([`apps`]), and a view's URI is routed to the server whose prefix it carries. Completion routes by the prompt
+//! or resource it names; the logging level goes to every upstream of the configuration.
 
 use rmcp::ErrorData as McpError;
 use serde_json::{Map, Value, json};
@@ -15,6 +16,7 @@ use crate::gateway::GatewayContext;
 use crate::gateway::boundary::listing::{self, Offered};
 use crate::gateway::boundary::offer_review;
 use crate::gateway::capabilities::Capability;
+use crate::gateway::exposure::apps;
 use crate::gateway::exposure::filter::Curation;
 use crate::gateway::tools::{audit_call, visible_servers};
 use crate::upstream::relay::Relay;
@@ -51,7 +53,12 @@ async fn merged<'a>(
             Ok(items) => {
                 let kind = if field == "resources" { Offered::Resource } else { Offered::Template };
                 let items = listing::offered(ctx, identity, entry, kind, items).await;
-                all.extend(items.into_iter().map(|item| (entry, item)))
+                let prefix = prefix_of(identity, entry);
+                let uri_field = if field == "resources" { "uri" } else { "uriTemplate" };
+                all.extend(items.into_iter().map(|mut item| {
+                    apps::rewrite_listed(&prefix, &mut item, uri_field);
+                    (entry, item)
+                }))
             }
             Err(failure) => tracing::warn!(
                 server_name = %entry.server_name,
@@ -62,6 +69,18 @@ async fn merged<'a>(
         }
     }
     all
+}
+
+/// The prefix of `entry`'s exposed names in the caller's configuration (its views are namespaced with it).
+fn prefix_of(identity: &Identity, entry: &ServerEntry) -> String {
+    let separator = identity.snapshot.exposure(identity.mcp_config_id.as_deref()).separator;
+    catalog::prefix(entry, &separator)
+}
+
+/// `uri` as a client sent it, as `entry`'s server names it (a view's namespace taken off); `None`: another server's
+/// view.
+fn upstream_uri(identity: &Identity, entry: &ServerEntry, uri: &str) -> Option<String> {
+    apps::upstream_uri(&prefix_of(identity, entry), uri)
 }
 
 /// The server a resource URI belongs to: the first that lists it, else the first whose template matches it.
@@ -100,11 +119,13 @@ pub async fn read(
     if quarantined(ctx, identity, uri, found) {
         return Err(quarantine_error(uri));
     }
-    let Some(entry) = found else {
+    let Some((entry, upstream)) = found.and_then(|entry| Some((entry, upstream_uri(identity, entry, uri)?))) else {
         return Err(McpError::resource_not_found(format!("no upstream server serves the resource {uri:?}"), None));
     };
-    let request = (super::Operation::ReadResource, uri, Map::new());
-    super::relay_request(ctx, identity, session, entry, request, relay).await
+    let request = (super::Operation::ReadResource, upstream.as_str(), Map::new());
+    let mut result = super::relay_request(ctx, identity, session, entry, request, relay).await?;
+    apps::rewrite_result(&prefix_of(identity, entry), &mut result);
+    Ok(result)
 }
 
 /// The answer to a request for a quarantined resource: the gateway's answer object as the JSON-RPC error's `data`.
@@ -119,16 +140,19 @@ fn quarantine_error(uri: &str) -> McpError {
 /// it, a server curation lets the caller see quarantined it or a template matching it.
 fn quarantined(ctx: &GatewayContext, identity: &Identity, uri: &str, owner: Option<&ServerEntry>) -> bool {
     let curation = Curation::of(identity);
-    let as_resource =
-        |entry: &ServerEntry| offer_review::quarantined(ctx, identity, entry, Offered::Resource, |held| held == uri);
+    // Pins and curation know a view by the server's own URI.
+    let as_resource = |entry: &ServerEntry, uri: &str| {
+        curation.visible(entry, uri)
+            && offer_review::quarantined(ctx, identity, entry, Offered::Resource, |held| held == uri)
+    };
     if let Some(entry) = owner {
-        return curation.visible(entry, uri) && as_resource(entry);
+        return upstream_uri(identity, entry, uri).is_some_and(|uri| as_resource(entry, &uri));
     }
     let Ok(entries) = visible_servers(identity) else { return false };
     entries.into_iter().any(|entry| {
-        let held = |template: &str| template_matches(template, uri) && curation.visible(entry, template);
-        (curation.visible(entry, uri) && as_resource(entry))
-            || offer_review::quarantined(ctx, identity, entry, Offered::Template, held)
+        let Some(uri) = upstream_uri(identity, entry, uri) else { return false };
+        let held = |template: &str| template_matches(template, &uri) && curation.visible(entry, template);
+        as_resource(entry, &uri) || offer_review::quarantined(ctx, identity, entry, Offered::Template, held)
     })
 }
 
@@ -146,9 +170,10 @@ pub async fn subscribe(
     if subscribed && quarantined(ctx, identity, uri, found) {
         return Err(quarantine_error(uri));
     }
-    let Some(entry) = found else {
+    let Some((entry, upstream)) = found.and_then(|entry| Some((entry, upstream_uri(identity, entry, uri)?))) else {
         return Err(McpError::resource_not_found(format!("no upstream server serves the resource {uri:?}"), None));
     };
+    let uri = upstream.as_str();
     let method = if subscribed { "resources/subscribe" } else { "resources/unsubscribe" };
     let params = json!({"uri": uri});
     match upstream::request(ctx, identity, session, entry, Capability::Subscriptions, method, params).await {
