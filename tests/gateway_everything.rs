@@ -135,7 +135,13 @@ fn server_everything_is_served_transparently() {
         let read = serde_json::to_value(read).unwrap();
         assert_eq!(read["contents"][0]["uri"], json!("demo://resource/dynamic/text/3"), "{read}");
         let missing = client.read_resource(serde_json::from_value(json!({"uri": "nowhere://x"})).unwrap()).await;
-        assert!(missing.is_err(), "a URI no server serves");
+        // Resource not found with the URI as `data.uri` (SEP-2164), as an upstream answers it.
+        match missing {
+            Err(rmcp::service::ServiceError::McpError(error)) => {
+                assert_eq!(error.data, Some(json!({"uri": "nowhere://x"})), "{error:?}")
+            }
+            other => panic!("a URI no server serves: {other:?}"),
+        }
         // Prompts, resources and templates are pinned and scanned as tools are (contract 14): the reference server's
         // are pinned on first use and give no finding.
         let file: Value = serde_json::from_slice(&std::fs::read(gw.config_path()).unwrap()).unwrap();
