@@ -344,6 +344,15 @@ fn stateless_clients_answer_the_upstreams_questions_in_input_required_rounds() {
         assert!(serde_json::to_value(elicited).unwrap().to_string().contains("Ada Lovelace"));
         let echoed = call("everything__echo", json!({"message": "no questions"})).await.expect("a plain call");
         assert!(upstream_text(&serde_json::to_value(echoed).unwrap()).contains("no questions"));
+        // The upstream's progress reaches the stateless request on its own stream, with its own token.
+        let done = call("everything__trigger-long-running-operation", json!({"duration": 0.3, "steps": 3}));
+        let done = serde_json::to_value(done.await.expect("long-running operation")).unwrap();
+        assert!(upstream_text(&done).contains("Steps: 3"), "{done}");
+        let heard =
+            eventually(std::time::Duration::from_secs(5), || async { handler.progress.lock().unwrap().len() >= 3 });
+        assert!(heard.await, "progress of a stateless call: {:?}", handler.progress.lock().unwrap());
+        let progress = handler.progress.lock().unwrap().clone();
+        assert_eq!(progress.iter().map(|(_, p)| *p).collect::<Vec<_>>(), [1.0, 2.0, 3.0], "{progress:?}");
         client.cancel().await.unwrap();
     });
 }
