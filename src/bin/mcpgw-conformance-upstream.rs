@@ -18,7 +18,7 @@
 //! | `test_elicitation` | `{message}` | asks the client for `elicitation/create` (`username`, `email`) and answers the outcome |
 //! | `test_elicitation_sep1034_defaults` | `{}` | elicitation whose fields carry defaults (SEP-1034) |
 //! | `test_elicitation_sep1330_enums` | `{}` | elicitation with every enum form (SEP-1330) |
-//! | `json_schema_2020_12_tool` | `{name?, address?}` | lists an input schema with `$schema` 2020-12, `$defs` and `additionalProperties: false`; answers the input |
+//! | `json_schema_2020_12_tool` | `{name?, address?, contactMethod?, phone?, email?}` | lists an input schema with `$schema` 2020-12, `$defs` (with an `$anchor`), `allOf`/`anyOf`, `if`/`then`/`else` and `additionalProperties: false`; answers the input |
 //! | `test_reconnection` | `{}` | waits a moment, then answers |
 //! | `test_request_headers` | `{}` | answers the HTTP headers of the request that carried the call (JSON, names in lower case; `{}` over stdio) |
 //!
@@ -187,11 +187,23 @@ fn tools() -> Vec<Tool> {
                 "type": "object",
                 "$defs": {
                     "address": {
+                        "$anchor": "addressDef",
                         "type": "object",
                         "properties": {"street": {"type": "string"}, "city": {"type": "string"}},
                     },
                 },
-                "properties": {"name": {"type": "string"}, "address": {"$ref": "#/$defs/address"}},
+                "properties": {
+                    "name": {"type": "string"},
+                    "address": {"$ref": "#/$defs/address"},
+                    "contactMethod": {"type": "string", "enum": ["phone", "email"]},
+                    "phone": {"type": "string"},
+                    "email": {"type": "string"},
+                },
+                // The composition, conditional and anchor keywords conformance 0.2 checks are kept (SEP-2106).
+                "allOf": [{"anyOf": [{"required": ["phone"]}, {"required": ["email"]}]}],
+                "if": {"properties": {"contactMethod": {"const": "phone"}}, "required": ["contactMethod"]},
+                "then": {"required": ["phone"]},
+                "else": {"required": ["email"]},
                 "additionalProperties": false,
             })),
         ),
