@@ -135,7 +135,13 @@ fn server_everything_is_served_transparently() {
         let read = serde_json::to_value(read).unwrap();
         assert_eq!(read["contents"][0]["uri"], json!("demo://resource/dynamic/text/3"), "{read}");
         let missing = client.read_resource(serde_json::from_value(json!({"uri": "nowhere://x"})).unwrap()).await;
-        assert!(missing.is_err(), "a URI no server serves");
+        // Resource not found with the URI as `data.uri` (SEP-2164), as an upstream answers it.
+        match missing {
+            Err(rmcp::service::ServiceError::McpError(error)) => {
+                assert_eq!(error.data, Some(json!({"uri": "nowhere://x"})), "{error:?}")
+            }
+            other => panic!("a URI no server serves: {other:?}"),
+        }
         // Prompts, resources and templates are pinned and scanned as tools are (contract 14): the reference server's
         // are pinned on first use and give no finding.
         let file: Value = serde_json::from_slice(&std::fs::read(gw.config_path()).unwrap()).unwrap();
@@ -338,6 +344,15 @@ fn stateless_clients_answer_the_upstreams_questions_in_input_required_rounds() {
         assert!(serde_json::to_value(elicited).unwrap().to_string().contains("Ada Lovelace"));
         let echoed = call("everything__echo", json!({"message": "no questions"})).await.expect("a plain call");
         assert!(upstream_text(&serde_json::to_value(echoed).unwrap()).contains("no questions"));
+        // The upstream's progress reaches the stateless request on its own stream, with its own token.
+        let done = call("everything__trigger-long-running-operation", json!({"duration": 0.3, "steps": 3}));
+        let done = serde_json::to_value(done.await.expect("long-running operation")).unwrap();
+        assert!(upstream_text(&done).contains("Steps: 3"), "{done}");
+        let heard =
+            eventually(std::time::Duration::from_secs(5), || async { handler.progress.lock().unwrap().len() >= 3 });
+        assert!(heard.await, "progress of a stateless call: {:?}", handler.progress.lock().unwrap());
+        let progress = handler.progress.lock().unwrap().clone();
+        assert_eq!(progress.iter().map(|(_, p)| *p).collect::<Vec<_>>(), [1.0, 2.0, 3.0], "{progress:?}");
         client.cancel().await.unwrap();
     });
 }

@@ -18,9 +18,10 @@
 //! | `test_elicitation` | `{message}` | asks the client for `elicitation/create` (`username`, `email`) and answers the outcome |
 //! | `test_elicitation_sep1034_defaults` | `{}` | elicitation whose fields carry defaults (SEP-1034) |
 //! | `test_elicitation_sep1330_enums` | `{}` | elicitation with every enum form (SEP-1330) |
-//! | `json_schema_2020_12_tool` | `{name?, address?}` | lists an input schema with `$schema` 2020-12, `$defs` and `additionalProperties: false`; answers the input |
+//! | `json_schema_2020_12_tool` | `{name?, address?, contactMethod?, phone?, email?}` | lists an input schema with `$schema` 2020-12, `$defs` (with an `$anchor`), `allOf`/`anyOf`, `if`/`then`/`else` and `additionalProperties: false`; answers the input |
 //! | `test_reconnection` | `{}` | waits a moment, then answers |
 //! | `test_request_headers` | `{}` | answers the HTTP headers of the request that carried the call (JSON, names in lower case; `{}` over stdio) |
+//! | `test_custom_header` | `{region}` | answers `Region: <region>`; `region` is an `x-mcp-header` parameter (SEP-2243: over HTTP, rmcp checks the `Mcp-Param-Region` header against it) |
 //!
 //! Resources: `test://static-text` (text), `test://static-binary` (a PNG blob), `test://watched-resource` (text, may
 //! be subscribed to), and the template `test://template/{id}/data` (JSON naming the id). Prompts: `test_simple_prompt`,
@@ -187,15 +188,33 @@ fn tools() -> Vec<Tool> {
                 "type": "object",
                 "$defs": {
                     "address": {
+                        "$anchor": "addressDef",
                         "type": "object",
                         "properties": {"street": {"type": "string"}, "city": {"type": "string"}},
                     },
                 },
-                "properties": {"name": {"type": "string"}, "address": {"$ref": "#/$defs/address"}},
+                "properties": {
+                    "name": {"type": "string"},
+                    "address": {"$ref": "#/$defs/address"},
+                    "contactMethod": {"type": "string", "enum": ["phone", "email"]},
+                    "phone": {"type": "string"},
+                    "email": {"type": "string"},
+                },
+                // The composition, conditional and anchor keywords conformance 0.2 checks are kept (SEP-2106).
+                "allOf": [{"anyOf": [{"required": ["phone"]}, {"required": ["email"]}]}],
+                "if": {"properties": {"contactMethod": {"const": "phone"}}, "required": ["contactMethod"]},
+                "then": {"required": ["phone"]},
+                "else": {"required": ["email"]},
                 "additionalProperties": false,
             })),
         ),
         tool("test_reconnection", "Waits a moment, then answers (for the SSE reconnection scenario).", none(), &[]),
+        tool(
+            "test_custom_header",
+            "Answers its region, which a 2026-07-28 client also sends as the Mcp-Param-Region header (SEP-2243).",
+            json!({"region": {"type": "string", "x-mcp-header": "Region"}}),
+            &["region"],
+        ),
     ]
 }
 
@@ -444,6 +463,7 @@ impl Conformance {
                 }
                 text_result(Value::Object(headers).to_string())
             }
+            "test_custom_header" => text_result(format!("Region: {}", string_argument(args, "region")?)),
             other => Err(ErrorData::invalid_params(format!("unknown tool `{other}`"), None)),
         }
     }
@@ -560,6 +580,11 @@ impl ServerHandler for Conformance {
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
         self.call(&request, &context).await.map(CallToolResponse::Complete)
+    }
+
+    /// A tool's definition, which rmcp's HTTP server reads to check a call's `Mcp-Param-*` headers (SEP-2243).
+    fn get_tool(&self, name: &str) -> Option<Tool> {
+        self.tools.iter().find(|tool| tool.name == name).cloned()
     }
 
     async fn list_prompts(

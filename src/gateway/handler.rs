@@ -366,16 +366,17 @@ impl GatewayHandler {
         let gateway_tool = GW_TOOLS.contains(&&*request.name);
         if exposure.upstream() && !(gateway_tool && exposure.gateway_tools()) {
             if context.protocol_version().is_some_and(|version| version >= ProtocolVersion::V_2026_07_28) {
-                // A stateless client: the upstream's questions travel as `input_required` rounds.
+                // A stateless client: the upstream's questions travel as `input_required` rounds, its progress on
+                // this request's stream.
+                let progress_token = context.meta.get_progress_token();
+                let capabilities = context.meta.client_capabilities();
+                let caller = Caller { peer: &context.peer, progress_token, capabilities };
                 let round = match request.request_state {
                     Some(state) => {
                         let answers = request.input_responses.unwrap_or_default();
-                        rounds::resume(&self.ctx, &identity, &state, &request.name, answers).await?
+                        rounds::resume(&self.ctx, &identity, &state, &request.name, answers, &caller).await?
                     }
-                    None => {
-                        let capabilities = context.meta.client_capabilities();
-                        rounds::start(&self.ctx, &identity, request.name.to_string(), args, capabilities).await
-                    }
+                    None => rounds::start(&self.ctx, &identity, request.name.to_string(), args, &caller).await,
                 };
                 return match round {
                     Round::Done(Ok(CallAnswer::Upstream(result))) => Ok(upstream_result(result).into()),

@@ -558,7 +558,7 @@ pub fn everything_bin() -> PathBuf {
 
 /// Installs npm `package` once into `target/npm-peers/<prefix>` (a lock file keeps parallel tests from installing
 /// twice) and returns the file at `node_modules/<file...>`. Panics with a clear message when node or npm is missing:
-/// CI installs them (`.ci/run`), and a test that needs a real peer must never pass without one.
+/// the README's test command (`.ci/test`) installs them, and a test that needs a real peer must never pass without one.
 pub fn npm_peer(prefix: &str, package: &str, file: &[&str]) -> PathBuf {
     let node = Command::new("node").arg("--version").stdout(Stdio::null()).stderr(Stdio::null()).status();
     assert!(
@@ -570,7 +570,10 @@ pub fn npm_peer(prefix: &str, package: &str, file: &[&str]) -> PathBuf {
         dir = dir.join(prefix);
     }
     let bin = file.iter().fold(dir.join("node_modules"), |path, part| path.join(part));
-    if bin.exists() {
+    // `name@version`: installed when that exact version (or, for `node@22`, that major) is not there yet, so a new pin
+    // replaces what an older one installed.
+    let installed = || bin.exists() && npm_version_installed(&dir, package);
+    if installed() {
         return bin;
     }
     let npm = Command::new("npm").arg("--version").output();
@@ -587,7 +590,7 @@ pub fn npm_peer(prefix: &str, package: &str, file: &[&str]) -> PathBuf {
         match fs::OpenOptions::new().write(true).create_new(true).open(&lock) {
             Ok(_) => break,
             Err(_) => {
-                if bin.exists() {
+                if installed() {
                     return bin;
                 }
                 // A lock left by a killed run: older than the longest install we wait for.
@@ -614,7 +617,7 @@ pub fn npm_peer(prefix: &str, package: &str, file: &[&str]) -> PathBuf {
         }
     }
     let _unlock = Unlock(lock);
-    if bin.exists() {
+    if installed() {
         return bin;
     }
     let out = Command::new("npm")
@@ -626,13 +629,25 @@ pub fn npm_peer(prefix: &str, package: &str, file: &[&str]) -> PathBuf {
         .output()
         .expect("run npm install");
     assert!(
-        out.status.success() && bin.exists(),
+        out.status.success() && installed(),
         "npm install {package} failed ({}):\n{}\n{}",
         out.status,
         String::from_utf8_lossy(&out.stdout),
         String::from_utf8_lossy(&out.stderr)
     );
     bin
+}
+
+/// Whether `node_modules/<name>/package.json` under `dir` has the version `package` (`name@version`) asks for: that
+/// exact version, or any of a bare major (`node@22`).
+fn npm_version_installed(dir: &Path, package: &str) -> bool {
+    let Some((name, wanted)) = package.rsplit_once('@').filter(|(name, _)| !name.is_empty()) else {
+        return true;
+    };
+    let manifest = name.split('/').fold(dir.join("node_modules"), |path, part| path.join(part)).join("package.json");
+    let Ok(text) = fs::read_to_string(manifest) else { return false };
+    let version = serde_json::from_str::<Value>(&text).ok().and_then(|v| v["version"].as_str().map(str::to_string));
+    version.is_some_and(|v| v == wanted || (!wanted.contains('.') && v.starts_with(&format!("{wanted}."))))
 }
 
 /// Sends SIGTERM to the gateway and waits for its exit status.

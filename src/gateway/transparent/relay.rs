@@ -55,7 +55,9 @@ impl Caller<'_> {
         }
     }
 
-    async fn notify(&self, method: &str, params: Value) {
+    /// Passes an upstream's notification on: progress with the caller's token (dropped without one), log messages as
+    /// they came, nothing else.
+    pub async fn notify(&self, method: &str, params: Value) {
         let token = self.progress_token.as_ref().and_then(|token| serde_json::to_value(token).ok());
         let Some(params) = for_caller(method, params, token.as_ref()) else { return };
         match serde_json::from_value::<ServerNotification>(json!({"method": method, "params": params})) {

@@ -120,12 +120,18 @@ pub async fn read(
         return Err(quarantine_error(uri));
     }
     let Some((entry, upstream)) = found.and_then(|entry| Some((entry, upstream_uri(identity, entry, uri)?))) else {
-        return Err(McpError::resource_not_found(format!("no upstream server serves the resource {uri:?}"), None));
+        return Err(not_served(uri));
     };
     let request = (super::Operation::ReadResource, upstream.as_str(), Map::new());
     let mut result = super::relay_request(ctx, identity, session, entry, request, relay).await?;
     apps::rewrite_result(&prefix_of(identity, entry), &mut result);
     Ok(result)
+}
+
+/// The error for a URI no server serves: resource not found, with the URI as `data.uri` (SEP-2164, as an upstream
+/// answers it, so a client sees the same error directly and through the gateway).
+fn not_served(uri: &str) -> McpError {
+    McpError::resource_not_found(format!("no upstream server serves the resource {uri:?}"), Some(json!({"uri": uri})))
 }
 
 /// The answer to a request for a quarantined resource: the gateway's answer object as the JSON-RPC error's `data`.
@@ -171,7 +177,7 @@ pub async fn subscribe(
         return Err(quarantine_error(uri));
     }
     let Some((entry, upstream)) = found.and_then(|entry| Some((entry, upstream_uri(identity, entry, uri)?))) else {
-        return Err(McpError::resource_not_found(format!("no upstream server serves the resource {uri:?}"), None));
+        return Err(not_served(uri));
     };
     let uri = upstream.as_str();
     let method = if subscribed { "resources/subscribe" } else { "resources/unsubscribe" };
@@ -214,7 +220,7 @@ pub async fn complete(
             let uri = reference.get("uri").and_then(Value::as_str).unwrap_or("");
             match owner(ctx, identity, session, uri).await {
                 Some(entry) => entry,
-                None => return Err(McpError::resource_not_found(format!("no upstream server serves {uri:?}"), None)),
+                None => return Err(not_served(uri)),
             }
         }
         _ => return Err(McpError::invalid_params("ref must be a ref/prompt or a ref/resource", None)),

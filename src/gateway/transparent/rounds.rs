@@ -11,9 +11,11 @@
 //! most `limits.input_required_seconds` per round (then it is cancelled: the upstream is told and the process goes
 //! back to the pool), and one key has at most `limits.max_waiting_rounds_per_key` calls waiting at once: a call that
 //! would wait past that ends at once, cancelled upstream, with the `RATE_LIMITED` answer (`isError`,
-//! `retry_after_seconds`). Notifications (progress, log messages) have no stream to travel on and are dropped; a
-//! request the client's declared capabilities do not cover is refused to the upstream. Once the call has ended its
-//! relay is gone, so a request its server sends later is refused to the server and reaches no client.
+//! `retry_after_seconds`). The upstream's progress for the call reaches the client on the stream of the request that
+//! is waiting for the round (rmcp answers it as SSE then), with that request's own `progressToken`; without one it
+//! is dropped, and so are log messages (a 2026-07-28 server sends those only to a request that opted in with a log
+//! level). A request the client's declared capabilities do not cover is refused to the upstream. Once the call has
+//! ended its relay is gone, so a request its server sends later is refused to the server and reaches no client.
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
@@ -25,7 +27,7 @@ use serde_json::{Map, Value, json};
 use tokio::sync::{mpsc, oneshot};
 use tokio_util::sync::CancellationToken;
 
-use super::relay::may_ask;
+use super::relay::{Caller, may_ask};
 use super::{CallAnswer, UnknownTool, call_tool};
 use crate::auth::Identity;
 use crate::error::{ErrorCode, GatewayError};
@@ -110,16 +112,20 @@ impl Drop for Pending {
     }
 }
 
-/// Starts transparent call `name` for a stateless client that declared `capabilities`.
+/// Starts transparent call `name` for a stateless client, `caller` (the request, its progress token and declared
+/// capabilities).
 pub async fn start(
     ctx: &Arc<GatewayContext>,
     identity: &Arc<Identity>,
     name: String,
     args: Map<String, Value>,
-    capabilities: Option<ClientCapabilities>,
+    caller: &Caller<'_>,
 ) -> Round {
     let cancel = CancellationToken::new();
-    let (relay, messages) = Relay::new(cancel.clone(), None);
+    // The upstream is given a progress token when the caller gave one; each round's progress goes out with the token
+    // of the request then waiting.
+    let meta = caller.progress_token.as_ref().map(|token| json!({"progressToken": token}));
+    let (relay, messages) = Relay::new(cancel.clone(), meta);
     let (done, outcome) = oneshot::channel();
     let (call_ctx, call_identity, call_name) = (Arc::clone(ctx), Arc::clone(identity), name.clone());
     tokio::spawn(async move {
@@ -133,10 +139,10 @@ pub async fn start(
         outcome,
         messages,
         asked: HashMap::new(),
-        capabilities,
+        capabilities: caller.capabilities.clone(),
         cancel,
     };
-    next_round(ctx, identity, pending).await
+    next_round(ctx, identity, pending, caller).await
 }
 
 /// The method of the calls that wait in rounds.
@@ -150,6 +156,7 @@ pub async fn resume(
     request_state: &str,
     name: &str,
     answers: BTreeMap<String, Value>,
+    caller: &Caller<'_>,
 ) -> Result<Round, McpError> {
     let pending = lock(&ctx.rounds.waiting).take(request_state, &identity.key_digest, TOOLS_CALL, name);
     let Some(mut pending) = pending else {
@@ -167,16 +174,28 @@ pub async fn resume(
     for (_, asked) in pending.asked.drain() {
         let _ = asked.send(Err(RelayError { code: -32602, message: "the client gave no answer".into() }));
     }
-    Ok(next_round(ctx, identity, pending).await)
+    Ok(next_round(ctx, identity, pending, caller).await)
 }
 
-/// Waits for the call's next event: its outcome, or a question for the client (the call then waits in `ctx`).
-async fn next_round(ctx: &Arc<GatewayContext>, identity: &Identity, mut pending: Pending) -> Round {
+/// Waits for the call's next event: its outcome, or a question for the client (the call then waits in `ctx`). The
+/// upstream's progress meanwhile goes to `caller`, the request waiting for this round.
+async fn next_round(
+    ctx: &Arc<GatewayContext>,
+    identity: &Identity,
+    mut pending: Pending,
+    caller: &Caller<'_>,
+) -> Round {
     loop {
         tokio::select! {
             biased;
             Some(message) = pending.messages.recv() => {
-                let FromServer::Request { method, params, answer } = message else { continue };
+                let (method, params, answer) = match message {
+                    FromServer::Notification { method, params } => {
+                        progress(caller, &method, params).await;
+                        continue;
+                    }
+                    FromServer::Request { method, params, answer } => (method, params, answer),
+                };
                 if let Err(refused) = may_ask(pending.capabilities.as_ref(), &method) {
                     let _ = answer.send(Err(refused));
                     continue;
@@ -201,6 +220,12 @@ async fn next_round(ctx: &Arc<GatewayContext>, identity: &Identity, mut pending:
                 return Round::Input { requests: BTreeMap::from([(key, request)]), request_state };
             }
             answered = &mut pending.outcome => {
+                // Progress sent before the answer goes out before it.
+                while let Ok(message) = pending.messages.try_recv() {
+                    if let FromServer::Notification { method, params } = message {
+                        progress(caller, &method, params).await;
+                    }
+                }
                 let ended = || {
                     let failure = GatewayError::new(ErrorCode::UpstreamError, "the call ended without an answer");
                     Ok(CallAnswer::Gateway(failure.answer()))
@@ -208,6 +233,14 @@ async fn next_round(ctx: &Arc<GatewayContext>, identity: &Identity, mut pending:
                 return Round::Done(answered.unwrap_or_else(|_| ended()));
             }
         }
+    }
+}
+
+/// Passes an upstream's `notifications/progress` on to `caller` (with its own token); other notifications of a
+/// stateless call are dropped (see the module's comment).
+async fn progress(caller: &Caller<'_>, method: &str, params: Value) {
+    if method == "notifications/progress" {
+        caller.notify(method, params).await;
     }
 }
 
