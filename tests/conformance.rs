@@ -32,24 +32,9 @@ const NODE_PACKAGE: &str = "node@22.23.3";
 /// The revisions the suite offers (`conformance list --spec-version` accepts exactly these).
 const REVISIONS: [&str; 4] = ["2025-03-26", "2025-06-18", "2025-11-25", "2026-07-28"];
 
-/// Why the SEP-2243 checks below are left out: a product gap, reported in issue 32, not a difference of transport.
-const PARAM_HEADERS_GAP: &str = "contract 15 \"Parameter headers\" is not built: the gateway does not check a \
-     client's Mcp-Param-* headers against the x-mcp-header parameters of an upstream tool (rmcp checks them through \
-     ServerHandler::get_tool, which the gateway's handler does not implement: it has no caller there to pick the \
-     configuration whose tools to look in), so a call whose header is missing, not valid Base64 or not the body's value \
-     is served (200) where the upstream answers 400 with -32020 HeaderMismatch";
-
 /// Checks that pass directly but are not expected through the gateway: (revision or `*`, scenario, check id or `*`,
 /// why).
 const EXCLUSIONS: &[(&str, &str, &str, &str)] = &[
-    (
-        "2026-07-28",
-        "http-custom-header-server-validation",
-        "sep-2243-server-reject-invalid-param-chars",
-        PARAM_HEADERS_GAP,
-    ),
-    ("2026-07-28", "http-custom-header-server-validation", "sep-2243-server-reject-param-mismatch", PARAM_HEADERS_GAP),
-    ("2026-07-28", "http-custom-header-server-validation", "sep-2243-server-validate-param-match", PARAM_HEADERS_GAP),
     (
         "*",
         "server-sse-polling",

@@ -24,7 +24,7 @@ use super::GatewayContext;
 use super::fast_path::FastToolCallLayer;
 use super::handler::GatewayHandler;
 use super::middleware::step::StepLayer;
-use super::middleware::{admission, drain, jsonrpc, limits, origin, request_metrics, sessions};
+use super::middleware::{admission, drain, jsonrpc, limits, origin, param_headers, request_metrics, sessions};
 use crate::error::{ErrorCode, GatewayError, jsonrpc_error};
 
 /// `GET /.well-known/oauth-protected-resource[/mcp]`: the gateway's protected resource metadata (RFC 9728) under the
@@ -86,6 +86,9 @@ pub fn router(ctx: Arc<GatewayContext>, sessions: CancellationToken) -> Router {
         .layer(StepLayer(admission::CallBudget(Arc::clone(&ctx))))
         // Session ids checked against the caller's key, `max_sessions` (it needs the parsed `initialize`).
         .layer(StepLayer(sessions::Sessions(Arc::clone(&ctx))))
+        // A stateless call's Mcp-Param-* headers against its body: it needs the caller (its exposed tools) and the
+        // parsed message, and must come before anything runs the call (SEP-2243).
+        .layer(StepLayer(param_headers::ParamHeaders(Arc::clone(&ctx))))
         // The drain needs a valid session and the parsed message; it counts the work in flight from here.
         .layer(drain::DrainLayer::new(Arc::clone(&ctx)))
         // A plain tools/call is answered next to rmcp rather than through it (see fast_path.rs).

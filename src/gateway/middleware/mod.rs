@@ -8,6 +8,7 @@
 //! - [`budgets`]: a key's requests in flight and bytes of answers not taken (contract 14).
 //! - [`jsonrpc`]: one well-formed JSON-RPC message within the body limits.
 //! - [`sessions`]: a session id belongs to the caller's key; `max_sessions`.
+//! - [`param_headers`]: a 2026-07-28 call's `Mcp-Param-*` headers say what its body says (SEP-2243).
 //! - [`drain`]: who is served after SIGTERM; the work in flight.
 //! - [`guardrails`]: the per-call stack's guardrail stage.
 //!
@@ -21,6 +22,7 @@ pub mod guardrails;
 pub mod jsonrpc;
 pub mod limits;
 pub mod origin;
+pub mod param_headers;
 pub mod rate_limit;
 pub mod request_metrics;
 pub mod sessions;
