@@ -296,6 +296,11 @@ fn notified<W>(shared: &Shared<W>, method: String, params: Value) {
         }
         return;
     }
+    if belongs_to_a_task(&method, &params) {
+        // A task's status belongs to no call: never to the relay of whichever call the process serves now.
+        tracing::trace!(%method, "upstream task notification ignored");
+        return;
+    }
     let relay = lock(&shared.relay).clone();
     match relay {
         Some(relay) => {
@@ -319,7 +324,8 @@ fn reply<W: AsyncWrite + Unpin + Send + 'static>(shared: &Arc<Shared<W>>, method
         tracing::debug!(%method, "upstream request not answered: too many replies waiting to be written");
         return;
     }
-    let relay = lock(&shared.relay).clone();
+    // A task's questions belong to no call (the process may serve another caller's now): refused, never relayed.
+    let relay = if belongs_to_a_task(&method, &params) { None } else { lock(&shared.relay).clone() };
     let shared = Arc::clone(shared);
     tokio::spawn(async move {
         let reply = relay::reply(id, relay::answer(relay, method, params).await);
@@ -327,6 +333,13 @@ fn reply<W: AsyncWrite + Unpin + Send + 'static>(shared: &Arc<Shared<W>>, method
         let _ = shared.send_line(&reply).await;
         shared.pending_replies.fetch_sub(1, Ordering::AcqRel);
     });
+}
+
+/// Whether a server's message is about one of its tasks (a status notification, or a request or notification whose
+/// `_meta` names a related task) rather than about the call in progress.
+fn belongs_to_a_task(method: &str, params: &Value) -> bool {
+    matches!(method, "notifications/tasks/status" | "notifications/tasks")
+        || params.pointer("/_meta/io.modelcontextprotocol~1related-task").is_some()
 }
 
 #[cfg(test)]
