@@ -1,0 +1,178 @@
+//! Tasks in transparent mode (contract 15): the tasks the upstreams run for the gateway's clients, one record each.
+//!
+//! A record is made when an upstream answers a task-augmented call with a task (`task_route.rs`); it keeps the hold
+//! on the process that runs the task (`upstream/task_hold.rs`), the upstream's task id, the server and tool, and the
+//! creating call's PII mapping. The client never sees the upstream's id: it gets a *sealed* id, `mcpgwt1.` +
+//! base64url(AES-256-GCM of the record's number and the digest of the key that created it), under the key that seals
+//! session ids. An id that does not open, or opens for another key, names no task: the request gets `-32602` and
+//! nothing reaches an upstream. Records live in this replica's memory, kept per key:
+//!
+//! - at most `limits.max_tasks_per_key` at once (one more task-augmented call is refused before it runs);
+//! - each for at most `limits.max_task_seconds`: then the task is cancelled upstream (if not known to be over) and
+//!   forgotten, whether or not its client ever asked about it again;
+//! - a task whose end the client has seen is forgotten [`TERMINAL_GRACE`] later (a client may poll once more).
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, Weak};
+use std::time::Duration;
+
+use base64::Engine;
+use base64::engine::general_purpose::URL_SAFE_NO_PAD;
+use serde_json::{Value, json};
+use tokio::time::Instant;
+
+use crate::config::Snapshot;
+use crate::gateway::GatewayContext;
+use crate::gateway::session_id::sealing_key;
+use crate::guardrails::stage::KeptMapping;
+use crate::secrets;
+use crate::upstream::{TaskHold, lock};
+
+const PREFIX: &str = "mcpgwt1.";
+const LABEL: &str = "mcpgw task id v1";
+/// The longest id opened: beyond it, not an id of ours.
+const MAX_ID_CHARS: usize = 512;
+/// How long a task whose end its client has seen is kept for one more poll.
+pub const TERMINAL_GRACE: Duration = Duration::from_secs(60);
+/// How long the cancellation of an expired task may take upstream.
+const CANCEL_PATIENCE: Duration = Duration::from_secs(5);
+
+/// How the upstream speaks of its tasks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Style {
+    /// 2025-11-25: `tasks/get` answers the task, `tasks/result` the result (waiting for it).
+    Revision2025,
+    /// The `io.modelcontextprotocol/tasks` extension: `tasks/get` carries the result; `tasks/update` answers questions.
+    Extension,
+}
+
+/// One task an upstream runs for a key.
+pub struct TaskRecord {
+    pub number: u64,
+    /// The sealed id its client knows it by (the same in every answer, `tasks/list` included).
+    pub id: String,
+    pub key: [u8; 32],
+    pub config: Option<String>,
+    pub server_name: String,
+    /// The tool's upstream name (curation and audit) and its exposed name.
+    pub upstream_tool: String,
+    pub exposed_tool: String,
+    pub upstream_id: String,
+    pub style: Style,
+    /// When the gateway made the record (the task's `createdAt` as its client sees it).
+    pub created_at: String,
+    /// The task's time to live as its client is told (`max_task_seconds`, or less when the client asked for less).
+    pub ttl_ms: u64,
+    pub deadline: Instant,
+    pub hold: TaskHold,
+    pub mapping: Mutex<Option<KeptMapping>>,
+    /// Whether the client has seen the task end.
+    pub ended: AtomicBool,
+}
+
+impl TaskRecord {
+    /// The upstream request params naming the task.
+    pub fn upstream_params(&self) -> Value {
+        json!({"taskId": self.upstream_id})
+    }
+
+    /// Time left before `max_task_seconds`.
+    pub fn time_left(&self) -> Duration {
+        self.deadline.saturating_duration_since(Instant::now())
+    }
+}
+
+/// One key's records, by number.
+type KeyTasks = HashMap<u64, Arc<TaskRecord>>;
+
+/// The records, per key.
+#[derive(Default)]
+pub struct TaskRecords {
+    keys: Mutex<HashMap<[u8; 32], KeyTasks>>,
+    next: AtomicU64,
+}
+
+impl TaskRecords {
+    /// A new record's number.
+    pub fn number(&self) -> u64 {
+        self.next.fetch_add(1, Ordering::Relaxed) + 1
+    }
+
+    /// How many tasks `key` has.
+    pub fn count(&self, key: &[u8; 32]) -> usize {
+        lock(&self.keys).get(key).map_or(0, HashMap::len)
+    }
+
+    /// Keeps `record`, unless its key has `max` already (it is handed back).
+    pub fn insert(&self, record: TaskRecord, max: usize) -> Result<Arc<TaskRecord>, Arc<TaskRecord>> {
+        let record = Arc::new(record);
+        let mut keys = lock(&self.keys);
+        let tasks = keys.entry(record.key).or_default();
+        if tasks.len() >= max {
+            return Err(record);
+        }
+        tasks.insert(record.number, Arc::clone(&record));
+        Ok(record)
+    }
+
+    /// The record `number` of `key`.
+    pub fn get(&self, key: &[u8; 32], number: u64) -> Option<Arc<TaskRecord>> {
+        lock(&self.keys).get(key)?.get(&number).cloned()
+    }
+
+    /// The records of `key`, oldest first.
+    pub fn of_key(&self, key: &[u8; 32]) -> Vec<Arc<TaskRecord>> {
+        let mut records: Vec<_> =
+            lock(&self.keys).get(key).map(|tasks| tasks.values().cloned().collect()).unwrap_or_default();
+        records.sort_by_key(|record| record.number);
+        records
+    }
+
+    /// Forgets record `number` of `key`.
+    pub fn remove(&self, key: &[u8; 32], number: u64) -> Option<Arc<TaskRecord>> {
+        let mut keys = lock(&self.keys);
+        let tasks = keys.get_mut(key)?;
+        let removed = tasks.remove(&number);
+        if tasks.is_empty() {
+            keys.remove(key);
+        }
+        removed
+    }
+}
+
+/// Forgets `record` after `after` (its `max_task_seconds`, or [`TERMINAL_GRACE`] once its end was seen); a task not
+/// known to be over is cancelled upstream first.
+pub fn forget_after(ctx: &Arc<GatewayContext>, record: &TaskRecord, after: Duration) {
+    let (ctx, key, number): (Weak<GatewayContext>, _, _) = (Arc::downgrade(ctx), record.key, record.number);
+    tokio::spawn(async move {
+        tokio::time::sleep(after).await;
+        let Some(ctx) = ctx.upgrade() else { return };
+        let Some(record) = ctx.tasks.remove(&key, number) else { return };
+        if !record.ended.load(Ordering::Acquire) {
+            ctx.store.metrics().limit_hit("task_seconds");
+            tracing::info!(server = %record.server_name, tool = %record.upstream_tool,
+                "a task reached limits.max_task_seconds: cancelled upstream and forgotten");
+            let _ = record.hold.request("tasks/cancel", record.upstream_params(), CANCEL_PATIENCE).await;
+        }
+    });
+}
+
+/// The sealed id of record `number` of `key`; `None` only when the system's random generator fails.
+pub fn seal_id(snapshot: &Snapshot, key: &[u8; 32], number: u64) -> Option<String> {
+    let plain = serde_json::to_vec(&json!({"n": number, "k": URL_SAFE_NO_PAD.encode(key)})).ok()?;
+    let sealed = secrets::seal(&sealing_key(snapshot), &plain, LABEL).ok()?;
+    Some(format!("{PREFIX}{}", URL_SAFE_NO_PAD.encode(sealed)))
+}
+
+/// The record number a sealed id names, when it opens under this configuration and was sealed for `key`.
+pub fn open_id(snapshot: &Snapshot, key: &[u8; 32], id: &str) -> Option<u64> {
+    if id.len() > MAX_ID_CHARS {
+        return None;
+    }
+    let bytes = URL_SAFE_NO_PAD.decode(id.strip_prefix(PREFIX)?).ok()?;
+    let plain: Value = serde_json::from_slice(&secrets::open(&sealing_key(snapshot), &bytes, LABEL)?).ok()?;
+    let sealed_for: [u8; 32] = URL_SAFE_NO_PAD.decode(plain.get("k")?.as_str()?).ok()?.try_into().ok()?;
+    secrets::ct_eq_digest(&sealed_for, key).then_some(())?;
+    plain.get("n")?.as_u64()
+}
