@@ -16,6 +16,7 @@
 //! | `fail` | `{message}` | answers a tool error (`isError: true`) with `message` |
 //! | `rpc_error` | `{message, bytes?}` | answers a JSON-RPC error (internal error) whose message is `message`, padded with `x` to `bytes` bytes (at most 256 MiB) |
 //! | `raw` | `{result}` | answers the object `result` verbatim as its `CallToolResult`: any content item, annotations, `_meta`, fields MCP does not define |
+//! | `task_run` | `{ms, text, shape?, id_bytes?}` | runs as a task (contract 15) for `ms` milliseconds, then completes with `text`; see `mock_upstream/tasks.rs` |
 //! | `sample` (listed with `--sample-tool`) | `{text, late_ms?, outcome_file?}` | asks the client `sampling/createMessage` with `text` and answers `answered <result>` or `refused <error>`; with `late_ms` it answers `asking later` at once and asks `late_ms` milliseconds after, writing the outcome to `outcome_file` (a server that asks after its call ended) |
 //!
 //! Requests are served concurrently (rmcp runs each in its own task). The process ends when stdin closes. `raw` is
@@ -45,6 +46,9 @@ use rmcp::model::{
 use rmcp::service::{NotificationContext, RequestContext};
 use rmcp::{ErrorData, RoleServer, ServerHandler, Service, ServiceExt};
 use serde_json::{Value, json};
+
+#[path = "mock_upstream/tasks.rs"]
+mod tasks;
 
 const NAME: &str = "mcpgw-mock-upstream";
 const MAX_LARGE_BYTES: u64 = 256 * 1024 * 1024;
@@ -320,11 +324,37 @@ impl Service<RoleServer> for Mock {
         request: ClientRequest,
         context: RequestContext<RoleServer>,
     ) -> Result<ServerResult, ErrorData> {
-        if let ClientRequest::CallToolRequest(call) = &request
-            && call.params.name == "raw"
-        {
-            let args = call.params.arguments.clone().unwrap_or_default();
-            return raw_result(&args).map(|result| ServerResult::CustomResult(CustomResult(result)));
+        let custom = |result: Value| ServerResult::CustomResult(CustomResult(result));
+        let task_answer =
+            |answer: Result<Value, String>| answer.map(custom).map_err(|e| ErrorData::invalid_params(e, None));
+        match &request {
+            ClientRequest::CallToolRequest(call) if call.params.name == "raw" => {
+                let args = call.params.arguments.clone().unwrap_or_default();
+                return raw_result(&args).map(custom);
+            }
+            ClientRequest::CallToolRequest(call) if call.params.name == tasks::TOOL => {
+                return Ok(custom(tasks::create(&call.params.arguments.clone().unwrap_or_default())));
+            }
+            ClientRequest::GetTaskRequest(get) => {
+                return task_answer(tasks::answer("tasks/get", &json!({"taskId": get.params.task_id})).await);
+            }
+            ClientRequest::CancelTaskRequest(cancel) => {
+                return task_answer(tasks::answer("tasks/cancel", &json!({"taskId": cancel.params.task_id})).await);
+            }
+            ClientRequest::CustomRequest(asked) if asked.method.starts_with("tasks/") => {
+                return task_answer(tasks::answer(&asked.method, asked.params.as_ref().unwrap_or(&Value::Null)).await);
+            }
+            ClientRequest::ListToolsRequest(_) => {
+                // rmcp's `Tool` has no `execution`: the task tool's definition is added as JSON.
+                let listed = Service::handle_request(&self.0, request, context).await?;
+                let mut listed =
+                    serde_json::to_value(listed).map_err(|e| ErrorData::internal_error(e.to_string(), None))?;
+                if let Some(tools) = listed.get_mut("tools").and_then(Value::as_array_mut) {
+                    tools.push(tasks::definition());
+                }
+                return Ok(custom(listed));
+            }
+            _ => {}
         }
         Service::handle_request(&self.0, request, context).await
     }
