@@ -17,9 +17,12 @@ use serde_json::{Value, json};
 
 const SESSION_REVISION: &str = "2025-11-25";
 
-/// A transparent gateway over the mock `m1` (output keyword `top secret` blocked), calls bound to 2 s.
+/// A transparent gateway over the mock `m1` (output keyword `top secret` blocked, e-mail addresses redacted for the
+/// upstream), calls bound to 2 s.
 fn gateway(limits: Value) -> TestGateway {
     let mut server = mock_server("m1");
+    server["config"]["args"] = json!(["--task-tool"]);
+    server["input_guardrails_policy"] = json!({"enabled": true, "additional_config": {"pii_redaction": true}});
     server["output_guardrails_policy"] =
         json!({"enabled": true, "additional_config": {"blocked_keywords": ["top secret"]}});
     let common = json!({"tool_exposure": "transparent", "timeout_settings": {"tool_execution_timeout": 2},
@@ -121,6 +124,35 @@ fn a_2025_11_25_task_is_sealed_to_its_key_outlives_the_call_timeout_and_its_resu
     let result = alice.ask("tasks/result", json!({"taskId": id}));
     assert_eq!(result["result"]["content"][0]["text"], json!("all clear"), "{result}");
     assert_eq!(result["result"]["_meta"]["io.modelcontextprotocol/related-task"]["taskId"], json!(id), "{result}");
+
+    // Personal data went upstream redacted and comes back restored in the task's result, as in a call's.
+    let args = json!({"ms": 10, "text": "write to jane.doe@example.com"});
+    let created = alice.ask("tools/call", json!({"name": "m1__task_run", "arguments": args, "task": {}}));
+    let id = created["result"]["task"]["taskId"].as_str().unwrap_or_default().to_string();
+    let result = alice.ask("tasks/result", json!({"taskId": id}));
+    assert_eq!(result["result"]["content"][0]["text"], json!("write to jane.doe@example.com"), "{result}");
+}
+
+/// The real server-everything's task tool (`simulate-research-query`, 2025-11-25 tasks of the TypeScript SDK) as the
+/// upstream: created, polled and its report fetched through the gateway.
+#[test]
+fn server_everythings_research_task_runs_through_the_gateway() {
+    let bin = everything_bin();
+    let server = json!({"server_name": "everything", "config": {"command": bin.to_str().unwrap(), "args": []}});
+    let gw = TestGateway::start(&config_with(vec![server], json!({"tool_exposure": "transparent"})));
+    let session = Session::open(&gw, API_KEY);
+    let args = json!({"topic": "gateways"});
+    let created = session.ask(
+        "tools/call",
+        json!({"name": "everything__simulate-research-query", "arguments": args, "task": {"ttl": 60000}}),
+    );
+    let id = created["result"]["task"]["taskId"].as_str().unwrap_or_else(|| panic!("no task: {created}")).to_string();
+    assert!(id.starts_with("mcpgwt1."), "{created}");
+    let done = poll_until("completed", || session.ask("tasks/get", json!({"taskId": id})));
+    assert_eq!(done["result"]["status"], json!("completed"), "{done}");
+    let report = session.ask("tasks/result", json!({"taskId": id}));
+    let text = report["result"]["content"][0]["text"].as_str().unwrap_or_default();
+    assert!(text.contains("Research Report") && text.contains("gateways"), "{report}");
 }
 
 #[test]

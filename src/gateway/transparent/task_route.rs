@@ -173,7 +173,8 @@ mod tests {
         assert!(about_tasks(&call(json!({"name": "t", "task": {"ttl": 5}})), false));
         assert!(!about_tasks(&call(json!({"name": "t"})), false), "a plain call");
         assert!(!about_tasks(&call(json!({"name": "t", "task": {}})), true), "stateless needs the extension");
-        let meta = json!({"io.modelcontextprotocol/clientCapabilities": {"extensions": {"io.modelcontextprotocol/tasks": {}}}});
+        let declared = json!({"extensions": {"io.modelcontextprotocol/tasks": {}}});
+        let meta = json!({"io.modelcontextprotocol/clientCapabilities": declared});
         assert!(about_tasks(&call(json!({"name": "t", "_meta": meta})), true));
         assert!(about_tasks(&json!({"jsonrpc": "2.0", "id": "a", "method": "tasks/get"}), false));
         assert!(!about_tasks(&json!({"jsonrpc": "2.0", "method": "tasks/get"}), false), "a notification");

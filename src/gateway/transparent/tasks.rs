@@ -160,19 +160,48 @@ pub fn forget_after(ctx: &Arc<GatewayContext>, record: &TaskRecord, after: Durat
 
 /// The sealed id of record `number` of `key`; `None` only when the system's random generator fails.
 pub fn seal_id(snapshot: &Snapshot, key: &[u8; 32], number: u64) -> Option<String> {
-    let plain = serde_json::to_vec(&json!({"n": number, "k": URL_SAFE_NO_PAD.encode(key)})).ok()?;
-    let sealed = secrets::seal(&sealing_key(snapshot), &plain, LABEL).ok()?;
-    Some(format!("{PREFIX}{}", URL_SAFE_NO_PAD.encode(sealed)))
+    seal(&sealing_key(snapshot), key, number)
 }
 
 /// The record number a sealed id names, when it opens under this configuration and was sealed for `key`.
 pub fn open_id(snapshot: &Snapshot, key: &[u8; 32], id: &str) -> Option<u64> {
+    open(&sealing_key(snapshot), key, id)
+}
+
+fn seal(sealing: &[u8; 32], key: &[u8; 32], number: u64) -> Option<String> {
+    let plain = serde_json::to_vec(&json!({"n": number, "k": URL_SAFE_NO_PAD.encode(key)})).ok()?;
+    let sealed = secrets::seal(sealing, &plain, LABEL).ok()?;
+    Some(format!("{PREFIX}{}", URL_SAFE_NO_PAD.encode(sealed)))
+}
+
+fn open(sealing: &[u8; 32], key: &[u8; 32], id: &str) -> Option<u64> {
     if id.len() > MAX_ID_CHARS {
         return None;
     }
     let bytes = URL_SAFE_NO_PAD.decode(id.strip_prefix(PREFIX)?).ok()?;
-    let plain: Value = serde_json::from_slice(&secrets::open(&sealing_key(snapshot), &bytes, LABEL)?).ok()?;
+    let plain: Value = serde_json::from_slice(&secrets::open(sealing, &bytes, LABEL)?).ok()?;
     let sealed_for: [u8; 32] = URL_SAFE_NO_PAD.decode(plain.get("k")?.as_str()?).ok()?.try_into().ok()?;
     secrets::ct_eq_digest(&sealed_for, key).then_some(())?;
     plain.get("n")?.as_u64()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_id_opens_for_its_key_under_its_secret_only() {
+        let (sealing, alice, bob) = ([1; 32], [7; 32], [8; 32]);
+        let id = seal(&sealing, &alice, 42).unwrap();
+        assert!(id.starts_with(PREFIX) && !id.contains("42"));
+        assert_eq!(open(&sealing, &alice, &id), Some(42));
+        assert_eq!(open(&sealing, &bob, &id), None, "another key");
+        assert_eq!(open(&[2; 32], &alice, &id), None, "another secret");
+        let mut forged = id.clone().into_bytes();
+        let last = forged.len() - 2;
+        forged[last] = if forged[last] == b'A' { b'B' } else { b'A' };
+        assert_eq!(open(&sealing, &alice, &String::from_utf8(forged).unwrap()), None, "tampered");
+        assert_eq!(open(&sealing, &alice, &format!("{PREFIX}{}", "A".repeat(MAX_ID_CHARS))), None, "too long");
+        assert_ne!(seal(&sealing, &alice, 42), Some(id), "each seal is fresh");
+    }
 }
