@@ -54,9 +54,17 @@ impl TaskHold {
         if !self.server.lend(&self.process) {
             return Err(UpstreamError::Crashed("the upstream process that ran this task has ended".into()));
         }
-        // The lease gives the exchange back (and ends a process it left unusable) when dropped.
+        // The lease gives the exchange back (and ends a process it left unusable) when dropped. A request about a task
+        // that is given up (a client that went away during `tasks/result`, a poll that timed out) leaves the process
+        // in service: it may run other tasks, of other keys, and one client must not be able to end them. The server
+        // is told of the abandoned request (`notifications/cancelled`); garbage or a crash still end the process.
         let mut lease = Lease::new(Arc::clone(&self.server), Arc::clone(&self.process));
-        lease.request(Instant::now() + timeout, timeout, method, params, None).await
+        lease.unused();
+        let answered = lease.request(Instant::now() + timeout, timeout, method, params, None).await;
+        if matches!(answered, Err(UpstreamError::Timeout(_))) {
+            lease.unused();
+        }
+        answered
     }
 }
 

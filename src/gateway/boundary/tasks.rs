@@ -7,16 +7,20 @@
 //!   of the call that created the task restored ([`TaskBoundary::result`]);
 //! - client to upstream: the answers of `tasks/update` pass the input guardrails with redaction
 //!   ([`TaskBoundary::answers`]);
+//! - a task's result counts against its key's results being built (`max_response_bytes`, contract 14) until its
+//!   answer is ready, and is not fetched while the key is over that budget ([`TaskBoundary::may_build`]);
 //! - every request about a task is audited ([`audit`]).
 
 use serde_json::{Map, Value};
 
 use crate::auth::Identity;
 use crate::config::model::ServerEntry;
+use crate::error::GatewayError;
 use crate::gateway::GatewayContext;
 use crate::gateway::exposure::filter::Curation;
+use crate::gateway::middleware::budgets::{self, Building};
 use crate::gateway::middleware::guardrails::GuardrailLayer;
-use crate::gateway::tools::audit_call;
+use crate::gateway::tools::{audit_call, json_size};
 use crate::guardrails::provider::ProviderChoice;
 use crate::guardrails::stage::{CallGuard, KeptMapping};
 
@@ -28,6 +32,9 @@ pub fn visible(identity: &Identity, entry: &ServerEntry, upstream_tool: &str) ->
 /// The guard of one request about a task.
 pub struct TaskBoundary<'a> {
     guard: CallGuard<'a>,
+    built: Building,
+    ctx: &'a GatewayContext,
+    identity: &'a Identity,
 }
 
 impl<'a> TaskBoundary<'a> {
@@ -39,12 +46,24 @@ impl<'a> TaskBoundary<'a> {
         provider: &'a ProviderChoice,
         kept: Option<KeptMapping>,
     ) -> TaskBoundary<'a> {
-        TaskBoundary { guard: GuardrailLayer::of(ctx, identity, entry, provider).guard().with_mapping(kept) }
+        let guard = GuardrailLayer::of(ctx, identity, entry, provider).guard().with_mapping(kept);
+        TaskBoundary { guard, built: Building::new(&ctx.key_budgets, &identity.key_digest), ctx, identity }
+    }
+
+    /// Whether a result may be fetched for the key now (its results being built and answers not taken under their
+    /// budgets); `Err` is the refusal.
+    pub fn may_build(&self) -> Result<(), GatewayError> {
+        let limits = &self.identity.snapshot.settings.limits;
+        self.ctx.key_budgets.may_build(&self.identity.key_digest, limits).map_err(|over| {
+            self.ctx.store.metrics().limit_hit(over.label());
+            budgets::refusal(over, limits)
+        })
     }
 
     /// The task's final result (the `CallToolResult` of tool `tool`) as the client may see it; `Err` is the blocked
     /// answer object (section 4), for the envelope.
-    pub async fn result(&self, tool: &str, result: Value) -> Result<Value, Value> {
+    pub async fn result(&mut self, tool: &str, result: Value) -> Result<Value, Value> {
+        self.built.add(json_size(&result) as u64);
         Box::pin(self.guard.check_output(tool, &Map::new(), result)).await
     }
 

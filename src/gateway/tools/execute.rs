@@ -299,7 +299,7 @@ pub fn audit_call(
 
 /// About the bytes `value` takes as JSON text (strings and keys by their length; no escapes counted): what a result
 /// costs the answer, without writing it out.
-fn json_size(value: &Value) -> usize {
+pub fn json_size(value: &Value) -> usize {
     match value {
         Value::Null | Value::Bool(_) => 5,
         Value::Number(_) => 8,

@@ -12,7 +12,7 @@ use tokio::time::Instant;
 
 use super::task_route::Reply;
 use super::task_wire::{RELATED_TASK, Seen, call_result, created, cut, gateway_result, runs_as_task};
-use super::tasks::{Style, TERMINAL_GRACE, TaskRecord, forget_after, open_id, seal_id};
+use super::tasks::{Style, TERMINAL_GRACE, TaskRecord, error_of, forget_after, open_id, seal_id};
 use super::{CallAnswer, call_tool_task, catalog};
 use crate::auth::Identity;
 use crate::config::model::ServerEntry;
@@ -114,6 +114,9 @@ pub async fn get(asked: &Asked<'_>, id: &str) -> Reply {
     let Asked { ctx, identity, stateless, .. } = *asked;
     let provider = ctx.guardrails.get(&identity.snapshot, Provider::from_snapshot);
     let mut boundary = TaskBoundary::open(ctx, identity, entry, &provider, lock(&record.mapping).take());
+    if let Err(refused) = boundary.may_build() {
+        return over_budget(asked, &record, entry, boundary, refused);
+    }
     let reply = match record.hold.request("tasks/get", record.upstream_params(), poll_timeout(identity)).await {
         Err(error) => failure(ctx, &boundary, error).await,
         Ok(answer) => {
@@ -147,7 +150,7 @@ async fn inline_end(
     task: &mut Map<String, Value>,
 ) {
     let end = match (seen.status, record.style) {
-        ("completed" | "failed", Style::Revision2025) => Some(upstream_result(record).await),
+        ("completed" | "failed", Style::Revision2025) => Some(record.upstream_result().await),
         ("completed", Style::Extension) => Some(Ok(seen.result.take().unwrap_or_default())),
         ("failed", Style::Extension) => Some(Err(error_of(seen.error.take()))),
         _ => None,
@@ -178,10 +181,13 @@ pub async fn result(asked: &Asked<'_>, id: &str) -> Reply {
     };
     let Asked { ctx, identity, .. } = *asked;
     let provider = ctx.guardrails.get(&identity.snapshot, Provider::from_snapshot);
-    let boundary = TaskBoundary::open(ctx, identity, entry, &provider, lock(&record.mapping).take());
-    let reply = match upstream_result(&record).await {
+    let mut boundary = TaskBoundary::open(ctx, identity, entry, &provider, lock(&record.mapping).take());
+    if let Err(refused) = boundary.may_build() {
+        return over_budget(asked, &record, entry, boundary, refused);
+    }
+    let reply = match record.upstream_result().await {
         Ok(result) => {
-            let mut result = final_result(&record, &boundary, result).await;
+            let mut result = final_result(&record, &mut boundary, result).await;
             if let Some(fields) = result.as_object_mut() {
                 let meta = fields.entry("_meta").or_insert_with(|| json!({}));
                 if let Some(meta) = meta.as_object_mut() {
@@ -286,35 +292,9 @@ fn find<'a>(asked: &Asked<'a>, id: &str) -> Result<(Arc<TaskRecord>, &'a ServerE
     Ok((record, entry))
 }
 
-/// The task's result from its upstream: a 2025-11-25 server's `tasks/result`; the extension's `tasks/get`, polled
-/// until the task is over. `Err` is the JSON-RPC error object of a failed task. Bounded by the task's time left.
-async fn upstream_result(record: &TaskRecord) -> Result<Value, Value> {
-    let time_left = record.time_left();
-    let as_error = |error: UpstreamError| match error {
-        UpstreamError::Rejected { code, message } => json!({"code": code, "message": message}),
-        other => json!({"code": -32603, "message": other.to_string()}),
-    };
-    if record.style == Style::Revision2025 {
-        return record.hold.request("tasks/result", record.upstream_params(), time_left).await.map_err(as_error);
-    }
-    loop {
-        let answer = record.hold.request("tasks/get", record.upstream_params(), record.time_left()).await;
-        let seen = Seen::of(&answer.map_err(as_error)?);
-        match seen.status {
-            "completed" => return Ok(seen.result.unwrap_or_default()),
-            "failed" => return Err(error_of(seen.error)),
-            "cancelled" => return Err(json!({"code": -32603, "message": "the task was cancelled"})),
-            _ if record.time_left().is_zero() => {
-                return Err(json!({"code": -32603, "message": "the task ran out of time"}));
-            }
-            _ => tokio::time::sleep(Duration::from_millis(seen.poll_ms.unwrap_or(1000).clamp(100, 5000))).await,
-        }
-    }
-}
-
 /// The task's final result through the output guardrails, as a call's: the upstream's `CallToolResult` (its own
 /// tie to the upstream's task left out), or the blocked answer in the envelope.
-async fn final_result(record: &TaskRecord, boundary: &TaskBoundary<'_>, mut result: Value) -> Value {
+async fn final_result(record: &TaskRecord, boundary: &mut TaskBoundary<'_>, mut result: Value) -> Value {
     if let Some(meta) = result.get_mut("_meta").and_then(Value::as_object_mut) {
         meta.remove(RELATED_TASK);
     }
@@ -330,10 +310,6 @@ async fn checked_error(boundary: &TaskBoundary<'_>, error: Value) -> Value {
     let message = error.get("message").and_then(Value::as_str).unwrap_or("the task failed").to_string();
     let message = checked_message(boundary, Some(message)).await;
     json!({"code": code, "message": message.as_deref().unwrap_or(crate::guardrails::stage::WITHHELD_UPSTREAM_ERROR)})
-}
-
-fn error_of(error: Option<Value>) -> Value {
-    error.unwrap_or_else(|| json!({"code": -32603, "message": "the task failed"}))
 }
 
 /// An upstream text about the task (cut to 1 KiB) through the output guardrails; `None` when blocked.
@@ -359,6 +335,19 @@ fn ended(ctx: &Arc<GatewayContext>, record: &TaskRecord) {
     if !record.ended.swap(true, Ordering::AcqRel) {
         forget_after(ctx, record, TERMINAL_GRACE.min(record.time_left()));
     }
+}
+
+/// The reply to a request that would fetch a result while the key is over its budget (contract 14).
+fn over_budget(
+    asked: &Asked<'_>,
+    record: &TaskRecord,
+    entry: &ServerEntry,
+    boundary: TaskBoundary<'_>,
+    refused: GatewayError,
+) -> Reply {
+    let reply = Reply::Error { code: -32000, message: refused.message.clone(), data: refused.answer() };
+    finish(asked, record, entry, boundary, "task_get", &reply);
+    reply
 }
 
 /// Keeps the PII mapping for the next request and writes the audit record.

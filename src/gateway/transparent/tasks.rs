@@ -22,12 +22,13 @@ use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use serde_json::{Value, json};
 use tokio::time::Instant;
 
+use super::task_wire::Seen;
 use crate::config::Snapshot;
 use crate::gateway::GatewayContext;
 use crate::gateway::session_id::sealing_key;
 use crate::guardrails::stage::KeptMapping;
 use crate::secrets;
-use crate::upstream::{TaskHold, lock};
+use crate::upstream::{TaskHold, UpstreamError, lock};
 
 const PREFIX: &str = "mcpgwt1.";
 const LABEL: &str = "mcpgw task id v1";
@@ -81,6 +82,37 @@ impl TaskRecord {
     pub fn time_left(&self) -> Duration {
         self.deadline.saturating_duration_since(Instant::now())
     }
+
+    /// The task's result from its upstream: a 2025-11-25 server's `tasks/result`; the extension's `tasks/get`, polled
+    /// until the task is over. `Err` is the JSON-RPC error object of a failed task. Bounded by the task's time left.
+    pub async fn upstream_result(&self) -> Result<Value, Value> {
+        let time_left = self.time_left();
+        let as_error = |error: UpstreamError| match error {
+            UpstreamError::Rejected { code, message } => json!({"code": code, "message": message}),
+            other => json!({"code": -32603, "message": other.to_string()}),
+        };
+        if self.style == Style::Revision2025 {
+            return self.hold.request("tasks/result", self.upstream_params(), time_left).await.map_err(as_error);
+        }
+        loop {
+            let answer = self.hold.request("tasks/get", self.upstream_params(), self.time_left()).await;
+            let seen = Seen::of(&answer.map_err(as_error)?);
+            match seen.status {
+                "completed" => return Ok(seen.result.unwrap_or_default()),
+                "failed" => return Err(error_of(seen.error)),
+                "cancelled" => return Err(json!({"code": -32603, "message": "the task was cancelled"})),
+                _ if self.time_left().is_zero() => {
+                    return Err(json!({"code": -32603, "message": "the task ran out of time"}));
+                }
+                _ => tokio::time::sleep(Duration::from_millis(seen.poll_ms.unwrap_or(1000).clamp(100, 5000))).await,
+            }
+        }
+    }
+}
+
+/// The JSON-RPC error object of a failed task (a generic one when the upstream gave none).
+pub fn error_of(error: Option<Value>) -> Value {
+    error.unwrap_or_else(|| json!({"code": -32603, "message": "the task failed"}))
 }
 
 /// One key's records, by number.
