@@ -49,6 +49,34 @@ impl<'a> Session<'a> {
     }
 }
 
+/// The session's `GET` stream, read by a thread: every JSON-RPC message on it goes to the returned channel.
+fn listen(session: &Session) -> std::sync::mpsc::Receiver<Value> {
+    use std::io::BufRead;
+    let (sender, messages) = std::sync::mpsc::channel();
+    let (url, key, id) = (session.gw.mcp.clone(), session.key.to_string(), session.id.clone());
+    std::thread::spawn(move || {
+        let client = reqwest::blocking::Client::builder().timeout(None).build().unwrap();
+        let stream = client
+            .get(&url)
+            .header("authorization", format!("Bearer {key}"))
+            .header("accept", "text/event-stream")
+            .header("mcp-session-id", &id)
+            .header("mcp-protocol-version", SESSION_REVISION)
+            .send();
+        let Ok(stream) = stream else { return };
+        for line in std::io::BufReader::new(stream).lines() {
+            let Ok(line) = line else { return };
+            if let Some(data) = line.strip_prefix("data:")
+                && let Ok(message) = serde_json::from_str::<Value>(data.trim())
+                && sender.send(message).is_err()
+            {
+                return;
+            }
+        }
+    });
+    messages
+}
+
 /// The `_meta` of a stateless request that declares the tasks extension.
 fn tasks_meta() -> Value {
     let mut meta = stateless_meta();
@@ -92,6 +120,7 @@ fn a_2025_11_25_task_is_sealed_to_its_key_outlives_the_call_timeout_and_its_resu
 
     // Another key, a forged id and the upstream's own id name no task; nothing is relayed for them.
     let bob = Session::open(&gw, KEY_B);
+    let (alice_stream, bob_stream) = (listen(&alice), listen(&bob));
     for (who, forged) in [
         (&bob, id.clone()),
         (&alice, "mcpgwt1.AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA".into()),
@@ -110,6 +139,21 @@ fn a_2025_11_25_task_is_sealed_to_its_key_outlives_the_call_timeout_and_its_resu
     // The task runs longer than tool_execution_timeout (2 s) and completes.
     let done = poll_until("completed", || alice.ask("tasks/get", json!({"taskId": id})));
     assert_eq!(done["result"]["status"], json!("completed"), "{done}");
+    // The upstream's status notification reaches alice's session under the sealed id, and not bob's.
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let status = loop {
+        let left = deadline.saturating_duration_since(Instant::now());
+        let message = alice_stream.recv_timeout(left).expect("no notifications/tasks/status on alice's stream");
+        if message["method"] == json!("notifications/tasks/status") {
+            break message;
+        }
+    };
+    assert_eq!(
+        (status["params"]["taskId"].clone(), status["params"]["status"].clone()),
+        (json!(id), json!("completed"))
+    );
+    assert!(!status.to_string().contains("mock-task"), "the upstream's id is not shown: {status}");
+    assert!(bob_stream.try_recv().is_err(), "bob hears nothing of alice's task");
     // Its final result passes the output guardrails as a call's does.
     let blocked = alice.ask("tasks/result", json!({"taskId": id}));
     let result = &blocked["result"];

@@ -334,7 +334,8 @@ impl Service<RoleServer> for Mock {
                 return raw_result(&args).map(custom);
             }
             ClientRequest::CallToolRequest(call) if self.1 && call.params.name == tasks::TOOL => {
-                return Ok(custom(tasks::create(&call.params.arguments.clone().unwrap_or_default())));
+                let args = call.params.arguments.clone().unwrap_or_default();
+                return Ok(custom(tasks::create(&args, context.peer.clone())));
             }
             ClientRequest::GetTaskRequest(get) => {
                 return task_answer(tasks::answer("tasks/get", &json!({"taskId": get.params.task_id})).await);

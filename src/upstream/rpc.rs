@@ -57,6 +57,8 @@ struct Shared<W> {
     relay: Mutex<Option<mpsc::Sender<FromServer>>>,
     /// Told what the server says that belongs to no call (its lists changed, a resource was updated).
     events: Mutex<Option<ServerEvents>>,
+    /// Where the status notifications of each task this process runs for the gateway go, by the server's task id.
+    task_watchers: Mutex<HashMap<String, mpsc::Sender<Value>>>,
 }
 
 impl<W: AsyncWrite + Unpin + Send> Shared<W> {
@@ -129,6 +131,7 @@ impl<W: AsyncWrite + Unpin + Send + 'static> RpcClient<W> {
             pending_replies: AtomicUsize::new(0),
             relay: Mutex::new(None),
             events: Mutex::new(None),
+            task_watchers: Mutex::new(HashMap::new()),
         });
         let reader = tokio::spawn(read_loop(lines, shared.clone()));
         RpcClient { shared, reader }
@@ -167,6 +170,16 @@ impl<W: AsyncWrite + Unpin + Send + 'static> RpcClient<W> {
     /// Tells `listener` what the server says that belongs to no call.
     pub fn on_events(&self, listener: ServerEvents) {
         *lock(&self.shared.events) = Some(listener);
+    }
+
+    /// Hands the status notifications of the server's task `task_id` to `watcher` (dropped when it is full), until
+    /// [`RpcClient::unwatch_task`].
+    pub fn watch_task(&self, task_id: &str, watcher: mpsc::Sender<Value>) {
+        lock(&self.shared.task_watchers).insert(task_id.to_string(), watcher);
+    }
+
+    pub fn unwatch_task(&self, task_id: &str) {
+        lock(&self.shared.task_watchers).remove(task_id);
     }
 }
 
@@ -297,8 +310,17 @@ fn notified<W>(shared: &Shared<W>, method: String, params: Value) {
         return;
     }
     if belongs_to_a_task(&method, &params) {
-        // A task's status belongs to no call: never to the relay of whichever call the process serves now.
-        tracing::trace!(%method, "upstream task notification ignored");
+        // A task's status belongs to no call: never to the relay of whichever call the process serves now, only to
+        // the watcher of that task on this process (a flood beyond its room is dropped).
+        let id = params.get("taskId").and_then(Value::as_str).unwrap_or_default();
+        let status = matches!(method.as_str(), "notifications/tasks/status" | "notifications/tasks");
+        let watcher = if status { lock(&shared.task_watchers).get(id).cloned() } else { None };
+        match watcher {
+            Some(watcher) => {
+                let _ = watcher.try_send(params);
+            }
+            None => tracing::trace!(%method, "upstream task notification ignored"),
+        }
         return;
     }
     let relay = lock(&shared.relay).clone();

@@ -68,8 +68,21 @@ impl TaskHold {
     }
 }
 
+impl TaskHold {
+    /// The server's status notifications of the task (at most [`STATUS_ROOM`] waiting; more are dropped), until the
+    /// hold is dropped; `None` when the transport cannot tell them apart (a remote streamable HTTP server).
+    pub fn watch(&self) -> Option<tokio::sync::mpsc::Receiver<Value>> {
+        let (watcher, statuses) = tokio::sync::mpsc::channel(STATUS_ROOM);
+        self.process.watch_task(&self.task_id, watcher).then_some(statuses)
+    }
+}
+
+/// Status notifications of one task that may wait to be passed on.
+pub const STATUS_ROOM: usize = 8;
+
 impl Drop for TaskHold {
     fn drop(&mut self) {
+        self.process.unwatch_task(&self.task_id);
         self.server.release_task(&self.process);
     }
 }

@@ -3,7 +3,8 @@
 //! shape (`{"task": {...}}`, the default) or, with `shape: "extension"`, the `io.modelcontextprotocol/tasks` one
 //! (`resultType: "task"`); with `id_bytes` its task id is that long (a hostile server's id). The task answers
 //! `tasks/get` (in its shape; the extension's with the result inlined once completed), `tasks/result` (waiting for
-//! the end), `tasks/cancel` and `tasks/list`. Its definition says `execution.taskSupport: "required"`.
+//! the end), `tasks/cancel` and `tasks/list`, and tells its end in a status notification (`notifications/tasks/status`,
+//! or the extension's `notifications/tasks`). Its definition says `execution.taskSupport: "required"`.
 
 use std::collections::HashMap;
 use std::sync::{Mutex, OnceLock};
@@ -70,7 +71,7 @@ pub fn definition() -> Value {
 }
 
 /// The answer to a call of [`TOOL`]: the task.
-pub fn create(args: &JsonObject) -> Value {
+pub fn create(args: &JsonObject, peer: rmcp::Peer<rmcp::RoleServer>) -> Value {
     let ms = args.get("ms").and_then(Value::as_u64).unwrap_or(0);
     let text = args.get("text").and_then(Value::as_str).unwrap_or_default().to_string();
     let extension = args.get("shape").and_then(Value::as_str) == Some("extension");
@@ -83,7 +84,15 @@ pub fn create(args: &JsonObject) -> Value {
     if let Some(fields) = seed.as_object_mut() {
         fields.remove("result");
     }
-    tasks().lock().unwrap_or_else(|p| p.into_inner()).insert(id, task);
+    tasks().lock().unwrap_or_else(|p| p.into_inner()).insert(id.clone(), task);
+    tokio::spawn(async move {
+        tokio::time::sleep(Duration::from_millis(ms)).await;
+        let ended = tasks().lock().unwrap_or_else(|p| p.into_inner()).get(&id).map(|task| state(&id, task));
+        let Some(ended) = ended else { return };
+        let method = if extension { "notifications/tasks" } else { "notifications/tasks/status" };
+        let note = rmcp::model::CustomNotification::new(method, Some(ended));
+        let _ = peer.send_notification(rmcp::model::ServerNotification::CustomNotification(note)).await;
+    });
     if extension {
         seed["resultType"] = json!("task");
         seed

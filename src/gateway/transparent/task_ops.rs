@@ -12,7 +12,7 @@ use tokio::time::Instant;
 
 use super::task_route::Reply;
 use super::task_wire::{RELATED_TASK, Seen, call_result, created, cut, gateway_result, runs_as_task};
-use super::tasks::{Style, TERMINAL_GRACE, TaskRecord, error_of, forget_after, open_id, seal_id};
+use super::tasks::{Style, TERMINAL_GRACE, TaskRecord, error_of, forget_after, forward_status, open_id, seal_id};
 use super::{CallAnswer, call_tool_task, catalog};
 use crate::auth::Identity;
 use crate::config::model::ServerEntry;
@@ -90,6 +90,9 @@ pub async fn create(asked: &Asked<'_>, mut params: Map<String, Value>) -> Option
                 }
             };
             forget_after(ctx, &record, record.time_left());
+            if let Some(session) = session {
+                forward_status(ctx, identity, &record, session);
+            }
             Reply::Result(created(Seen::of(&result).task(&record.id, &record.created_at, ttl_ms, stateless), stateless))
         }
         (Ok(CallAnswer::Upstream(result)), None) => Reply::Result(call_result(result, stateless)),
@@ -313,7 +316,7 @@ async fn checked_error(boundary: &TaskBoundary<'_>, error: Value) -> Value {
 }
 
 /// An upstream text about the task (cut to 1 KiB) through the output guardrails; `None` when blocked.
-async fn checked_message(boundary: &TaskBoundary<'_>, message: Option<String>) -> Option<String> {
+pub(super) async fn checked_message(boundary: &TaskBoundary<'_>, message: Option<String>) -> Option<String> {
     let mut message = message?;
     cut(&mut message, 1024);
     boundary.status(Value::String(message)).await.ok().and_then(|checked| checked.as_str().map(str::to_string))

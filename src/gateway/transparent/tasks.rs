@@ -11,6 +11,10 @@
 //! - each for at most `limits.max_task_seconds`: then the task is cancelled upstream (if not known to be over) and
 //!   forgotten, whether or not its client ever asked about it again;
 //! - a task whose end the client has seen is forgotten [`TERMINAL_GRACE`] later (a client may poll once more).
+//!
+//! A session client also gets the upstream's `notifications/tasks/status` of its tasks ([`forward_status`]): only
+//! those of the process that runs the task and of that task's id, the id rewritten, the status message checked, at
+//! most one every [`STATUS_GAP`] (more wait, and a flood beyond the watcher's room is dropped).
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -22,13 +26,19 @@ use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use serde_json::{Value, json};
 use tokio::time::Instant;
 
+use super::task_ops::checked_message;
 use super::task_wire::Seen;
+use crate::auth::Identity;
 use crate::config::Snapshot;
 use crate::gateway::GatewayContext;
+use crate::gateway::boundary::tasks::{TaskBoundary, visible};
+use crate::gateway::server_entry;
 use crate::gateway::session_id::sealing_key;
+use crate::guardrails::provider::Provider;
 use crate::guardrails::stage::KeptMapping;
 use crate::secrets;
 use crate::upstream::{TaskHold, UpstreamError, lock};
+use rmcp::model::{CustomNotification, ServerNotification};
 
 const PREFIX: &str = "mcpgwt1.";
 const LABEL: &str = "mcpgw task id v1";
@@ -113,6 +123,41 @@ impl TaskRecord {
 /// The JSON-RPC error object of a failed task (a generic one when the upstream gave none).
 pub fn error_of(error: Option<Value>) -> Value {
     error.unwrap_or_else(|| json!({"code": -32603, "message": "the task failed"}))
+}
+
+/// The shortest time between two status notifications passed on for one task.
+pub const STATUS_GAP: Duration = Duration::from_millis(100);
+
+/// Passes the upstream's status notifications of `record`'s task to session `session`'s client (2025-11-25), as
+/// `notifications/tasks/status` under the sealed id, until the task is forgotten.
+pub fn forward_status(ctx: &Arc<GatewayContext>, identity: &Arc<Identity>, record: &TaskRecord, session: &str) {
+    let (Some(mut statuses), Some(peer)) = (record.hold.watch(), ctx.sessions.peer_of(session)) else { return };
+    let (ctx, identity, number) = (Arc::downgrade(ctx), Arc::clone(identity), record.number);
+    tokio::spawn(async move {
+        // Ends when the record is dropped (its hold stops the watch) or the gateway is gone.
+        while let Some(params) = statuses.recv().await {
+            let Some(ctx) = ctx.upgrade() else { return };
+            let Some(record) = ctx.tasks.get(&identity.key_digest, number) else { return };
+            let config = record.config.as_deref().unwrap_or("");
+            let Some(entry) = server_entry(&identity.snapshot, config, &record.server_name)
+                .filter(|entry| visible(&identity, entry, &record.upstream_tool))
+            else {
+                return;
+            };
+            let provider = ctx.guardrails.get(&identity.snapshot, Provider::from_snapshot);
+            let boundary = TaskBoundary::open(&ctx, &identity, entry, &provider, lock(&record.mapping).take());
+            let mut seen = Seen::of(&params);
+            seen.message = checked_message(&boundary, seen.message.take()).await;
+            *lock(&record.mapping) = boundary.close();
+            let task = seen.task(&record.id, &record.created_at, record.ttl_ms, false);
+            let note = CustomNotification::new("notifications/tasks/status", Some(Value::Object(task)));
+            if peer.send_notification(ServerNotification::CustomNotification(note)).await.is_err() {
+                return;
+            }
+            drop((record, ctx));
+            tokio::time::sleep(STATUS_GAP).await;
+        }
+    });
 }
 
 /// One key's records, by number.
