@@ -110,7 +110,18 @@ fn error_code(answer: &Value) -> Option<i64> {
 #[test]
 fn a_2025_11_25_task_is_sealed_to_its_key_outlives_the_call_timeout_and_its_result_is_guarded() {
     let gw = gateway(json!({}));
+    // What the official SDKs look for before they ask for a task: the capability, and the tool's taskSupport.
+    let init = post(&http(), &gw.mcp, Some(API_KEY), &[], &initialize_body(1, SESSION_REVISION)).message;
+    let capabilities = &init["result"]["capabilities"];
+    assert_eq!(capabilities["tasks"]["requests"]["tools"]["call"], json!({}), "{init}");
+    assert!(capabilities["extensions"]["io.modelcontextprotocol/tasks"].is_object(), "{init}");
     let alice = Session::open(&gw, API_KEY);
+    let tools = alice.ask("tools/list", json!({}));
+    let listed = tools["result"]["tools"].as_array().cloned().unwrap_or_default();
+    let task_tool = listed.iter().find(|tool| tool["name"] == json!("m1__task_run")).cloned().unwrap_or_default();
+    assert_eq!(task_tool["execution"]["taskSupport"], json!("required"), "{tools}");
+    let echo = listed.iter().find(|tool| tool["name"] == json!("m1__echo")).cloned().unwrap_or_default();
+    assert!(echo.is_object() && echo.get("execution").is_none(), "{tools}");
     let args = json!({"ms": 3000, "text": "the report is top secret"});
     let created = alice.ask("tools/call", json!({"name": "m1__task_run", "arguments": args, "task": {"ttl": 60000}}));
     let task = &created["result"]["task"];

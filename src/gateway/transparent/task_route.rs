@@ -6,7 +6,9 @@
 //!   declares the `io.modelcontextprotocol/tasks` extension. Any other call (a tool without tasks, a name nobody
 //!   exposes) goes on to the usual routes, which run it as a plain call: the task metadata is ignored, as the
 //!   2025-11-25 spec asks of a receiver that cannot run it as a task;
-//! - `tasks/get`, `tasks/cancel`; `tasks/result` and `tasks/list` in a session; `tasks/update` stateless.
+//! - `tasks/get`, `tasks/cancel`; `tasks/result` and `tasks/list` in a session; `tasks/update` stateless;
+//! - rmcp's answers to `initialize` and a session's `tools/list`, amended with what a 2025-11-25 client looks for
+//!   before it asks for a task (`task_declare.rs`).
 //!
 //! The gateway declares the extension (`capabilities.extensions`) in every transparent view, whether or not an
 //! upstream offers tasks: a tool that offers none runs as a plain call, and an id that names no task is `-32602`.
@@ -23,6 +25,7 @@ use futures_util::future::BoxFuture;
 use serde_json::{Map, Value, json};
 use tower::{Layer, Service};
 
+use super::task_declare::{Amend, amend};
 use super::task_ops::{self, Asked};
 use super::task_wire::declares_tasks;
 use crate::auth::Identity;
@@ -109,8 +112,22 @@ where
             .map(|ParsedMessage(message)| message.clone());
         let clone = self.inner.clone();
         let mut inner = std::mem::replace(&mut self.inner, clone);
+        let declaring = match req.extensions().get::<ParsedMessage>().filter(|_| req.method() == Method::POST) {
+            Some(ParsedMessage(asked)) => match asked.get("method").and_then(Value::as_str) {
+                Some("initialize") => Some(true),
+                Some("tools/list") if session.is_some() => Some(false),
+                _ => None,
+            },
+            None => None,
+        };
         let (Some(message), Some(identity)) = (message, identity) else {
-            return Box::pin(async move { inner.call(req).await });
+            return match (declaring, req.extensions().get::<Arc<Identity>>().cloned()) {
+                (Some(initialize), Some(identity)) => {
+                    let ctx = Arc::clone(&self.ctx);
+                    Box::pin(declare(ctx, identity, session, initialize, inner, req))
+                }
+                _ => Box::pin(async move { inner.call(req).await }),
+            };
         };
         let requested = match req.headers().get(EXPOSURE_HEADER).map(|v| v.to_str().ok().and_then(ToolExposure::parse))
         {
@@ -131,6 +148,37 @@ where
             }
         })
     }
+}
+
+/// rmcp's answer to `initialize` (`initialize`) or a session's `tools/list`, with what 2025-11-25 clients need to
+/// see of tasks added in the transparent view (see `task_declare.rs`).
+async fn declare<S>(
+    ctx: Arc<GatewayContext>,
+    identity: Arc<Identity>,
+    session: Option<String>,
+    initialize: bool,
+    mut inner: S,
+    req: Request<Body>,
+) -> Result<Response<Body>, Infallible>
+where
+    S: Service<Request<Body>, Response = Response<Body>, Error = Infallible>,
+{
+    let requested = req.headers().get(EXPOSURE_HEADER).map(|v| v.to_str().ok().and_then(ToolExposure::parse));
+    let view = identity.snapshot.tool_exposure(identity.mcp_config_id.as_deref()).chosen(requested.flatten());
+    if !view.upstream() || requested.is_some_and(|view| view.is_none()) {
+        return inner.call(req).await;
+    }
+    let what = if initialize {
+        Amend::Initialize
+    } else {
+        let listed = super::list_tools(&ctx, &identity, session.as_deref()).await;
+        let executions = listed.into_iter().filter_map(|tool| {
+            Some((tool.get("name")?.as_str()?.to_string(), tool.get("execution").filter(|e| e.is_object())?.clone()))
+        });
+        Amend::ToolsList(executions.collect())
+    };
+    let response = inner.call(req).await?;
+    Ok(amend(response, what).await)
 }
 
 /// The reply to a message about tasks; `None` when it goes on to the usual routes.
