@@ -16,6 +16,7 @@
 //! | `fail` | `{message}` | answers a tool error (`isError: true`) with `message` |
 //! | `rpc_error` | `{message, bytes?}` | answers a JSON-RPC error (internal error) whose message is `message`, padded with `x` to `bytes` bytes (at most 256 MiB) |
 //! | `raw` | `{result}` | answers the object `result` verbatim as its `CallToolResult`: any content item, annotations, `_meta`, fields MCP does not define |
+//! | `task_run` (listed with `--task-tool`) | `{ms, text, shape?, id_bytes?}` | runs as a task (contract 15) for `ms` milliseconds, then completes with `text`; see `mock_upstream/tasks.rs` |
 //! | `sample` (listed with `--sample-tool`) | `{text, late_ms?, outcome_file?}` | asks the client `sampling/createMessage` with `text` and answers `answered <result>` or `refused <error>`; with `late_ms` it answers `asking later` at once and asks `late_ms` milliseconds after, writing the outcome to `outcome_file` (a server that asks after its call ended) |
 //!
 //! Requests are served concurrently (rmcp runs each in its own task). The process ends when stdin closes. `raw` is
@@ -29,7 +30,8 @@
 //! TEXT, and `--stderr-bytes N` writes one line of N `x` characters (each flag may repeat). To play a server whose
 //! tool definitions change (a rug pull) or carry instructions for the model: `--tools-file PATH` reads a JSON array of
 //! tool definitions at start and lists them beside (or in place of, by name) the built-in ones; calling one of them
-//! answers `called <name>`. `--sample-tool` lists `sample` (a server that asks its client questions).
+//! answers `called <name>`. `--sample-tool` lists `sample` (a server that asks its client questions), `--task-tool`
+//! lists `task_run` (a server whose tool runs as a task).
 
 #![forbid(unsafe_code)]
 
@@ -45,6 +47,9 @@ use rmcp::model::{
 use rmcp::service::{NotificationContext, RequestContext};
 use rmcp::{ErrorData, RoleServer, ServerHandler, Service, ServiceExt};
 use serde_json::{Value, json};
+
+#[path = "mock_upstream/tasks.rs"]
+mod tasks;
 
 const NAME: &str = "mcpgw-mock-upstream";
 const MAX_LARGE_BYTES: u64 = 256 * 1024 * 1024;
@@ -312,7 +317,7 @@ fn raw_result(args: &JsonObject) -> Result<Value, ErrorData> {
 }
 
 /// The handler, with `raw` answered verbatim (see the module documentation).
-struct Mock(MockUpstream);
+struct Mock(MockUpstream, bool);
 
 impl Service<RoleServer> for Mock {
     async fn handle_request(
@@ -320,11 +325,38 @@ impl Service<RoleServer> for Mock {
         request: ClientRequest,
         context: RequestContext<RoleServer>,
     ) -> Result<ServerResult, ErrorData> {
-        if let ClientRequest::CallToolRequest(call) = &request
-            && call.params.name == "raw"
-        {
-            let args = call.params.arguments.clone().unwrap_or_default();
-            return raw_result(&args).map(|result| ServerResult::CustomResult(CustomResult(result)));
+        let custom = |result: Value| ServerResult::CustomResult(CustomResult(result));
+        let task_answer =
+            |answer: Result<Value, String>| answer.map(custom).map_err(|e| ErrorData::invalid_params(e, None));
+        match &request {
+            ClientRequest::CallToolRequest(call) if call.params.name == "raw" => {
+                let args = call.params.arguments.clone().unwrap_or_default();
+                return raw_result(&args).map(custom);
+            }
+            ClientRequest::CallToolRequest(call) if self.1 && call.params.name == tasks::TOOL => {
+                let args = call.params.arguments.clone().unwrap_or_default();
+                return Ok(custom(tasks::create(&args, context.peer.clone())));
+            }
+            ClientRequest::GetTaskRequest(get) => {
+                return task_answer(tasks::answer("tasks/get", &json!({"taskId": get.params.task_id})).await);
+            }
+            ClientRequest::CancelTaskRequest(cancel) => {
+                return task_answer(tasks::answer("tasks/cancel", &json!({"taskId": cancel.params.task_id})).await);
+            }
+            ClientRequest::CustomRequest(asked) if asked.method.starts_with("tasks/") => {
+                return task_answer(tasks::answer(&asked.method, asked.params.as_ref().unwrap_or(&Value::Null)).await);
+            }
+            ClientRequest::ListToolsRequest(_) if self.1 => {
+                // rmcp's `Tool` has no `execution`: the task tool's definition is added as JSON.
+                let listed = Service::handle_request(&self.0, request, context).await?;
+                let mut listed =
+                    serde_json::to_value(listed).map_err(|e| ErrorData::internal_error(e.to_string(), None))?;
+                if let Some(tools) = listed.get_mut("tools").and_then(Value::as_array_mut) {
+                    tools.push(tasks::definition());
+                }
+                return Ok(custom(listed));
+            }
+            _ => {}
         }
         Service::handle_request(&self.0, request, context).await
     }
@@ -357,6 +389,8 @@ struct StartFlags {
     extra_tools: Vec<Tool>,
     /// `--sample-tool`: list `sample`.
     sample: bool,
+    /// `--task-tool`: list `task_run`.
+    task: bool,
 }
 
 /// Reads the start flags; unknown arguments are ignored.
@@ -370,6 +404,7 @@ fn start_flags() -> Result<StartFlags, String> {
                 flags.delay = Duration::from_millis(ms);
             }
             "--sample-tool" => flags.sample = true,
+            "--task-tool" => flags.task = true,
             "--starts-file" => flags.starts_file = Some(args.next().ok_or("--starts-file needs a path")?),
             "--stderr-env" => {
                 let name = args.next().ok_or("--stderr-env needs a variable name")?;
@@ -395,7 +430,7 @@ fn start_flags() -> Result<StartFlags, String> {
 
 #[tokio::main]
 async fn main() -> std::process::ExitCode {
-    let StartFlags { delay, starts_file, stderr_lines, extra_tools, sample } = match start_flags() {
+    let StartFlags { delay, starts_file, stderr_lines, extra_tools, sample, task } = match start_flags() {
         Ok(flags) => flags,
         Err(error) => {
             eprintln!("{NAME}: {error}");
@@ -417,13 +452,14 @@ async fn main() -> std::process::ExitCode {
         tokio::time::sleep(delay).await;
     }
     eprintln!("{NAME} {} started (pid {})", env!("CARGO_PKG_VERSION"), std::process::id());
-    let server = match Mock(MockUpstream::with_extra(extra_tools, sample)).serve(rmcp::transport::stdio_pipes()).await {
-        Ok(server) => server,
-        Err(error) => {
-            eprintln!("{NAME}: initialization failed: {error}");
-            return std::process::ExitCode::FAILURE;
-        }
-    };
+    let server =
+        match Mock(MockUpstream::with_extra(extra_tools, sample), task).serve(rmcp::transport::stdio_pipes()).await {
+            Ok(server) => server,
+            Err(error) => {
+                eprintln!("{NAME}: initialization failed: {error}");
+                return std::process::ExitCode::FAILURE;
+            }
+        };
     match server.waiting().await {
         Ok(_) => std::process::ExitCode::SUCCESS,
         Err(error) => {

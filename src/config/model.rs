@@ -201,6 +201,10 @@ pub struct LimitsConfig {
     pub input_required_seconds: Option<Number>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub max_waiting_rounds_per_key: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub max_tasks_per_key: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub max_task_seconds: Option<Number>,
     #[serde(flatten)]
     pub extra: Map<String, Value>,
 }

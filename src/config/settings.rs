@@ -80,6 +80,10 @@ pub struct Limits {
     pub input_required: Duration,
     /// Calls of one key waiting on `input_required` at once (one more is refused and ended).
     pub max_waiting_rounds_per_key: usize,
+    /// Tasks (contract 15) one key has at once in transparent mode; one more task-augmented call is refused.
+    pub max_tasks_per_key: usize,
+    /// How long a task may live: then the gateway cancels it upstream and forgets it.
+    pub max_task: Duration,
 }
 
 /// Bounds of the byte and count limits: (name, default, smallest, largest).
@@ -160,6 +164,7 @@ impl Limits {
         let max_processes_per_key = count(c.max_processes_per_key, "max_processes_per_key", 8, 100_000, problems);
         let max_waiting_rounds_per_key =
             count(c.max_waiting_rounds_per_key, "max_waiting_rounds_per_key", 4, 100_000, problems);
+        let max_tasks_per_key = count(c.max_tasks_per_key, "max_tasks_per_key", 16, 100_000, problems);
         let mut timeout = |value: Option<&Number>, default: f64, name: &str| {
             seconds(value, default, &format!("common_mcp_gateway_config.limits.{name}"), false, problems)
         };
@@ -194,6 +199,8 @@ impl Limits {
             idle_process: timeout(c.idle_process_seconds.as_ref(), 60.0, "idle_process_seconds"),
             input_required: timeout(c.input_required_seconds.as_ref(), 60.0, "input_required_seconds"),
             max_waiting_rounds_per_key,
+            max_tasks_per_key,
+            max_task: timeout(c.max_task_seconds.as_ref(), 3600.0, "max_task_seconds"),
         }
     }
 }

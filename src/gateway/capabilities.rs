@@ -6,7 +6,8 @@
 //! What is declared depends on the caller's view (contract 8): `tools` alone in the gateway view; in the transparent
 //! view also `prompts`, `resources` (with `subscribe`), `completions` and `logging`, served by the handler
 //! ([`super::handler`]) from the upstreams. Every handler method of those capabilities asks [`require`] first, so in
-//! the gateway view they answer -32601 rather than rmcp's default empty result. Tasks, skills and
+//! the gateway view they answer -32601 rather than rmcp's default empty result. The transparent view also declares
+//! the `io.modelcontextprotocol/tasks` extension, served over HTTP by `transparent/task_route.rs`; skills and
 //! `subscriptions/listen` are refused by rmcp while not implemented.
 
 use rmcp::ErrorData as McpError;
@@ -44,6 +45,7 @@ pub fn declared(exposure: ToolExposure) -> ServerCapabilities {
             .enable_resources_subscribe()
             .enable_completions()
             .enable_logging()
+            .enable_tasks()
             .build()
     } else {
         ServerCapabilities::builder().enable_tools().build()

@@ -25,6 +25,7 @@ use super::fast_path::FastToolCallLayer;
 use super::handler::GatewayHandler;
 use super::middleware::step::StepLayer;
 use super::middleware::{admission, drain, jsonrpc, limits, origin, param_headers, request_metrics, sessions};
+use super::transparent::task_route::TaskRouteLayer;
 use crate::error::{ErrorCode, GatewayError, jsonrpc_error};
 
 /// `GET /.well-known/oauth-protected-resource[/mcp]`: the gateway's protected resource metadata (RFC 9728) under the
@@ -91,6 +92,9 @@ pub fn router(ctx: Arc<GatewayContext>, sessions: CancellationToken) -> Router {
         .layer(StepLayer(param_headers::ParamHeaders(Arc::clone(&ctx))))
         // The drain needs a valid session and the parsed message; it counts the work in flight from here.
         .layer(drain::DrainLayer::new(Arc::clone(&ctx)))
+        // Tasks (contract 15) next to rmcp, whose types cannot carry the 2025-11-25 shapes; before the fast route,
+        // which leaves task-augmented calls alone (see transparent/task_route.rs).
+        .layer(TaskRouteLayer(Arc::clone(&ctx)))
         // A plain tools/call is answered next to rmcp rather than through it (see fast_path.rs).
         .layer(FastToolCallLayer::new(Arc::clone(&ctx), sessions))
         // rmcp: every other message of the protocol, then the handler (gateway/handler.rs).

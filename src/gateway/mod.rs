@@ -92,6 +92,8 @@ pub struct GatewayContext {
     pub relays: transparent::stream::RelayRegistry,
     /// Transparent calls of stateless clients waiting for their answers (multi round trips).
     pub rounds: transparent::rounds::PendingCalls,
+    /// The tasks upstreams run for the clients (contract 15), per key.
+    pub tasks: transparent::tasks::TaskRecords,
 }
 
 /// Counts work in progress so a drain can wait for it to finish.
@@ -194,6 +196,7 @@ impl GatewayContext {
             refusals: crate::telemetry::refusals::RefusalLog::new("gateway"),
             relays: Default::default(),
             rounds: Default::default(),
+            tasks: Default::default(),
             store,
         });
         ctx.pool.set_max_calls_per_process(snapshot.settings.max_calls_per_process as usize);

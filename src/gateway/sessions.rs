@@ -297,6 +297,11 @@ impl SessionRegistry {
         }
     }
 
+    /// The peer of session `session_id`, once the handler has attached it.
+    pub fn peer_of(&self, session_id: &str) -> Option<Peer<RoleServer>> {
+        self.map().get(session_id).and_then(|session| session.peer.as_ref()).map(|(_, peer)| peer.clone())
+    }
+
     /// The peers of the open sessions of MCP configuration `config_id`.
     pub fn peers_of(&self, config_id: &str) -> Vec<Peer<RoleServer>> {
         let map = self.map();

@@ -40,6 +40,18 @@ pub struct GuardSettings {
     pub adherence_threshold: f64,
 }
 
+/// A call's PII mapping kept beyond the call: the final result of a task it created is restored with it.
+pub struct KeptMapping {
+    vault: PiiVault,
+    remote_pii_key: Option<String>,
+}
+
+impl std::fmt::Debug for KeptMapping {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("KeptMapping")
+    }
+}
+
 /// The guardrails of one call. Built per call; holds the call's PII mapping.
 pub struct CallGuard<'a> {
     provider: &'a ProviderChoice,
@@ -114,6 +126,22 @@ impl<'a> CallGuard<'a> {
             redacted: false,
             quiet: std::sync::atomic::AtomicBool::new(false),
         }
+    }
+
+    /// The call's PII mapping, when its arguments were redacted (taken out: the guard restores nothing more).
+    pub fn keep_mapping(&mut self) -> Option<KeptMapping> {
+        if !std::mem::take(&mut self.redacted) {
+            return None;
+        }
+        Some(KeptMapping { vault: std::mem::take(&mut self.vault), remote_pii_key: self.remote_pii_key.take() })
+    }
+
+    /// This guard restores with `kept` (the mapping of the call that created a task).
+    pub fn with_mapping(mut self, kept: Option<KeptMapping>) -> CallGuard<'a> {
+        if let Some(kept) = kept {
+            (self.vault, self.remote_pii_key, self.redacted) = (kept.vault, kept.remote_pii_key, true);
+        }
+        self
     }
 
     /// From now on (`true`) or again (`false`), blocked checks are neither counted nor logged: a listing blocked as a

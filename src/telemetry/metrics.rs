@@ -32,8 +32,9 @@ pub const GW_TOOLS: [&str; 7] = [
 /// unauthenticated connections closed past `max_unauthenticated_connections` or `max_connections_per_ip`; calls
 /// that found every place for a `per_session` process taken (`processes_per_server`, `processes_per_key`), waiting
 /// rounds refused over `max_waiting_rounds_per_key` and rounds ended after `input_required_seconds` without an answer
-/// (`input_required`).
-pub const LIMITS: [&str; 24] = [
+/// (`input_required`), task-augmented calls refused over `max_tasks_per_key` (`tasks_per_key`) and tasks ended after
+/// `max_task_seconds` (`task_seconds`).
+pub const LIMITS: [&str; 26] = [
     "request_body",
     "request_headers",
     "sessions",
@@ -58,6 +59,8 @@ pub const LIMITS: [&str; 24] = [
     "processes_per_key",
     "waiting_rounds_per_key",
     "input_required",
+    "tasks_per_key",
+    "task_seconds",
 ];
 
 /// Called before every scrape to bring values kept elsewhere (pool and cache statistics) up to date.

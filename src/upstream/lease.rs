@@ -59,6 +59,11 @@ impl Lease {
         self.process.server_info()
     }
 
+    /// The pool and the process of this lease (a task keeps them, see `task_hold.rs`).
+    pub(super) fn parts(&self) -> (Arc<ServerPool>, Arc<UpstreamProcess>) {
+        (Arc::clone(&self.server), Arc::clone(&self.process))
+    }
+
     /// Gives the process back without an exchange: it is as healthy as it was lent.
     pub(super) fn unused(&mut self) {
         self.verdict = Verdict::Keep;

@@ -38,6 +38,7 @@ mod sse;
 mod sse_client;
 mod stderr;
 mod supervisor;
+mod task_hold;
 mod transport;
 
 use std::path::PathBuf;
@@ -48,6 +49,7 @@ use crate::config::model::ServerEntry;
 
 pub use pool::UpstreamPool;
 pub use server_pool::PoolEvents;
+pub use task_hold::{MAX_TASK_ID_BYTES, TaskHold, upstream_task_id};
 
 /// The largest single message (one JSON-RPC line, in practice one tool result) read from an upstream by default.
 pub const DEFAULT_MAX_MESSAGE_BYTES: usize = 16 * 1024 * 1024;

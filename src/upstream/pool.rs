@@ -269,7 +269,7 @@ impl UpstreamPool {
     }
 
     /// `relay` where the server's messages can only belong to its caller (see [`UpstreamPool::call_tool`]).
-    fn relay_for<'r>(&self, spec: &ServerSpec, relay: Option<&'r Relay>) -> Option<&'r Relay> {
+    pub(super) fn relay_for<'r>(&self, spec: &ServerSpec, relay: Option<&'r Relay>) -> Option<&'r Relay> {
         let one_call_at_a_time = self.shared.calls_per_process.load(Ordering::Relaxed) <= 1;
         relay.filter(|_| one_call_at_a_time || spec.per_session)
     }
@@ -352,7 +352,7 @@ impl UpstreamPool {
 
     /// Lends a process of the pool of (key, spec, caller): an idle one, a new one, or the next one given back. Returns
     /// the lease and the deadline of the work on it: `timeout` from now, plus the time spent waiting for starts.
-    async fn checkout(
+    pub(super) async fn checkout(
         &self,
         key: &PoolKey,
         spec: &ServerSpec,
@@ -513,7 +513,7 @@ impl UpstreamPool {
 /// A `tools/call` result must be a complete `CallToolResult`: an object whose `content`, when present, is a list and
 /// whose `isError`, when present, is a boolean. A request for client input or a task is refused (the gateway relays
 /// neither).
-fn check_tool_result(result: Value) -> Result<Value, UpstreamError> {
+pub(super) fn check_tool_result(result: Value) -> Result<Value, UpstreamError> {
     let wrong = || UpstreamError::Protocol("the server answered with the wrong kind of result".to_string());
     let Value::Object(object) = &result else {
         return Err(wrong());

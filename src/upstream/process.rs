@@ -142,6 +142,25 @@ impl UpstreamProcess {
     }
 
     /// Tells `listener` what the server says that belongs to no call.
+    /// Hands the status notifications of the server's task `task_id` to `watcher` (a local or SSE server; a remote
+    /// streamable HTTP server's are not watched: `false`).
+    pub fn watch_task(&self, task_id: &str, watcher: tokio::sync::mpsc::Sender<serde_json::Value>) -> bool {
+        match &self.link {
+            Link::Local { client, .. } => client.watch_task(task_id, watcher),
+            Link::Sse(session) => session.client.watch_task(task_id, watcher),
+            Link::Remote(_) => return false,
+        }
+        true
+    }
+
+    pub fn unwatch_task(&self, task_id: &str) {
+        match &self.link {
+            Link::Local { client, .. } => client.unwatch_task(task_id),
+            Link::Sse(session) => session.client.unwatch_task(task_id),
+            Link::Remote(_) => {}
+        }
+    }
+
     pub fn on_events(&self, listener: ServerEvents) {
         match &self.link {
             Link::Local { client, .. } => client.on_events(listener),

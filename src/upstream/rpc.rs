@@ -59,6 +59,8 @@ struct Shared<W> {
     events: Mutex<Option<ServerEvents>>,
     /// Whether the server was told a client's roots.
     roots: relay::RootsSeen,
+    /// Where the status notifications of each task this process runs for the gateway go, by the server's task id.
+    task_watchers: Mutex<HashMap<String, mpsc::Sender<Value>>>,
 }
 
 impl<W: AsyncWrite + Unpin + Send> Shared<W> {
@@ -132,6 +134,7 @@ impl<W: AsyncWrite + Unpin + Send + 'static> RpcClient<W> {
             relay: Mutex::new(None),
             events: Mutex::new(None),
             roots: relay::RootsSeen::default(),
+            task_watchers: Mutex::new(HashMap::new()),
         });
         let reader = tokio::spawn(read_loop(lines, shared.clone()));
         RpcClient { shared, reader }
@@ -175,6 +178,16 @@ impl<W: AsyncWrite + Unpin + Send + 'static> RpcClient<W> {
     /// Tells `listener` what the server says that belongs to no call.
     pub fn on_events(&self, listener: ServerEvents) {
         *lock(&self.shared.events) = Some(listener);
+    }
+
+    /// Hands the status notifications of the server's task `task_id` to `watcher` (dropped when it is full), until
+    /// [`RpcClient::unwatch_task`].
+    pub fn watch_task(&self, task_id: &str, watcher: mpsc::Sender<Value>) {
+        lock(&self.shared.task_watchers).insert(task_id.to_string(), watcher);
+    }
+
+    pub fn unwatch_task(&self, task_id: &str) {
+        lock(&self.shared.task_watchers).remove(task_id);
     }
 }
 
@@ -304,6 +317,20 @@ fn notified<W>(shared: &Shared<W>, method: String, params: Value) {
         }
         return;
     }
+    if belongs_to_a_task(&method, &params) {
+        // A task's status belongs to no call: never to the relay of whichever call the process serves now, only to
+        // the watcher of that task on this process (a flood beyond its room is dropped).
+        let id = params.get("taskId").and_then(Value::as_str).unwrap_or_default();
+        let status = matches!(method.as_str(), "notifications/tasks/status" | "notifications/tasks");
+        let watcher = if status { lock(&shared.task_watchers).get(id).cloned() } else { None };
+        match watcher {
+            Some(watcher) => {
+                let _ = watcher.try_send(params);
+            }
+            None => tracing::trace!(%method, "upstream task notification ignored"),
+        }
+        return;
+    }
     let relay = lock(&shared.relay).clone();
     match relay {
         Some(relay) => {
@@ -327,7 +354,8 @@ fn reply<W: AsyncWrite + Unpin + Send + 'static>(shared: &Arc<Shared<W>>, method
         tracing::debug!(%method, "upstream request not answered: too many replies waiting to be written");
         return;
     }
-    let relay = lock(&shared.relay).clone();
+    // A task's questions belong to no call (the process may serve another caller's now): refused, never relayed.
+    let relay = if belongs_to_a_task(&method, &params) { None } else { lock(&shared.relay).clone() };
     let shared = Arc::clone(shared);
     tokio::spawn(async move {
         let answer = relay::answer(relay, method.clone(), params).await;
@@ -337,6 +365,13 @@ fn reply<W: AsyncWrite + Unpin + Send + 'static>(shared: &Arc<Shared<W>>, method
         let _ = shared.send_line(&reply).await;
         shared.pending_replies.fetch_sub(1, Ordering::AcqRel);
     });
+}
+
+/// Whether a server's message is about one of its tasks (a status notification, or a request or notification whose
+/// `_meta` names a related task) rather than about the call in progress.
+fn belongs_to_a_task(method: &str, params: &Value) -> bool {
+    matches!(method, "notifications/tasks/status" | "notifications/tasks")
+        || params.pointer("/_meta/io.modelcontextprotocol~1related-task").is_some()
 }
 
 #[cfg(test)]

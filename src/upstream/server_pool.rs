@@ -130,11 +130,27 @@ struct Entry {
     since: Instant,
     /// Set when a call left it unusable: it takes no new calls and ends this way once its calls are done.
     failed: Option<StopMode>,
+    /// Tasks it runs for the gateway's clients (`task_hold.rs`): while any, it does not idle out, and a retired pool
+    /// keeps it until they end.
+    tasks: usize,
+    /// Told a client's roots ([`Verdict::Retire`]): it takes no new call, serves its tasks, and ends when idle.
+    retiring: bool,
 }
 
 impl Entry {
+    /// Whether it may take a new call.
     fn usable(&self) -> bool {
+        self.failed.is_none() && !self.retiring
+    }
+
+    /// Whether it may serve the requests of a task it already runs.
+    fn serves_its_tasks(&self) -> bool {
         self.failed.is_none()
+    }
+
+    /// Whether it ends now: nothing of its own left to serve, and a reason to end.
+    fn done(&self, retiring_pool: bool) -> bool {
+        self.calls == 0 && (self.failed.is_some() || ((retiring_pool || self.retiring) && self.tasks == 0))
     }
 }
 
@@ -336,8 +352,15 @@ impl ServerPool {
             state.starting = state.starting.saturating_sub(1);
             let joined = !state.retired && !self.shutting_down();
             if joined {
-                let entry =
-                    Entry { process: process.clone(), _slot: slot, calls: 0, since: Instant::now(), failed: None };
+                let entry = Entry {
+                    process: process.clone(),
+                    _slot: slot,
+                    calls: 0,
+                    since: Instant::now(),
+                    failed: None,
+                    tasks: 0,
+                    retiring: false,
+                };
                 state.entries.push(entry);
                 state.failures_in_row = 0;
                 state.cool_down_until = None;
@@ -418,12 +441,12 @@ impl ServerPool {
                     let newly_failed = failure.is_some() && entry.failed.is_none();
                     entry.calls = entry.calls.saturating_sub(1);
                     entry.failed = entry.failed.max(failure);
-                    let mut ended = if entry.calls > 0 {
-                        None
-                    } else if entry.failed.is_some() || retiring {
+                    let mut ended = if entry.done(retiring) {
                         Some(state.entries.swap_remove(index))
                     } else {
-                        entry.since = Instant::now();
+                        if entry.calls == 0 {
+                            entry.since = Instant::now();
+                        }
                         None
                     };
                     let usable = state.entries.iter().filter(|entry| entry.usable()).count();
@@ -460,14 +483,15 @@ impl ServerPool {
     /// Ends `process` gracefully once its calls are done, without counting a restart or starting another in its place
     /// ([`Verdict::Retire`]): from now on it takes no new calls.
     fn retire_one(&self, process: &Arc<UpstreamProcess>) {
-        // `Some(None)`: still busy with other calls, it ends when the last one checks in (it is marked failed).
+        // `Some(None)`: still busy with other calls or tasks; it ends when the last one is done.
         let ended = {
             let mut state = lock(&self.state);
+            let retiring = state.retired || self.shutting_down();
             state.entries.iter().position(|entry| Arc::ptr_eq(&entry.process, process)).map(|index| {
                 let entry = &mut state.entries[index];
                 entry.calls = entry.calls.saturating_sub(1);
-                entry.failed = entry.failed.max(Some(StopMode::Graceful));
-                (entry.calls == 0).then(|| state.entries.swap_remove(index))
+                entry.retiring = true;
+                entry.done(retiring).then(|| state.entries.swap_remove(index))
             })
         };
         self.returned.notify_one();
@@ -488,7 +512,8 @@ impl ServerPool {
         let idle = {
             let mut state = lock(&self.state);
             state.retired = true;
-            let (idle, busy) = std::mem::take(&mut state.entries).into_iter().partition(|entry| entry.calls == 0);
+            let (idle, busy) =
+                std::mem::take(&mut state.entries).into_iter().partition(|entry| entry.calls == 0 && entry.tasks == 0);
             state.entries = busy;
             idle
         };
@@ -514,8 +539,9 @@ impl ServerPool {
         state.entries.sort_by_key(|entry| entry.since);
         let (expired, kept): (Vec<Entry>, Vec<Entry>) =
             std::mem::take(&mut state.entries).into_iter().partition(|entry| {
-                let expire =
-                    entry.calls == 0 && (over > 0 || now.saturating_duration_since(entry.since) >= idle_timeout);
+                let expire = entry.calls == 0
+                    && entry.tasks == 0
+                    && (over > 0 || now.saturating_duration_since(entry.since) >= idle_timeout);
                 over = over.saturating_sub(usize::from(expire));
                 expire
             });
@@ -532,12 +558,49 @@ impl ServerPool {
     /// a place in the budget (the process ends when dropped, and its place frees up).
     pub(super) fn end_one_idle(&self, now: Instant, idle_for: Duration) -> Option<Arc<UpstreamProcess>> {
         let mut state = lock(&self.state);
-        let idle = state.entries.iter().enumerate().filter(|(_, entry)| entry.usable() && entry.calls == 0);
+        let idle = state
+            .entries
+            .iter()
+            .enumerate()
+            .filter(|(_, entry)| entry.usable() && entry.calls == 0 && entry.tasks == 0);
         let (index, since) = idle.map(|(index, entry)| (index, entry.since)).min_by_key(|(_, since)| *since)?;
         if now.saturating_duration_since(since) < idle_for {
             return None;
         }
         Some(state.entries.swap_remove(index).process)
+    }
+
+    /// Counts a task that `process` runs (it stays until [`ServerPool::release_task`]); `false` when it is no longer a
+    /// usable process of this pool.
+    pub(super) fn hold_task(&self, process: &Arc<UpstreamProcess>) -> bool {
+        let mut state = lock(&self.state);
+        let entry = state.entries.iter_mut().find(|entry| Arc::ptr_eq(&entry.process, process));
+        entry.filter(|entry| entry.serves_its_tasks()).map(|entry| entry.tasks += 1).is_some()
+    }
+
+    /// A task of `process` ended: a retired pool's process with no call and no task left ends now.
+    pub(super) fn release_task(&self, process: &Arc<UpstreamProcess>) {
+        let ended = {
+            let mut state = lock(&self.state);
+            let retiring = state.retired || self.shutting_down();
+            let index = state.entries.iter().position(|entry| Arc::ptr_eq(&entry.process, process));
+            index.and_then(|index| {
+                let entry = &mut state.entries[index];
+                entry.tasks = entry.tasks.saturating_sub(1);
+                entry.done(retiring).then(|| state.entries.swap_remove(index))
+            })
+        };
+        if let Some(entry) = ended {
+            entry.process.stop(StopMode::Graceful);
+        }
+    }
+
+    /// Lends `process` to one more exchange (a task's request: it is already lent to the task, so it is not taken
+    /// from the idle list); `false` when it is no longer a usable process of this pool.
+    pub(super) fn lend(&self, process: &Arc<UpstreamProcess>) -> bool {
+        let mut state = lock(&self.state);
+        let entry = state.entries.iter_mut().find(|entry| Arc::ptr_eq(&entry.process, process));
+        entry.filter(|entry| entry.serves_its_tasks()).map(|entry| entry.calls += 1).is_some()
     }
 
     /// Counts processes that ended abnormally, except while the pool is shutting down.

@@ -114,6 +114,8 @@ fn decode_common(mut f: Fields<'_>) -> CommonConfig {
             idle_process_seconds: l.number("idle_process_seconds"),
             input_required_seconds: l.number("input_required_seconds"),
             max_waiting_rounds_per_key: l.integer("max_waiting_rounds_per_key", u64::MAX),
+            max_tasks_per_key: l.integer("max_tasks_per_key", u64::MAX),
+            max_task_seconds: l.number("max_task_seconds"),
             extra: l.rest(),
         }),
         gw_allowed_hosts: f.string_list("gw_allowed_hosts"),

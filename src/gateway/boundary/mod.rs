@@ -10,7 +10,9 @@
 //!   templates), then the output guardrails of the server that offered it; a blocked item is left out. Before both,
 //!   prompts, resources and templates are pinned and scanned as tools are ([`offer_review`]), over the server's whole
 //!   list; what that quarantines is left out too.
+//! - What comes later about a task a call created ([`tasks`]): its status, result and the client's answers.
 
 pub mod listing;
 pub mod offer_review;
 pub mod relayed;
+pub mod tasks;

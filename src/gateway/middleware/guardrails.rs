@@ -26,9 +26,11 @@ use crate::error::{ErrorCode, GatewayError};
 use crate::gateway::GatewayContext;
 use crate::gateway::boundary::relayed;
 use crate::guardrails::provider::ProviderChoice;
-use crate::guardrails::stage::{CallGuard, GuardSettings};
+use crate::guardrails::stage::{CallGuard, GuardSettings, KeptMapping};
 use crate::timeouts::TimeoutMetrics;
+use crate::upstream::TaskHold;
 use crate::upstream::relay::Relay;
+use std::sync::{Arc, Mutex};
 
 /// One upstream tool call.
 #[derive(Debug, Clone)]
@@ -37,6 +39,24 @@ pub struct UpstreamCall {
     pub args: Map<String, Value>,
     /// Where the upstream's messages during the call go (transparent mode), and the token that cancels it.
     pub relay: Option<Relay>,
+    /// A task-augmented call (contract 15): what is sent upstream, and where the task's process and PII mapping go.
+    pub task: Option<TaskAsk>,
+}
+
+/// A task-augmented call: the task metadata sent upstream with it (`{"ttl": ms}`), and, when the upstream answers
+/// with a task, the hold on the process that runs it and the call's PII mapping (to restore the task's result).
+#[derive(Debug, Clone, Default)]
+pub struct TaskAsk {
+    pub meta: Value,
+    pub held: Arc<Mutex<Option<TaskHold>>>,
+    pub mapping: Arc<Mutex<Option<KeptMapping>>>,
+}
+
+impl TaskAsk {
+    /// Whether the upstream answered with a task (its process is held).
+    pub fn created(&self) -> bool {
+        crate::upstream::lock(&self.held).is_some()
+    }
 }
 
 /// What a call came to: the upstream's response (restored), or the result of a call the guardrails stopped.
@@ -157,13 +177,14 @@ where
                 Some(outer) if guard.checks_input() || guard.checks_output() => {
                     let (relay, messages) = relayed::interpose(&outer);
                     let cancel = relay.cancel.clone();
-                    let upstream = inner.call(UpstreamCall { tool: call.tool, args, relay: Some(relay) });
+                    let task = call.task.clone();
+                    let upstream = inner.call(UpstreamCall { tool: call.tool, args, relay: Some(relay), task });
                     match Box::pin(relayed::pump(&mut guard, upstream, messages, &outer, &cancel)).await {
                         Ok(answered) => answered,
                         Err(blocked) => return Ok(CallOutcome::Blocked(blocked)),
                     }
                 }
-                relay => inner.call(UpstreamCall { tool: call.tool, args, relay }).await,
+                relay => inner.call(UpstreamCall { tool: call.tool, args, relay, task: call.task.clone() }).await,
             };
             let response = match answered {
                 Ok(response) => response,
@@ -171,11 +192,18 @@ where
                 Err(error) if from_upstream(&error) => return Err(Box::pin(guard.check_upstream_error(error)).await),
                 Err(error) => return Err(error),
             };
-            let Some((tool, args)) = kept else { return Ok(CallOutcome::Completed(response)) };
-            Ok(match Box::pin(guard.check_output(&tool, &args, response)).await {
-                Ok(response) => CallOutcome::Completed(response),
-                Err(blocked) => CallOutcome::Blocked(blocked),
-            })
+            let outcome = match kept {
+                None => CallOutcome::Completed(response),
+                Some((tool, args)) => match Box::pin(guard.check_output(&tool, &args, response)).await {
+                    Ok(response) => CallOutcome::Completed(response),
+                    Err(blocked) => CallOutcome::Blocked(blocked),
+                },
+            };
+            // A task's final result comes later: it is restored with this call's mapping.
+            if let Some(task) = call.task.as_ref().filter(|task| task.created()) {
+                *crate::upstream::lock(&task.mapping) = guard.keep_mapping();
+            }
+            Ok(outcome)
         })
     }
 }

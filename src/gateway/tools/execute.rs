@@ -20,7 +20,7 @@ use crate::error::{ErrorCode, GatewayError};
 use crate::gateway::GatewayContext;
 use crate::gateway::exposure::filter::Curation;
 use crate::gateway::middleware::budgets::{self, Building};
-use crate::gateway::middleware::guardrails::{CallOutcome, GuardrailLayer, Guardrails, UpstreamCall};
+use crate::gateway::middleware::guardrails::{CallOutcome, GuardrailLayer, Guardrails, TaskAsk, UpstreamCall};
 use crate::guardrails::provider::{Provider, ProviderChoice};
 use crate::json_strict::object;
 use crate::telemetry::spans;
@@ -106,6 +106,8 @@ pub struct ServerCalls<'a> {
     relay: Option<Relay>,
     /// The results gathered so far, counted against the key's results being built (contract 14) until dropped.
     built: Building,
+    /// A task-augmented call (contract 15; transparent mode).
+    task: Option<TaskAsk>,
 }
 
 /// What one call of the per-call stack asks the upstream for.
@@ -148,6 +150,7 @@ impl<'a> ServerCalls<'a> {
             guardrails_applied: false,
             relay: None,
             built: Building::new(&ctx.key_budgets, &identity.key_digest),
+            task: None,
         }
     }
 
@@ -160,6 +163,12 @@ impl<'a> ServerCalls<'a> {
     /// The calls relay the server's messages to `relay`, and end when its token is cancelled.
     pub fn with_relay(mut self, relay: Option<Relay>) -> ServerCalls<'a> {
         self.relay = relay;
+        self
+    }
+
+    /// The calls are task-augmented with `task` (contract 15).
+    pub fn with_task(mut self, task: Option<TaskAsk>) -> ServerCalls<'a> {
+        self.task = task;
         self
     }
 
@@ -258,7 +267,8 @@ impl<'a> ServerCalls<'a> {
         let (server, tool, project) = (&self.entry.server_name, call.name.clone(), &self.identity.project_id);
         let transport = spec.transport();
         let stack = self.guardrails.layer(upstream);
-        spans::tool_execution(server, &tool, project, transport, guarded_call(stack, call, self.relay.clone())).await
+        let (relay, task) = (self.relay.clone(), self.task.clone());
+        spans::tool_execution(server, &tool, project, transport, guarded_call(stack, call, relay, task)).await
     }
 }
 
@@ -289,7 +299,7 @@ pub fn audit_call(
 
 /// About the bytes `value` takes as JSON text (strings and keys by their length; no escapes counted): what a result
 /// costs the answer, without writing it out.
-fn json_size(value: &Value) -> usize {
+pub fn json_size(value: &Value) -> usize {
     match value {
         Value::Null | Value::Bool(_) => 5,
         Value::Number(_) => 8,
@@ -323,6 +333,7 @@ fn guarded_call<'a>(
     mut stack: Guardrails<'a, UpstreamService<'a>>,
     call: ToolCall,
     relay: Option<Relay>,
+    task: Option<TaskAsk>,
 ) -> BoxFuture<'a, Result<Value, GatewayError>> {
     Box::pin(async move {
         let args = match call.args {
@@ -331,7 +342,7 @@ fn guarded_call<'a>(
             Some(_) => return Err(GatewayError::new(ErrorCode::InvalidArguments, "args must be an object")),
         };
         std::future::poll_fn(|cx| stack.poll_ready(cx)).await?;
-        Ok(match stack.call(UpstreamCall { tool: call.name.clone(), args, relay }).await? {
+        Ok(match stack.call(UpstreamCall { tool: call.name.clone(), args, relay, task }).await? {
             CallOutcome::Completed(response) => {
                 object([("status", "success".into()), ("tool_name", call.name.into()), ("response", response)])
             }
@@ -366,7 +377,7 @@ impl<'a> Service<UpstreamCall> for UpstreamService<'a> {
         // One boxed future per operation (see `FastToolCall::call`): a tool call's future stays the size of its own.
         match this.operation {
             Operation::CallTool => {
-                Box::pin(async move { run_call(this, &call.tool, call.args, call.relay.as_ref()).await })
+                Box::pin(async move { run_call(this, &call.tool, call.args, call.relay.as_ref(), call.task).await })
             }
             operation => Box::pin(relay(this, operation, call)),
         }
@@ -379,10 +390,27 @@ async fn run_call(
     tool: &str,
     args: Map<String, Value>,
     relay: Option<&Relay>,
+    task: Option<TaskAsk>,
 ) -> Result<Value, GatewayError> {
     let UpstreamService { ctx, identity, session, key, spec, .. } = upstream;
     let settings = &identity.snapshot.settings;
     let limit = settings.timeouts.tool_execution;
+    if let Some(task) = task {
+        // Creating the task is bounded by the call's timeout; the task's own run is not (`limits.max_task_seconds`).
+        let caller = Caller::new(&identity.key_digest, session);
+        let created = ctx.pool.call_tool_task(key, spec, caller, tool, args, &task.meta, limit, relay);
+        let (result, held) = ctx
+            .timeouts
+            .of(identity.mcp_config_id.as_deref())
+            .run_classified(TimeoutKind::ToolExecution, limit + settings.start_timeout + TIMEOUT_MARGIN, created, |r| {
+                matches!(r, Err(UpstreamError::Timeout(_)))
+            })
+            .await
+            .map_err(|_| GatewayError::new(ErrorCode::Timeout, crate::timeouts::TimedOut(limit).to_string()))?
+            .map_err(|e| upstream_failure(ctx, &e))?;
+        *crate::upstream::lock(&task.held) = held;
+        return Ok(result);
+    }
     // The pool enforces `limit` on the server's work; waiting for a process start is bounded by the start timeout.
     ctx.timeouts
         .of(identity.mcp_config_id.as_deref())

@@ -28,7 +28,7 @@ use crate::timeouts::TimeoutKind;
 pub use discovery::{
     DiscoveryResult, discover, discover_visible, servers, upstream_failure, upstream_spec, visible_servers,
 };
-pub use execute::{Operation, ServerCalls, TIMEOUT_MARGIN, audit_call};
+pub use execute::{Operation, ServerCalls, TIMEOUT_MARGIN, audit_call, json_size};
 
 /// Why a tool call is refused at the protocol level.
 #[derive(Debug, thiserror::Error)]

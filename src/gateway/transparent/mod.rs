@@ -16,6 +16,11 @@ pub mod relay;
 pub mod resources;
 pub mod rounds;
 pub mod stream;
+mod task_declare;
+mod task_ops;
+pub mod task_route;
+mod task_wire;
+pub mod tasks;
 mod upstream;
 
 use serde_json::{Map, Value};
@@ -28,6 +33,7 @@ use crate::auth::Identity;
 use crate::config::model::ServerEntry;
 use crate::error::{ErrorCode, GatewayError};
 use crate::gateway::exposure::apps;
+use crate::gateway::middleware::guardrails::TaskAsk;
 use crate::guardrails::provider::Provider;
 use crate::telemetry::spans;
 use crate::upstream::relay::Relay;
@@ -60,6 +66,19 @@ pub async fn call_tool(
     args: Map<String, Value>,
     relay: Option<Relay>,
 ) -> Result<CallAnswer, UnknownTool> {
+    call_tool_task(ctx, identity, session, name, args, relay, None).await
+}
+
+/// [`call_tool`], task-augmented with `task` when given (contract 15: the same pipeline; see `task_route.rs`).
+pub async fn call_tool_task(
+    ctx: &GatewayContext,
+    identity: &Identity,
+    session: Option<&str>,
+    name: &str,
+    args: Map<String, Value>,
+    relay: Option<Relay>,
+    task: Option<TaskAsk>,
+) -> Result<CallAnswer, UnknownTool> {
     let Some((tool, discovered)) = catalog::find(ctx, identity, session, name).await else {
         if catalog::is_quarantined(ctx, identity, session, name).await {
             let why = format!("tool {name:?} is quarantined: its definition is under review");
@@ -72,7 +91,7 @@ pub async fn call_tool(
     let provider = ctx.guardrails.get(&identity.snapshot, Provider::from_snapshot);
     let work = async {
         let calls = ServerCalls::open(ctx, identity, session, tool.entry, &provider).with_relay(relay);
-        let mut calls = calls.with_known(discovered);
+        let mut calls = calls.with_known(discovered).with_task(task);
         let call = ToolCall { name: tool.upstream_name().to_string(), args: Some(Value::Object(args)) };
         calls.call(call).await
     };
