@@ -146,3 +146,41 @@ fn logging_set_level_starts_no_server() {
     assert!(set.message["result"].is_object(), "{}", set.text);
     assert_eq!(started(), 1);
 }
+
+/// Contract 15, "upstreams are told only the capabilities the calling client declared": a `per_session` server's
+/// process serves one session, and is told in `initialize` what that session's client declared (here: nothing); a
+/// process shared by every caller is told everything the gateway can relay (and refuses, per call, what the calling
+/// client did not declare).
+#[test]
+fn a_session_process_is_told_only_what_its_client_declared() {
+    let dir = tempfile::tempdir().unwrap();
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/hostile_upstream.py");
+    let server = |name: &str, affinity: &str| {
+        let record = dir.path().join(format!("{name}.jsonl"));
+        let offers = dir.path().join(format!("{name}.json"));
+        std::fs::write(&offers, json!({"record": record}).to_string()).unwrap();
+        let config = json!({"command": "python3", "args": [script.to_str().unwrap(), offers.to_str().unwrap()],
+            "session_affinity": affinity});
+        (json!({"server_name": name, "config": config}), record)
+    };
+    let (mine, mine_record) = server("mine", "per_session");
+    let (shared, shared_record) = server("shared", "shared");
+    let gw = TestGateway::start(&config_with(vec![mine, shared], json!({"tool_exposure": "transparent"})));
+    let client = http();
+    let session = open_session(&client, &gw.mcp, API_KEY, "2025-11-25");
+    let headers = [("mcp-session-id", session.as_str()), ("mcp-protocol-version", "2025-11-25")];
+    for tool in ["mine__relay", "shared__relay"] {
+        let body = json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call",
+            "params": {"name": tool, "arguments": {"steps": []}}});
+        let answer = post(&client, &gw.mcp, Some(API_KEY), &headers, &body);
+        assert!(answer.message.get("result").is_some(), "{tool}: {}", answer.text);
+    }
+    let told = |record: &Path| {
+        let text = std::fs::read_to_string(record).unwrap();
+        let first: Value = serde_json::from_str(text.lines().next().unwrap()).unwrap();
+        assert_eq!(first["method"], json!("initialize"), "{first}");
+        first["params"]["capabilities"].clone()
+    };
+    assert_eq!(told(&mine_record), json!({}), "the session's client declared nothing");
+    assert_eq!(told(&shared_record), json!({"sampling": {}, "elicitation": {}, "roots": {}}));
+}

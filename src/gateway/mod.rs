@@ -315,6 +315,21 @@ impl GatewayContext {
         }
     }
 
+    /// Who a call to `spec`'s server is made for: `identity`'s key and `session`, and, for a `per_session` server (whose
+    /// process serves only this session), what the session's client declared it can relay (contract 15).
+    pub fn caller<'a>(
+        &self,
+        identity: &'a crate::auth::Identity,
+        session: Option<&'a str>,
+        spec: &crate::upstream::ServerSpec,
+    ) -> crate::upstream::Caller<'a> {
+        let caller = crate::upstream::Caller::new(&identity.key_digest, session);
+        match session {
+            Some(session) if spec.per_session => caller.declaring(self.sessions.declared(session)),
+            _ => caller,
+        }
+    }
+
     /// Copies the pool's and the caches' own counts into the Prometheus metrics (before a scrape).
     fn report(&self, metrics: &Metrics) {
         let pool = self.pool.stats();

@@ -266,6 +266,20 @@ impl SessionRegistry {
         self.map().get(session_id).map(|session| session.capabilities.clone())
     }
 
+    /// What the client of session `session_id` declared it can relay, as an upstream is told it (a `per_session`
+    /// server's process: contract 15); everything when the session or its capabilities are not known.
+    pub fn declared(&self, session_id: &str) -> crate::upstream::Declared {
+        let map = self.map();
+        let Some(capabilities) = map.get(session_id).and_then(|session| session.capabilities.as_ref()) else {
+            return crate::upstream::Declared::ALL;
+        };
+        crate::upstream::Declared {
+            sampling: capabilities.sampling.is_some(),
+            elicitation: capabilities.elicitation.is_some(),
+            roots: capabilities.roots.is_some(),
+        }
+    }
+
     /// Records (or, with `subscribed` false, forgets) the session's subscription to `uri` of `server`.
     pub fn subscription(&self, session_id: &str, server: &str, uri: &str, subscribed: bool) {
         if let Some(session) = self.map().get_mut(session_id) {

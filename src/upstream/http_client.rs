@@ -72,6 +72,8 @@ pub struct HttpRpc {
     events: Mutex<Option<ServerEvents>>,
     /// Whether the server was told a client's roots in this session.
     roots: relay::RootsSeen,
+    /// The client capabilities declared in `initialize`.
+    declares: super::Declared,
 }
 
 impl HttpRpc {
@@ -86,7 +88,13 @@ impl HttpRpc {
             next_id: AtomicU64::new(1),
             events: Mutex::new(None),
             roots: relay::RootsSeen::default(),
+            declares: super::Declared::ALL,
         }
+    }
+
+    /// This client, declaring `declares` to the server (see [`super::Declared`]).
+    pub fn declaring(self, declares: super::Declared) -> HttpRpc {
+        HttpRpc { declares, ..self }
     }
 
     /// Whether the server was ever told a client's roots in this session (see [`relay::RootsSeen`]).
@@ -109,7 +117,7 @@ impl HttpRpc {
         *lock(&self.session) = None;
         let params = json!({
             "protocolVersion": PROTOCOL_VERSION,
-            "capabilities": {"sampling": {}, "elicitation": {}, "roots": {}},
+            "capabilities": self.declares.capabilities(),
             "clientInfo": {"name": "mcpgw", "version": crate::VERSION},
         });
         let (result, session) = self.exchange("initialize", params, None).await?;

@@ -75,11 +75,52 @@ pub struct Caller<'a> {
     /// The digest of the caller's credential (never the credential itself); `None` counts against the server only.
     pub key: Option<&'a [u8; 32]>,
     pub session: Option<&'a str>,
+    /// What the session's client declared it can do: a `per_session` server's process is told only that.
+    pub declares: Declared,
 }
 
 impl<'a> Caller<'a> {
     pub fn new(key: &'a [u8; 32], session: Option<&'a str>) -> Caller<'a> {
-        Caller { key: Some(key), session }
+        Caller { key: Some(key), session, declares: Declared::ALL }
+    }
+
+    /// The caller whose client declared `declares` (see [`Declared`]).
+    pub fn declaring(self, declares: Declared) -> Caller<'a> {
+        Caller { declares, ..self }
+    }
+}
+
+/// The client capabilities the gateway declares to an upstream in `initialize` (what it can relay to the client of a
+/// call). A process that serves one MCP session is told what that session's client declared (contract 15: "upstreams
+/// are told only the capabilities the calling client declared"); a process shared by every caller is told all three,
+/// and a request for what the calling client did not declare gets a JSON-RPC error.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct Declared {
+    pub sampling: bool,
+    pub elicitation: bool,
+    pub roots: bool,
+}
+
+impl Declared {
+    /// Everything the gateway can relay.
+    pub const ALL: Declared = Declared { sampling: true, elicitation: true, roots: true };
+
+    /// The `capabilities` object of `initialize`.
+    pub fn capabilities(self) -> serde_json::Value {
+        let mut capabilities = serde_json::Map::new();
+        for (name, declared) in [("sampling", self.sampling), ("elicitation", self.elicitation), ("roots", self.roots)]
+        {
+            if declared {
+                capabilities.insert(name.to_string(), serde_json::json!({}));
+            }
+        }
+        serde_json::Value::Object(capabilities)
+    }
+}
+
+impl Default for Declared {
+    fn default() -> Declared {
+        Declared::ALL
     }
 }
 

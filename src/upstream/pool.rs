@@ -30,6 +30,7 @@ use serde::Serialize;
 use serde_json::{Map, Value};
 use tokio::time::Instant;
 
+use super::Declared;
 use super::budget::{Full, KeyId};
 use super::lease::Lease;
 use super::relay::Relay;
@@ -463,12 +464,13 @@ impl UpstreamPool {
         if let Some(server) = servers.find(key, spec, caller) {
             return server.clone();
         }
-        let (tenancy, owner) = match (spec.per_session, caller.session) {
-            (false, _) => (Tenancy::Shared, None),
-            (true, Some(session)) => (Tenancy::Session(Arc::from(session)), owner),
-            (true, None) => (Tenancy::Key, owner),
+        let (tenancy, owner, declares) = match (spec.per_session, caller.session) {
+            (false, _) => (Tenancy::Shared, None, Declared::ALL),
+            (true, Some(session)) => (Tenancy::Session(Arc::from(session)), owner, caller.declares),
+            (true, None) => (Tenancy::Key, owner, Declared::ALL),
         };
-        let server = Arc::new(ServerPool::new(key.clone(), spec.clone(), tenancy, owner, self.shared.clone()));
+        let server =
+            Arc::new(ServerPool::new(key.clone(), spec.clone(), tenancy, owner, declares, self.shared.clone()));
         match &server.tenancy {
             Tenancy::Shared => servers.shared.entry(key.clone()).or_default().push(server.clone()),
             Tenancy::Session(session) => servers.by_session.entry(session.clone()).or_default().push(server.clone()),

@@ -187,6 +187,8 @@ pub(crate) struct StartOptions {
     /// A remote server's connect, TCP and TLS (`timeouts.connectivity_timeout`).
     pub connect_timeout: Duration,
     pub connections: Arc<Connections>,
+    /// The client capabilities declared to the server in `initialize`.
+    pub declares: super::Declared,
 }
 
 /// How long a failed start waits for the server's last stderr lines to be read, for its error message.
@@ -244,27 +246,28 @@ pub(crate) async fn start(
     let stop_on_failure = StopOnDrop(Some(control.clone()));
     let (lines, health) = LineReader::new(stdout, options.max_message_bytes, label);
     let client = RpcClient::new(lines, stdin);
-    let (why, timed_out) = match tokio::time::timeout(options.start_timeout, initialize(&client)).await {
-        Ok(Ok(info)) => {
-            stop_on_failure.disarm();
-            let info = Arc::new(info);
-            let link = Link::Local { control, client, health };
-            let _counted = options.connections.open(super::transport_index(None));
-            return Ok(UpstreamProcess { link, info, max_message_bytes: options.max_message_bytes, _counted });
-        }
-        Ok(Err(error)) => {
-            let ended = control.exit_report(Duration::from_millis(200)).await;
-            (format!("`{}` did not initialize: {error} (process {pid}: {ended})", spec.command), false)
-        }
-        Err(_elapsed) => {
-            let seconds = options.start_timeout.as_secs_f64();
-            let why = format!(
-                "`{}` did not answer `initialize` within {seconds} seconds (upstream_pool.start_timeout_seconds)",
-                spec.command
-            );
-            (why, true)
-        }
-    };
+    let (why, timed_out) =
+        match tokio::time::timeout(options.start_timeout, initialize(&client, options.declares)).await {
+            Ok(Ok(info)) => {
+                stop_on_failure.disarm();
+                let info = Arc::new(info);
+                let link = Link::Local { control, client, health };
+                let _counted = options.connections.open(super::transport_index(None));
+                return Ok(UpstreamProcess { link, info, max_message_bytes: options.max_message_bytes, _counted });
+            }
+            Ok(Err(error)) => {
+                let ended = control.exit_report(Duration::from_millis(200)).await;
+                (format!("`{}` did not initialize: {error} (process {pid}: {ended})", spec.command), false)
+            }
+            Err(_elapsed) => {
+                let seconds = options.start_timeout.as_secs_f64();
+                let why = format!(
+                    "`{}` did not answer `initialize` within {seconds} seconds (upstream_pool.start_timeout_seconds)",
+                    spec.command
+                );
+                (why, true)
+            }
+        };
     // Killed now; its stderr ends with it (or soon after, when helpers of its own still hold the pipe).
     drop(stop_on_failure);
     let _ = tokio::time::timeout(STDERR_PATIENCE, &mut stderr_done).await;
@@ -296,13 +299,13 @@ fn stderr_masks(spec: &ServerSpec, environment: &[(OsString, OsString)]) -> stde
 /// The MCP handshake: `initialize`, then `notifications/initialized`. The gateway declares what it can relay to the
 /// client of a call (`sampling`, `elicitation`, `roots`: see [`super::relay`]); a request of the server's that no
 /// caller can answer gets a JSON-RPC error.
-async fn initialize<W>(client: &RpcClient<W>) -> Result<ServerPeerInfo, String>
+async fn initialize<W>(client: &RpcClient<W>, declares: super::Declared) -> Result<ServerPeerInfo, String>
 where
     W: tokio::io::AsyncWrite + Unpin + Send + 'static,
 {
     let params = json!({
         "protocolVersion": PROTOCOL_VERSION,
-        "capabilities": {"sampling": {}, "elicitation": {}, "roots": {}},
+        "capabilities": declares.capabilities(),
         "clientInfo": {"name": "mcpgw", "version": crate::VERSION},
     });
     let result = client.request("initialize", params).await.map_err(|error| match error {
@@ -336,10 +339,10 @@ async fn start_remote(remote: &RemoteSpec, options: &StartOptions) -> Result<Ups
             let session = sse_client::connect(endpoint, url.clone(), max_message_bytes, label)
                 .await
                 .map_err(|e| e.to_string())?;
-            let info = initialize(&session.client).await?;
+            let info = initialize(&session.client, options.declares).await?;
             Ok::<_, String>((Link::Sse(session), Arc::new(info)))
         } else {
-            let rpc = HttpRpc::new(endpoint, url.clone(), max_message_bytes);
+            let rpc = HttpRpc::new(endpoint, url.clone(), max_message_bytes).declaring(options.declares);
             let info = rpc.initialize().await.map_err(|e| e.to_string())?;
             Ok((Link::Remote(Arc::new(rpc)), info))
         }

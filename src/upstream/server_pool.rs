@@ -95,6 +95,8 @@ pub(super) struct ServerPool {
     pub tenancy: Tenancy,
     /// The key whose processes these are (pools other than [`Tenancy::Shared`]), counted in the budget.
     pub owner: Option<KeyId>,
+    /// The client capabilities its processes are told (a session's pool: what its client declared).
+    pub declares: super::Declared,
     /// The server's name, for logs.
     pub label: Arc<str>,
     shared: Arc<Shared>,
@@ -183,6 +185,7 @@ impl ServerPool {
         spec: ServerSpec,
         tenancy: Tenancy,
         owner: Option<KeyId>,
+        declares: super::Declared,
         shared: Arc<Shared>,
     ) -> ServerPool {
         ServerPool {
@@ -191,6 +194,7 @@ impl ServerPool {
             spec,
             tenancy,
             owner,
+            declares,
             shared,
             state: Mutex::default(),
             returned: Notify::new(),
@@ -328,6 +332,7 @@ impl ServerPool {
             start_timeout: settings.start_timeout,
             connect_timeout: settings.connect_timeout,
             connections: Arc::clone(&shared.connections),
+            declares: self.declares,
         };
         tokio::spawn(async move {
             match process::start(&server.spec, &options, &server.shared.processes).await {

@@ -26,7 +26,7 @@ use crate::guardrails::tool_scan::Finding;
 use crate::telemetry::spans;
 use crate::timeouts::TimeoutKind;
 use crate::upstream::oauth::{self, Bearer, OAuthSettings, TokenKey};
-use crate::upstream::{Caller, PoolKey, ServerSpec, UpstreamError};
+use crate::upstream::{PoolKey, ServerSpec, UpstreamError};
 
 /// What discovery found and where.
 #[derive(Debug, Clone)]
@@ -289,7 +289,7 @@ async fn discover_live(
         .run_classified(
             TimeoutKind::Discovery,
             backstop,
-            ctx.pool.list_tools(&key, &spec, Caller::new(&identity.key_digest, session), limit),
+            ctx.pool.list_tools(&key, &spec, ctx.caller(identity, session, &spec), limit),
             |r| matches!(r, Err(UpstreamError::Timeout(_))),
         )
         .await

@@ -26,7 +26,7 @@ use crate::json_strict::object;
 use crate::telemetry::spans;
 use crate::timeouts::TimeoutKind;
 use crate::upstream::relay::Relay;
-use crate::upstream::{Caller, PoolKey, ServerSpec, UpstreamError};
+use crate::upstream::{PoolKey, ServerSpec, UpstreamError};
 
 /// The pool enforces a timeout itself (and kills the process); the outer timer is a backstop just behind it.
 pub const TIMEOUT_MARGIN: Duration = Duration::from_millis(500);
@@ -397,7 +397,7 @@ async fn run_call(
     let limit = settings.timeouts.tool_execution;
     if let Some(task) = task {
         // Creating the task is bounded by the call's timeout; the task's own run is not (`limits.max_task_seconds`).
-        let caller = Caller::new(&identity.key_digest, session);
+        let caller = ctx.caller(identity, session, spec);
         let created = ctx.pool.call_tool_task(key, spec, caller, tool, args, &task.meta, limit, relay);
         let (result, held) = ctx
             .timeouts
@@ -417,7 +417,7 @@ async fn run_call(
         .run_classified(
             TimeoutKind::ToolExecution,
             limit + settings.start_timeout + TIMEOUT_MARGIN,
-            ctx.pool.call_tool(key, spec, Caller::new(&identity.key_digest, session), tool, args, limit, relay),
+            ctx.pool.call_tool(key, spec, ctx.caller(identity, session, spec), tool, args, limit, relay),
             |r| matches!(r, Err(UpstreamError::Timeout(_))),
         )
         .await
@@ -448,16 +448,7 @@ async fn relay(upstream: UpstreamService<'_>, operation: Operation, call: Upstre
         .run_classified(
             TimeoutKind::ToolExecution,
             limit + settings.start_timeout + TIMEOUT_MARGIN,
-            ctx.pool.request(
-                key,
-                spec,
-                Caller::new(&identity.key_digest, session),
-                method,
-                params,
-                limit,
-                declared,
-                relay,
-            ),
+            ctx.pool.request(key, spec, ctx.caller(identity, session, spec), method, params, limit, declared, relay),
             |r| matches!(r, Err(UpstreamError::Timeout(_))),
         )
         .await

@@ -32,7 +32,7 @@ pub async fn request(
     let settings = &identity.snapshot.settings;
     let limit = settings.timeouts.discovery;
     let declared = move |c: &ServerCapabilities| declares(c, capability);
-    let caller = Caller::new(&identity.key_digest, session);
+    let caller = ctx.caller(identity, session, &spec);
     ctx.timeouts
         .of(identity.mcp_config_id.as_deref())
         .run_classified(
