@@ -15,12 +15,12 @@ use rmcp::model::{
     ListPromptsResult, ListResourceTemplatesRequestMethod, ListResourceTemplatesResult, ListResourcesRequestMethod,
     ListResourcesResult, ListToolsResult, PaginatedRequestParams, ProtocolVersion, ReadResourceRequestMethod,
     ReadResourceRequestParams, ReadResourceResponse, ServerConfig, SetLevelRequestMethod, SubscribeRequestMethod,
-    SubscribeRequestParams, Tool, UnsubscribeRequestMethod, UnsubscribeRequestParams,
+    SubscribeRequestParams, SubscriptionFilter, Tool, UnsubscribeRequestMethod, UnsubscribeRequestParams,
 };
 // Logging is deprecated by SEP-2577 for the newest revision; contract 8 forwards `logging/setLevel` for the others.
 #[allow(deprecated)]
 use rmcp::model::SetLevelRequestParams;
-use rmcp::service::RequestContext;
+use rmcp::service::{RequestContext, SubscriptionContext};
 use rmcp::{ErrorData as McpError, RoleServer, ServerHandler};
 use serde_json::Value;
 
@@ -28,6 +28,8 @@ use super::capabilities::{self, Capability};
 use super::envelope::tool_result;
 use super::exposure::EXPOSURE_HEADER;
 use super::middleware::{admission, request_metrics};
+use super::notify::Scope;
+use super::notify::listeners::MAX_RESOURCES;
 use super::sessions::PeerSlot;
 use super::transparent::relay::Caller;
 use super::transparent::rounds::{self, Round};
@@ -80,10 +82,8 @@ impl GatewayHandler {
         self.stdio_session.as_deref().or(http_session)
     }
 
-    /// The view the caller gets (contract 8): its configuration's `tool_exposure`, narrowed by the client's
-    /// `X-Mcpgw-Tool-Exposure` header (stdio: `GW_TOOL_EXPOSURE`) when the configuration allows `"both"`. A session
-    /// with the transparent view is told when an upstream's lists change.
-    fn view(&self, identity: &Identity, context: &RequestContext<RoleServer>) -> Result<ToolExposure, McpError> {
+    /// The view the client asked for: `X-Mcpgw-Tool-Exposure` (stdio: `GW_TOOL_EXPOSURE`), if any.
+    fn asked(&self, context: &RequestContext<RoleServer>) -> Result<Option<ToolExposure>, McpError> {
         let asked = match &self.stdio_exposure {
             Some(value) => Some(value.as_str()),
             None => context
@@ -92,22 +92,28 @@ impl GatewayHandler {
                 .and_then(|parts| parts.headers.get(EXPOSURE_HEADER))
                 .map(|value| value.to_str().unwrap_or("")),
         };
-        let requested = match asked {
-            None => None,
+        match asked {
+            None => Ok(None),
             Some(value) => Some(ToolExposure::parse(value).ok_or_else(|| {
                 McpError::invalid_request(
                     format!("{EXPOSURE_HEADER} must be \"gateway\", \"transparent\" or \"both\", found {value:?}"),
                     None,
                 )
-            })?),
-        };
+            }))
+            .transpose(),
+        }
+    }
+
+    /// The view the caller gets (contract 8): its configuration's `tool_exposure`, narrowed by the client's
+    /// `X-Mcpgw-Tool-Exposure` header (stdio: `GW_TOOL_EXPOSURE`) when the configuration allows `"both"`. A session
+    /// is recorded with what its listings depend on, so that it is told when they change (contract 15).
+    fn view(&self, identity: &Identity, context: &RequestContext<RoleServer>) -> Result<ToolExposure, McpError> {
+        let requested = self.asked(context)?;
         let view = identity.snapshot.tool_exposure(identity.mcp_config_id.as_deref()).chosen(requested);
-        if view.upstream()
-            && let Some(session) = self.session(context)
-        {
-            let config = identity.mcp_config_id.as_deref().unwrap_or("");
+        if let Some(session) = self.session(context) {
+            let scope = Scope::of(identity, requested);
             let stdio = self.stdio_session.is_some();
-            self.ctx.sessions.attach(session, identity.key_digest, config, &context.peer, stdio);
+            self.ctx.sessions.attach(session, identity.key_digest, scope, &context.peer, stdio);
         }
         Ok(view)
     }
@@ -173,8 +179,13 @@ impl GatewayHandler {
 }
 
 impl ServerHandler for GatewayHandler {
+    /// What rmcp reads where no caller is known: the gateway view, with every capability a listen stream may carry
+    /// (rmcp keeps only what this declares in a `subscriptions/listen` filter; what a caller's view does not list
+    /// never changes for it, so it is never sent).
     fn get_info(&self) -> ServerConfig {
-        self.config(ToolExposure::Gateway)
+        let mut config = self.config(ToolExposure::Gateway);
+        config.capabilities = capabilities::declared(ToolExposure::Both);
+        config
     }
 
     // `initialize` and `server/discover` declare the capabilities of the caller's configuration.
@@ -290,7 +301,7 @@ impl ServerHandler for GatewayHandler {
         context: RequestContext<RoleServer>,
     ) -> Result<(), McpError> {
         let identity = self.transparent::<SubscribeRequestMethod>(&context, Capability::Subscriptions, true).await?;
-        resources::subscribe(&self.ctx, &identity, self.session(&context), &request.uri, true).await
+        resources::subscribe(&self.ctx, &identity, self.session(&context), &request.uri, true).await.map(drop)
     }
 
     async fn unsubscribe(
@@ -299,7 +310,28 @@ impl ServerHandler for GatewayHandler {
         context: RequestContext<RoleServer>,
     ) -> Result<(), McpError> {
         let identity = self.transparent::<UnsubscribeRequestMethod>(&context, Capability::Subscriptions, true).await?;
-        resources::subscribe(&self.ctx, &identity, self.session(&context), &request.uri, false).await
+        resources::subscribe(&self.ctx, &identity, self.session(&context), &request.uri, false).await.map(drop)
+    }
+
+    // 2026-07-28 `subscriptions/listen` (contract 15): rmcp acknowledges the filter (the URIs cut to
+    // `MAX_RESOURCES`) and keeps the request's answer open as an event stream; `listen` serves it until the client
+    // goes or the drain begins (gateway/listen.rs).
+
+    fn accepted_subscription_filter(&self, requested: &SubscriptionFilter) -> Option<SubscriptionFilter> {
+        let mut accepted = requested.clone();
+        if let Some(uris) = accepted.resource_subscriptions.as_mut() {
+            uris.truncate(MAX_RESOURCES);
+        }
+        Some(accepted)
+    }
+
+    async fn listen(&self, subscription: SubscriptionContext) -> Result<(), McpError> {
+        let context = subscription.request_context();
+        let identity = self.identity(context, false).await.map_err(|refused| {
+            McpError::new(rmcp::model::ErrorCode(-32000), refused.message.clone(), Some(refused.answer()))
+        })?;
+        let asked = self.asked(context)?;
+        Box::pin(super::listen::serve(&self.ctx, identity, asked, &subscription)).await
     }
 
     async fn complete(

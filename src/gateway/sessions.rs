@@ -18,6 +18,8 @@ use rmcp::model::ClientCapabilities;
 use rmcp::service::Peer;
 use tokio_util::sync::CancellationToken;
 
+use super::notify::Scope;
+
 /// What to do when a session ends (the upstream pool ends the session's own processes).
 type OnEnd = Box<dyn Fn(&str) + Send + Sync>;
 
@@ -28,9 +30,9 @@ struct Session {
     seen: Instant,
     streaming: Arc<AtomicBool>,
     ended: CancellationToken,
-    /// The session's MCP configuration and its peer, once a request of the session reached the handler: how a
-    /// change of an upstream's lists is told to it (transparent mode).
-    peer: Option<(String, Peer<RoleServer>)>,
+    /// What the session's listings depend on and its peer, once a request of the session reached the handler: how a
+    /// change of what it sees is told to it (a reload, an upstream's lists; contract 15).
+    peer: Option<(Scope, Peer<RoleServer>)>,
     /// What the client declared in its `initialize` (what may be asked of it during a relayed call).
     capabilities: Option<ClientCapabilities>,
     /// The resources it subscribed to: (server, URI).
@@ -236,16 +238,10 @@ impl SessionRegistry {
         self.ended_ids.lock().unwrap_or_else(|p| p.into_inner()).add(session_id);
     }
 
-    /// Remembers the peer of a session and its MCP configuration (the first time only). Over stdio, where the one
-    /// session is not opened by a request, it is recorded here.
-    pub fn attach(
-        &self,
-        session_id: &str,
-        key_digest: [u8; 32],
-        config_id: &str,
-        peer: &Peer<RoleServer>,
-        stdio: bool,
-    ) {
+    /// Remembers the peer of a session (the first time only) and what its listings depend on (each time: the key's
+    /// project or configuration may have changed with a reload). Over stdio, where the one session is not opened by a
+    /// request, it is recorded here.
+    pub fn attach(&self, session_id: &str, key_digest: [u8; 32], scope: Scope, peer: &Peer<RoleServer>, stdio: bool) {
         let mut map = self.map();
         if stdio && !map.contains_key(session_id) {
             drop(map);
@@ -254,10 +250,13 @@ impl SessionRegistry {
             self.pin(session_id);
             map = self.map();
         }
-        if let Some(session) = map.get_mut(session_id)
-            && session.peer.is_none()
-        {
-            session.peer = Some((config_id.to_string(), peer.clone()));
+        let Some(session) = map.get_mut(session_id) else { return };
+        if let Some((known, _)) = session.peer.as_mut() {
+            if *known != scope {
+                *known = scope;
+            }
+        } else {
+            session.peer = Some((scope, peer.clone()));
         }
     }
 
@@ -285,7 +284,7 @@ impl SessionRegistry {
             .values()
             .filter(|session| session.subscriptions.contains(&entry))
             .filter_map(|session| session.peer.as_ref())
-            .filter(|(config, _)| config == config_id)
+            .filter(|(scope, _)| scope.config == config_id)
             .map(|(_, peer)| peer.clone())
             .collect()
     }
@@ -297,14 +296,20 @@ impl SessionRegistry {
         }
     }
 
-    /// The peers of the open sessions of MCP configuration `config_id`.
-    pub fn peers_of(&self, config_id: &str) -> Vec<Peer<RoleServer>> {
+    /// The peers of the open sessions of MCP configuration `config_id`, with their scopes.
+    pub fn peers_of(&self, config_id: &str) -> Vec<(Scope, Peer<RoleServer>)> {
         let map = self.map();
-        map.values()
-            .filter_map(|session| session.peer.as_ref())
-            .filter(|(config, _)| config == config_id)
-            .map(|(_, peer)| peer.clone())
-            .collect()
+        map.values().filter_map(|session| session.peer.clone()).filter(|(scope, _)| scope.config == config_id).collect()
+    }
+
+    /// The peers of every open session, with their scopes (for a reload's comparison).
+    pub fn audience(&self) -> Vec<(Scope, Peer<RoleServer>)> {
+        self.map().values().filter_map(|session| session.peer.clone()).collect()
+    }
+
+    /// The peer of session `session_id`, once recorded.
+    pub fn peer_of(&self, session_id: &str) -> Option<Peer<RoleServer>> {
+        self.map().get(session_id).and_then(|session| session.peer.as_ref()).map(|(_, peer)| peer.clone())
     }
 
     /// The place of the session's one `GET` stream, or `None` while another stream of the session is open (or the
