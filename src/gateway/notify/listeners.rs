@@ -5,7 +5,7 @@
 //! Bounds: over HTTP a listen stream holds a place under `limits.max_sessions` and `limits.max_sessions_per_key` for
 //! as long as it is open (`gateway/middleware/sessions.rs`); [`Listeners::add`] holds the per-key bound again for
 //! every front (stdio included), and a stream names at most [`MAX_RESOURCES`] resources. A stream ends when its client
-//! goes, or when the drain begins (`gateway/handler.rs`).
+//! goes, or when the drain begins (`gateway/handler/`).
 
 use std::collections::{HashMap, HashSet};
 use std::sync::Mutex;
