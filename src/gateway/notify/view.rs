@@ -1,13 +1,13 @@
 //! Whether a reload changed what a client sees: a digest per list of everything in the configuration that a
 //! listing of that [`Scope`] depends on, taken in the old and in the new snapshot.
 //!
-//! A listing is the upstreams' offers (not in the configuration: their changes arrive as the upstreams'
-//! own `list_changed`) seen through the configuration: the view (`tool_exposure`, narrowed by what the client asked),
-//! the name separator, the servers of the client's MCP configuration (command, prefix, filters, guardrail policies),
-//! the project's `tool_filter`, and the pins of that list, which decide what is quarantined: a pin changed or
-//! forgotten counts, a pin only added (trust on first use, by the listing that found the item) does not, and the
-//! pins of one list change only that list. Cost: a pass over the configuration's server entries per scope and
-//! snapshot, no upstream asked.
+//! A listing is the upstreams' offers (not in the configuration: their changes arrive as the upstreams' own
+//! `list_changed`) seen through the configuration: the view (`tool_exposure`, narrowed by what the client asked), the
+//! name separator, the servers of the client's MCP configuration (command, prefix, filters, guardrail policies),
+//! `tool_scan` and `tool_pinning`, the project's `tool_filter`, and the pins of that list, which decide what is
+//! quarantined: a pin changed or forgotten counts, a pin only added (trust on first use, by the listing that found the
+//! item) does not, and the pins of one list change only that list. Cost: a pass over the configuration's server
+//! entries per scope and snapshot, no upstream asked.
 
 use std::collections::hash_map::DefaultHasher;
 use std::hash::{Hash, Hasher};
@@ -52,7 +52,11 @@ fn digests(snapshot: &Snapshot, scope: &Scope) -> [u64; 3] {
         let project = snapshot.file.projects.get(&scope.project).and_then(|p| p.tool_filter.as_ref());
         let project = project.and_then(|filter| serde_json::to_string(filter).ok());
         let entries: Vec<String> = entries(snapshot, scope).iter().map(without_pins).collect();
+        // What the review quarantines (contract 11): the scan and pinning modes.
+        let common = snapshot.file.common_mcp_gateway_config.as_ref();
+        let review = common.map(|c| (c.tool_scan.clone(), c.tool_pinning.clone()));
         for list in &mut lists {
+            review.hash(list);
             separator.hash(list);
             project.hash(list);
             entries.hash(list);
