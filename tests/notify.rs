@@ -278,3 +278,31 @@ fn a_listing_leaves_out_a_server_slower_than_its_discovery_timeout_and_tells_whe
     let logs = gw.logs();
     assert!(logs.contains("not ready within its discovery_timeout") && logs.contains("slow"), "WARN names it");
 }
+
+#[test]
+fn a_listen_stream_ends_with_its_final_result_when_the_gateway_drains() {
+    let config = config_with(vec![mock_server("m1")], json!({}));
+    let gw = TestGateway::start_with(&config, &[("GW_SHUTDOWN_GRACE_SECONDS", "30")]);
+    let listen = Listen::open(&gw, json!({"toolsListChanged": true}), Duration::from_secs(600));
+    assert!(listen.next("notifications/subscriptions/acknowledged", Duration::from_secs(30)).is_some());
+    let drained = Instant::now();
+    let signalled = std::process::Command::new("kill").args(["-TERM", &gw.gw.pid().to_string()]).status();
+    assert!(signalled.is_ok_and(|s| s.success()));
+    // The final result of the listen request (its id, `resultType` "complete"), long before the grace period ends.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let mut ended = None;
+    while let Some(left) = deadline.checked_duration_since(Instant::now()) {
+        match listen.events.recv_timeout(left) {
+            Ok(event) if event.get("result").is_some() => {
+                ended = Some(event);
+                break;
+            }
+            Ok(_) => continue,
+            Err(_) => break,
+        }
+    }
+    let ended = ended.expect("the stream's final result when the drain began");
+    assert_eq!(ended["id"], json!(77), "{ended}");
+    assert_eq!(ended["result"]["resultType"], json!("complete"), "{ended}");
+    assert!(drained.elapsed() < Duration::from_secs(10), "ended by the drain, not by the grace period");
+}
