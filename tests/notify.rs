@@ -306,3 +306,27 @@ fn a_listen_stream_ends_with_its_final_result_when_the_gateway_drains() {
     assert_eq!(ended["result"]["resultType"], json!("complete"), "{ended}");
     assert!(drained.elapsed() < Duration::from_secs(10), "ended by the drain, not by the grace period");
 }
+
+#[test]
+fn a_stdio_session_is_told_when_a_reload_changes_its_view() {
+    use rmcp::ServiceExt;
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("gw_mcp_config.json");
+    common::write_json(&path, &config_with(vec![mock_server("m1")], json!({})));
+    let cmd = stdio_command(&path, &[("GW_GATEWAY_KEY", API_KEY)]);
+    runtime().block_on(async {
+        let (transport, _) = rmcp::transport::TokioChildProcess::builder(tokio::process::Command::from(cmd))
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .expect("spawn mcpgw serve --transport stdio");
+        let heard = Heard::default();
+        let client = heard.clone().serve(transport).await.expect("initialize over stdio");
+        assert_eq!(client.list_all_tools().await.unwrap().len(), GW_TOOLS.len());
+        let mut file = common::read_json(&path);
+        file["common_mcp_gateway_config"]["tool_exposure"] = json!("both");
+        common::replace_json(&path, &file);
+        assert!(heard.wait_for("tools", 1).await, "tools/list_changed over stdio after the view changed");
+        assert!(client.list_all_tools().await.unwrap().len() > GW_TOOLS.len());
+        client.cancel().await.unwrap();
+    });
+}
