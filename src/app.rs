@@ -225,6 +225,7 @@ async fn drain(
     );
     state.ready.store(false, Ordering::SeqCst);
     ctx.draining.store(true, Ordering::SeqCst);
+    ctx.drain_begun.cancel();
     let _ = stops.admin.send(true);
     let settled = async {
         // Either may change while waiting for the other (a session's last call ends after its DELETE, say): look again.

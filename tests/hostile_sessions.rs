@@ -1,6 +1,7 @@
 //! Contract 13, "Streams and sessions": `limits.max_sessions_per_key` bounds the MCP sessions one key holds, so one key
 //! cannot take every place of `max_sessions` from the other projects: its next `initialize` gets HTTP 429
-//! `SESSION_LIMIT`, other keys are not affected, and a session closed frees its place.
+//! `SESSION_LIMIT`, other keys are not affected, and a session closed frees its place. A 2026-07-28
+//! `subscriptions/listen` stream holds a place the same way while it is open (contract 15).
 
 mod common;
 #[path = "common/mcp.rs"]
@@ -51,9 +52,24 @@ fn a_stateless_subscription_counts_as_a_session_of_its_key() {
     assert_eq!(refused.message["error"]["data"]["error_code"], json!("SESSION_LIMIT"), "{}", refused.text);
     assert_eq!(refused.message["id"], json!(5), "{}", refused.text);
 
-    // Another key is not affected; its subscription's place is given back with its answer (not served yet, so
-    // answered at once), so the key can still open its one session.
-    let answered = post(&client, &gw.mcp, Some(BETA_KEY), &headers, &listen);
-    assert_ne!(answered.status, 429, "{}", answered.text);
-    open_session(&client, &gw.mcp, BETA_KEY, "2025-11-25");
+    // Another key is not affected: its subscription is served (acknowledged, its answer an open event stream) and
+    // holds its key's one place until the client closes it; then the key can open its one session.
+    let mut request =
+        client.post(&gw.mcp).body(listen.to_string()).header("authorization", format!("Bearer {BETA_KEY}"));
+    for (name, value) in [("accept", ACCEPT_BOTH), ("content-type", "application/json")].into_iter().chain(headers) {
+        request = request.header(name, value);
+    }
+    let stream = request.send().expect("listen");
+    assert_eq!(stream.status().as_u16(), 200);
+    let mut lines = std::io::BufRead::lines(std::io::BufReader::new(stream));
+    let acknowledged =
+        lines.find(|line| line.as_ref().is_ok_and(|l| l.contains("notifications/subscriptions/acknowledged")));
+    assert!(acknowledged.is_some(), "the stream is acknowledged");
+    let held = post(&client, &gw.mcp, Some(BETA_KEY), &[], &initialize_body(6, "2025-11-25"));
+    assert_eq!(held.status, 429, "the open stream holds the key's place: {}", held.text);
+    drop(lines);
+    let freed = common::wait_until(std::time::Duration::from_secs(20), || {
+        post(&client, &gw.mcp, Some(BETA_KEY), &[], &initialize_body(7, "2025-11-25")).status == 200
+    });
+    assert!(freed, "the closed stream gave its place back");
 }

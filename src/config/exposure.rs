@@ -6,7 +6,7 @@ use super::decode::Problems;
 use super::model::{ConfigFile, McpConfig, ToolFilter};
 
 /// What `tools/list` shows a client.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
 pub enum ToolExposure {
     /// The seven `gw_*` tools only (the default).
     #[default]
@@ -143,6 +143,9 @@ fn check_name_part(value: &str, max: usize) -> Result<(), String> {
     Ok(())
 }
 
+/// The longest `discovery_timeout` a server entry may set (a day).
+const MAX_DISCOVERY_SECONDS: f64 = 86_400.0;
+
 /// Checks every transparent-mode setting of `file` beyond `common_mcp_gateway_config` (checked by [`Exposure::resolve`]).
 pub fn check(file: &ConfigFile, common: &Exposure, problems: &mut Problems) {
     for (id, config) in &file.mcp_configs {
@@ -157,6 +160,14 @@ pub fn check(file: &ConfigFile, common: &Exposure, problems: &mut Problems) {
             }
             if let Some(filter) = &server.tool_filter {
                 check_filter(filter, &format!("{path}.tool_filter"), problems);
+            }
+            if let Some(seconds) = &server.discovery_timeout
+                && !seconds.as_f64().is_some_and(|v| v.is_finite() && v > 0.0 && v <= MAX_DISCOVERY_SECONDS)
+            {
+                problems.push(format!(
+                    "{path}.discovery_timeout: must be a positive number of seconds, at most {MAX_DISCOVERY_SECONDS}, \
+                     found {seconds}"
+                ));
             }
         }
     }

@@ -280,11 +280,22 @@ pub struct ServerEntry {
     /// The approved definition of each resource (by its `uri`) and resource template (by its `uriTemplate`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub resource_pins: Option<IndexMap<String, String>>,
+    /// How long a transparent listing waits for this server, its start included (seconds; the gateway's
+    /// `timeout_settings.discovery_timeout` when absent). A server not ready by then is left out of that answer.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub discovery_timeout: Option<Number>,
     #[serde(flatten)]
     pub extra: Map<String, Value>,
 }
 
 impl ServerEntry {
+    /// How long a transparent listing waits for this server: its `discovery_timeout`, else `default` (the
+    /// gateway's `timeout_settings.discovery_timeout`). Validated when the configuration loads.
+    pub fn discovery_wait(&self, default: std::time::Duration) -> std::time::Duration {
+        let seconds = self.discovery_timeout.as_ref().and_then(Number::as_f64);
+        seconds.filter(|v| v.is_finite() && *v > 0.0).map_or(default, std::time::Duration::from_secs_f64)
+    }
+
     /// Whether `self` and `other` are the same entry but for their prompt and resource pins: pins of what a server
     /// offers besides tools say nothing about its tools, so writing them (trust on first use) keeps the tool cache.
     /// Asked at every tool cache hit, so it compares in place (no copy); every field is named, so a new one cannot
@@ -303,6 +314,7 @@ impl ServerEntry {
             pinned_tools,
             prompt_pins: _,
             resource_pins: _,
+            discovery_timeout,
             extra,
         } = self;
         *server_name == other.server_name
@@ -315,6 +327,7 @@ impl ServerEntry {
             && *tool_prefix == other.tool_prefix
             && *tool_filter == other.tool_filter
             && *pinned_tools == other.pinned_tools
+            && *discovery_timeout == other.discovery_timeout
             && *extra == other.extra
     }
 }

@@ -7,8 +7,8 @@
 //! view also `prompts`, `resources` (with `subscribe`), `completions` and `logging`, served by the handler
 //! ([`super::handler`]) from the upstreams. Every handler method of those capabilities asks [`require`] first, so in
 //! the gateway view they answer -32601 rather than rmcp's default empty result. The transparent view also declares
-//! the `io.modelcontextprotocol/tasks` extension, served over HTTP by `transparent/task_route.rs`; skills and
-//! `subscriptions/listen` are refused by rmcp while not implemented.
+//! the `io.modelcontextprotocol/tasks` extension, served over HTTP by `transparent/task_route.rs`; skills are refused
+//! by rmcp while not implemented; `subscriptions/listen` (2026-07-28) is served in every view (`gateway/listen.rs`).
 
 use rmcp::ErrorData as McpError;
 use rmcp::model::{ConstString, ServerCapabilities};
@@ -28,7 +28,7 @@ pub enum Capability {
 }
 
 /// The capabilities the gateway declares to a caller whose configuration exposes its servers as `exposure` says, on
-/// every front and revision: tools always; in transparent mode (`"transparent"`, `"both"`) also the upstreams'
+/// every front and revision: tools (with `listChanged`: a reload can change them) always; in transparent mode (`"transparent"`, `"both"`) also the upstreams'
 /// prompts, resources (with `subscribe`), completions and logging level, and each list's `listChanged` (an upstream's
 /// change of its lists is passed on to the sessions of its configuration).
 // Logging is deprecated by SEP-2577 for the newest revision; contract 8 forwards `logging/setLevel` for the others.
@@ -48,7 +48,8 @@ pub fn declared(exposure: ToolExposure) -> ServerCapabilities {
             .enable_tasks()
             .build()
     } else {
-        ServerCapabilities::builder().enable_tools().build()
+        // A reload may change the gateway view too (to "both", say): its clients are told (contract 15).
+        ServerCapabilities::builder().enable_tools().enable_tool_list_changed().build()
     }
 }
 

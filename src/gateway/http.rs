@@ -97,7 +97,7 @@ pub fn router(ctx: Arc<GatewayContext>, sessions: CancellationToken) -> Router {
         .layer(TaskRouteLayer(Arc::clone(&ctx)))
         // A plain tools/call is answered next to rmcp rather than through it (see fast_path.rs).
         .layer(FastToolCallLayer::new(Arc::clone(&ctx), sessions))
-        // rmcp: every other message of the protocol, then the handler (gateway/handler.rs).
+        // rmcp: every other message of the protocol, then the handler (gateway/handler/).
         .service(protocol);
     let metadata = Arc::clone(&ctx);
     let metadata = axum::routing::get(move |headers: axum::http::HeaderMap| {

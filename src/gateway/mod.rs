@@ -17,7 +17,9 @@ pub mod exposure;
 pub mod fast_path;
 pub mod handler;
 pub mod http;
+pub mod listen;
 pub mod middleware;
+pub mod notify;
 pub mod session_id;
 pub mod sessions;
 pub mod stdio;
@@ -37,10 +39,7 @@ use crate::telemetry::metrics::{Metrics, catch_up};
 use crate::timeouts::TimeoutsByTenant;
 use crate::upstream::relay::ServerEvent;
 use crate::upstream::{PoolKey, PoolSettings, ServerSpec, UpstreamPool};
-use boundary::listing::Offered;
-use boundary::offer_review::quarantined_in;
 use sessions::SessionRegistry;
-use transparent::resources::template_matches;
 
 /// Tools found by live discovery, with what the server said about itself.
 #[derive(Debug, Clone)]
@@ -94,6 +93,16 @@ pub struct GatewayContext {
     pub rounds: transparent::rounds::PendingCalls,
     /// The tasks upstreams run for the clients (contract 15), per key.
     pub tasks: transparent::tasks::TaskRecords,
+    /// The open 2026-07-28 `subscriptions/listen` streams (contract 15).
+    pub listeners: notify::listeners::Listeners,
+    /// At most one relayed list change per server and list a second.
+    pub coalesce: notify::coalesce::Coalescer,
+    /// Servers left out of a listing (not ready within `discovery_timeout`), waited for in the background.
+    pub late: transparent::late::LateServers,
+    /// Cancelled when the drain begins: listen streams end then (their clients reconnect elsewhere).
+    pub drain_begun: tokio_util::sync::CancellationToken,
+    /// The context itself, for work that outlives the request that started it (a late server's wait).
+    pub me: std::sync::Weak<GatewayContext>,
 }
 
 /// Counts work in progress so a drain can wait for it to finish.
@@ -176,7 +185,7 @@ impl GatewayContext {
     /// A context over `store`, following its reloads.
     pub fn new(store: Arc<ConfigStore>) -> Arc<GatewayContext> {
         let snapshot = store.snapshot();
-        let ctx = Arc::new(GatewayContext {
+        let ctx = Arc::new_cyclic(|me| GatewayContext {
             pool: UpstreamPool::new(pool_settings(&snapshot)),
             tool_cache: TtlCache::new(snapshot.settings.tool_cache_expiry),
             config_cache: GatewayConfigCache::new(snapshot.settings.gateway_cache_expiry),
@@ -197,6 +206,11 @@ impl GatewayContext {
             relays: Default::default(),
             rounds: Default::default(),
             tasks: Default::default(),
+            listeners: Default::default(),
+            coalesce: Default::default(),
+            late: Default::default(),
+            drain_begun: Default::default(),
+            me: me.clone(),
             store,
         });
         ctx.pool.set_max_calls_per_process(snapshot.settings.max_calls_per_process as usize);
@@ -229,8 +243,8 @@ impl GatewayContext {
         ctx.pool.on_events(Arc::new(move |key, event| {
             if let Some(ctx) = weak.upgrade() {
                 match event {
-                    ServerEvent::ListChanged(list) => ctx.list_changed(key, list),
-                    ServerEvent::ResourceUpdated(params) => ctx.resource_updated(key, params),
+                    ServerEvent::ListChanged(list) => notify::relay::upstream_list_changed(&ctx, key, list),
+                    ServerEvent::ResourceUpdated(params) => notify::relay::resource_updated(&ctx, key, params),
                 }
             }
         }));
@@ -243,76 +257,6 @@ impl GatewayContext {
             }
         });
         ctx
-    }
-
-    /// An upstream said one of its lists changed (contract 8): its cached tools go, and the open sessions of its
-    /// configuration are told, so their clients list again.
-    fn list_changed(&self, key: &PoolKey, list: &'static str) {
-        if list == "tools" {
-            self.tool_cache.remove(key);
-        }
-        // Only transparent sessions list the upstreams' tools, prompts and resources (and declared `listChanged`).
-        let transparent = self.store.snapshot().tool_exposure(Some(&key.mcp_config_id)).upstream();
-        let peers = if transparent { self.sessions.peers_of(&key.mcp_config_id) } else { Vec::new() };
-        tracing::info!(server_name = %key.server_name, list, sessions = peers.len(),
-            "an upstream server's list changed; its sessions are told");
-        for peer in peers {
-            tokio::spawn(async move {
-                let told = match list {
-                    "tools" => peer.notify_tool_list_changed().await,
-                    "prompts" => peer.notify_prompt_list_changed().await,
-                    _ => peer.notify_resource_list_changed().await,
-                };
-                if let Err(error) = told {
-                    tracing::debug!(%error, list, "a session was not told of a changed list");
-                }
-            });
-        }
-    }
-
-    /// An upstream said a resource changed (contract 8): the sessions subscribed to it on that server are told, unless
-    /// the resource (or a template of that server matching it) is quarantined now (contract 14: a quarantined offer
-    /// reaches no client, whoever subscribed before).
-    fn resource_updated(&self, key: &PoolKey, params: serde_json::Value) {
-        let Some(uri) = params.get("uri").and_then(serde_json::Value::as_str) else { return };
-        let subscribers = self.sessions.subscribers(&key.mcp_config_id, &key.server_name, uri);
-        if subscribers.is_empty() {
-            return;
-        }
-        let (config, server) = (key.mcp_config_id.as_str(), key.server_name.as_str());
-        let held_as = |offered, held: &dyn Fn(&str) -> bool| quarantined_in(self, config, server, offered, held);
-        if held_as(Offered::Resource, &|held| held == uri) || held_as(Offered::Template, &|t| template_matches(t, uri))
-        {
-            tracing::info!(server_name = %key.server_name, "an update of a quarantined resource was not relayed");
-            return;
-        }
-        let Ok(mut params) = serde_json::from_value::<rmcp::model::ResourceUpdatedNotificationParam>(params.clone())
-        else {
-            return;
-        };
-        // A view (MCP Apps) is known to clients by its namespaced URI.
-        if params.uri.starts_with(exposure::apps::UI_SCHEME) {
-            let snapshot = self.store.snapshot();
-            let separator = snapshot.exposure(Some(config)).separator;
-            let entry = snapshot
-                .file
-                .mcp_configs
-                .get(config)
-                .and_then(|c| c.mcp_config.iter().find(|entry| entry.server_name == server));
-            if let Some(exposed) = entry
-                .and_then(|entry| exposure::apps::exposed_uri(&transparent::catalog::prefix(entry, &separator), uri))
-            {
-                params.uri = exposed;
-            }
-        }
-        for peer in subscribers {
-            let params = params.clone();
-            tokio::spawn(async move {
-                if let Err(error) = peer.notify_resource_updated(params).await {
-                    tracing::debug!(%error, "a session was not told of an updated resource");
-                }
-            });
-        }
     }
 
     /// Who a call to `spec`'s server is made for: `identity`'s key and `session`, and, for a `per_session` server (whose
@@ -362,11 +306,15 @@ impl GatewayContext {
                 ctx.rate_limits.shrink();
             }
         });
+        // The snapshot before each swap, to tell open clients what the swap changed for them.
+        let mut previous = changes.borrow_and_update().clone();
         tokio::spawn(async move {
             while changes.changed().await.is_ok() {
                 let snapshot = changes.borrow_and_update().clone();
                 let Some(ctx) = weak.upgrade() else { break };
                 ctx.apply(&snapshot);
+                notify::relay::reload(&ctx, &previous, &snapshot);
+                previous = snapshot;
             }
         });
     }

@@ -225,6 +225,7 @@ pub fn decode_server_at(value: Value, path: &str, problems: &mut Problems) -> Op
     let pinned_tools = pins(&mut f, "pinned_tools");
     let prompt_pins = pins(&mut f, "prompt_pins");
     let resource_pins = pins(&mut f, "resource_pins");
+    let discovery_timeout = f.number("discovery_timeout");
     let extra = f.rest();
     Some(ServerEntry {
         server_name: server_name?,
@@ -239,6 +240,7 @@ pub fn decode_server_at(value: Value, path: &str, problems: &mut Problems) -> Op
         pinned_tools,
         prompt_pins,
         resource_pins,
+        discovery_timeout,
         extra,
     })
 }

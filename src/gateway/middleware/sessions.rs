@@ -41,6 +41,7 @@ use crate::config::exposure::ToolExposure;
 use crate::error::{ErrorCode, GatewayError};
 use crate::gateway::GatewayContext;
 use crate::gateway::exposure::EXPOSURE_HEADER;
+use crate::gateway::notify::Scope;
 use crate::gateway::session_id::{self, SessionClaims};
 use crate::gateway::sessions::{Full, PeerSlot, SessionCheck, StreamPlace};
 
@@ -175,23 +176,24 @@ async fn track_sessions(ctx: Arc<GatewayContext>, mut req: Request, next: impl N
         .and_then(|p| p.get("capabilities"))
         .and_then(|declared| serde_json::from_value(declared.clone()).ok());
     // The session's peer, left by the handler's `initialize` (a new session's, or the one rmcp replays for a session
-    // taken over) when the session has the transparent view: it is told of the upstreams' changes.
+    // taken over): it is told when what it sees changes (a reload, contract 15; the upstreams' lists).
     let requested = req.headers().get(EXPOSURE_HEADER).and_then(|v| v.to_str().ok()).and_then(ToolExposure::parse);
     let transparent = identity.snapshot.tool_exposure(identity.mcp_config_id.as_deref()).chosen(requested).upstream();
-    // The registry is asked only for a transparent session (a lock per request otherwise).
-    let wants_peer = || opens_session || session.as_deref().is_some_and(|id| !ctx.sessions.has_peer(id));
-    let peer_slot = (transparent && wants_peer()).then(PeerSlot::default);
+    // Every new session; a session that has none recorded yet is looked for only with the transparent view (a lock
+    // per request otherwise; the handler records the others' at their first request that reaches it).
+    let wants_peer = || session.as_deref().is_some_and(|id| !ctx.sessions.has_peer(id));
+    let peer_slot = (opens_session || (transparent && wants_peer())).then(PeerSlot::default);
     if let Some(slot) = &peer_slot {
         req.extensions_mut().insert(slot.clone());
     }
     let closing = req.method() == Method::DELETE;
     let mut response = forward(next, req).await;
-    let config = identity.mcp_config_id.as_deref().unwrap_or("");
+    let scope = Scope::of(&identity, requested);
     let take_peer = |slot: Option<PeerSlot>| slot.and_then(|slot| slot.0.lock().ok().and_then(|mut peer| peer.take()));
     if let Some(id) = &session
         && let Some(peer) = take_peer(peer_slot.clone())
     {
-        ctx.sessions.attach(id, identity.key_digest, config, &peer, false);
+        ctx.sessions.attach(id, identity.key_digest, scope.clone(), &peer, false);
     }
     // The client knows the session by its sealed id only.
     if let (Some(local), Some(external)) = (&session, &external)
@@ -227,7 +229,7 @@ async fn track_sessions(ctx: Arc<GatewayContext>, mut req: Request, next: impl N
             response.headers_mut().insert(SESSION_HEADER, value);
         }
         if let Some(peer) = take_peer(peer_slot) {
-            ctx.sessions.attach(&local, identity.key_digest, config, &peer, false);
+            ctx.sessions.attach(&local, identity.key_digest, scope, &peer, false);
         }
     }
     if let Some(id) = &session {

@@ -11,7 +11,7 @@
 
 use serde_json::Value;
 
-use super::upstream;
+use super::{late, upstream};
 use crate::auth::Identity;
 use crate::config::model::ServerEntry;
 use crate::error::GatewayError;
@@ -22,6 +22,7 @@ use crate::gateway::capabilities::Capability;
 use crate::gateway::exposure::apps;
 use crate::gateway::exposure::filter::Curation;
 use crate::gateway::exposure::names::{self, MAX_NAME};
+use crate::gateway::notify::List;
 use crate::gateway::tools::{DiscoveryResult, discover_visible, visible_servers};
 use crate::telemetry::metrics::GW_TOOLS;
 
@@ -70,7 +71,10 @@ fn could_make(prefix: &str, name: &str) -> bool {
 pub async fn tools<'a>(ctx: &GatewayContext, identity: &'a Identity, session: Option<&str>) -> Vec<Exposed<'a>> {
     let candidates = candidates(identity, None);
     // Every server asked at once (contract 15: one slow server does not stall the others), kept in config order.
-    let asked = candidates.iter().map(|(entry, _)| discover_visible(ctx, identity, session, entry));
+    // Each waited for at most its `discovery_timeout` (a late one is left out, and its clients told when it is ready).
+    let asked = candidates.iter().map(|(entry, _)| {
+        late::within(ctx, identity, session, entry, List::Tools, discover_visible(ctx, identity, session, entry))
+    });
     let answers = futures_util::future::join_all(asked).await;
     let mut found = Vec::new();
     for ((entry, prefix), answer) in candidates.into_iter().zip(answers) {
@@ -93,7 +97,8 @@ pub async fn prompts<'a>(
     let candidates = candidates(identity, only);
     // Every server asked at once, kept in config order (as for tools).
     let asked = candidates.iter().map(|(entry, _)| {
-        upstream::list_all(ctx, identity, session, entry, Capability::Prompts, "prompts/list", "prompts")
+        let asked = upstream::list_all(ctx, identity, session, entry, Capability::Prompts, "prompts/list", "prompts");
+        late::within(ctx, identity, session, entry, List::Prompts, asked)
     });
     let answers = futures_util::future::join_all(asked).await;
     let mut found = Vec::new();

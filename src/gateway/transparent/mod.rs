@@ -12,6 +12,7 @@
 //!   tool.
 
 pub mod catalog;
+pub mod late;
 pub mod relay;
 pub mod resources;
 pub mod rounds;

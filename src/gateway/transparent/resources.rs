@@ -7,8 +7,8 @@
 use rmcp::ErrorData as McpError;
 use serde_json::{Map, Value, json};
 
-use super::catalog;
 use super::upstream::{self, list_all};
+use super::{catalog, late};
 use crate::auth::Identity;
 use crate::config::model::ServerEntry;
 use crate::error::{ErrorCode, GatewayError};
@@ -18,6 +18,7 @@ use crate::gateway::boundary::offer_review;
 use crate::gateway::capabilities::Capability;
 use crate::gateway::exposure::apps;
 use crate::gateway::exposure::filter::Curation;
+use crate::gateway::notify::List;
 use crate::gateway::tools::{audit_call, visible_servers};
 use crate::upstream::relay::Relay;
 
@@ -44,8 +45,11 @@ async fn merged<'a>(
 ) -> Vec<(&'a ServerEntry, Value)> {
     let Ok(entries) = visible_servers(identity) else { return Vec::new() };
     // Every server asked at once (contract 15: one slow server does not stall the others), kept in config order.
-    let asked =
-        entries.iter().map(|entry| list_all(ctx, identity, session, entry, Capability::Resources, method, field));
+    // Each waited for at most its `discovery_timeout` (a late one is left out, and its clients told when it is ready).
+    let asked = entries.iter().map(|entry| {
+        let asked = list_all(ctx, identity, session, entry, Capability::Resources, method, field);
+        late::within(ctx, identity, session, entry, List::Resources, asked)
+    });
     let answers = futures_util::future::join_all(asked).await;
     let mut all = Vec::new();
     for (entry, answer) in entries.into_iter().zip(answers) {
@@ -171,7 +175,7 @@ pub async fn subscribe(
     session: Option<&str>,
     uri: &str,
     subscribed: bool,
-) -> Result<(), McpError> {
+) -> Result<String, McpError> {
     let found = owner(ctx, identity, session, uri).await;
     if subscribed && quarantined(ctx, identity, uri, found) {
         return Err(quarantine_error(uri));
@@ -187,7 +191,7 @@ pub async fn subscribe(
             if let Some(session) = session {
                 ctx.sessions.subscription(session, &entry.server_name, uri, subscribed);
             }
-            Ok(())
+            Ok(entry.server_name.clone())
         }
         Ok(None) => Err(McpError::invalid_params(
             format!("the server of {uri:?} does not offer subscriptions to its resources"),

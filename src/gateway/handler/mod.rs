@@ -4,41 +4,40 @@
 //! Over HTTP the caller's [`Identity`] was resolved by the admission layer and travels in the request's extensions
 //! (rmcp hands the HTTP request parts to the handler). Over stdio the handler runs the same admission step
 //! ([`admission::admit`]) on every tool call, with the credentials of the environment, and counts the call as a
-//! request. Answers and refusals reach the client in the one envelope of [`super::envelope`].
+//! request. Answers and refusals reach the client in the one envelope of [`crate::gateway::envelope`].
+
+mod call;
+
+use call::{relayed, typed, upstream_value};
 
 use std::sync::Arc;
 
 use rmcp::model::{
-    CallToolRequestParams, CallToolResponse, CallToolResult, CompleteRequestMethod, CompleteRequestParams,
-    CompleteResult, ConstString, DiscoverResult, GetPromptRequestMethod, GetPromptRequestParams, GetPromptResponse,
-    Implementation, InitializeRequestParams, InitializeResult, InputRequiredResult, ListPromptsRequestMethod,
-    ListPromptsResult, ListResourceTemplatesRequestMethod, ListResourceTemplatesResult, ListResourcesRequestMethod,
-    ListResourcesResult, ListToolsResult, PaginatedRequestParams, ProtocolVersion, ReadResourceRequestMethod,
-    ReadResourceRequestParams, ReadResourceResponse, ServerConfig, SetLevelRequestMethod, SubscribeRequestMethod,
-    SubscribeRequestParams, Tool, UnsubscribeRequestMethod, UnsubscribeRequestParams,
+    CallToolRequestParams, CallToolResponse, CompleteRequestMethod, CompleteRequestParams, CompleteResult, ConstString,
+    DiscoverResult, GetPromptRequestMethod, GetPromptRequestParams, GetPromptResponse, Implementation,
+    InitializeRequestParams, InitializeResult, ListPromptsRequestMethod, ListPromptsResult,
+    ListResourceTemplatesRequestMethod, ListResourceTemplatesResult, ListResourcesRequestMethod, ListResourcesResult,
+    ListToolsResult, PaginatedRequestParams, ReadResourceRequestMethod, ReadResourceRequestParams,
+    ReadResourceResponse, ServerConfig, SetLevelRequestMethod, SubscribeRequestMethod, SubscribeRequestParams,
+    SubscriptionFilter, Tool, UnsubscribeRequestMethod, UnsubscribeRequestParams,
 };
 // Logging is deprecated by SEP-2577 for the newest revision; contract 8 forwards `logging/setLevel` for the others.
 #[allow(deprecated)]
 use rmcp::model::SetLevelRequestParams;
-use rmcp::service::RequestContext;
+use rmcp::service::{RequestContext, SubscriptionContext};
 use rmcp::{ErrorData as McpError, RoleServer, ServerHandler};
-use serde_json::Value;
 
-use super::capabilities::{self, Capability};
-use super::envelope::tool_result;
-use super::exposure::EXPOSURE_HEADER;
-use super::middleware::{admission, request_metrics};
-use super::sessions::PeerSlot;
-use super::transparent::relay::Caller;
-use super::transparent::rounds::{self, Round};
-use super::transparent::{self, CallAnswer, resources};
-use super::{GatewayContext, tools};
 use crate::auth::{AuthFailure, Credentials, Identity};
 use crate::config::exposure::ToolExposure;
-use crate::error::{ErrorCode, GatewayError};
-use crate::telemetry::metrics::GW_TOOLS;
-use crate::upstream::relay::{FromServer, Relay};
-use tokio::sync::mpsc;
+use crate::error::GatewayError;
+use crate::gateway::capabilities::{self, Capability};
+use crate::gateway::exposure::EXPOSURE_HEADER;
+use crate::gateway::middleware::{admission, request_metrics};
+use crate::gateway::notify::Scope;
+use crate::gateway::notify::listeners::MAX_RESOURCES;
+use crate::gateway::sessions::PeerSlot;
+use crate::gateway::transparent::{self, resources};
+use crate::gateway::{GatewayContext, tools};
 
 /// The gateway's MCP server handler.
 #[derive(Clone)]
@@ -80,10 +79,8 @@ impl GatewayHandler {
         self.stdio_session.as_deref().or(http_session)
     }
 
-    /// The view the caller gets (contract 8): its configuration's `tool_exposure`, narrowed by the client's
-    /// `X-Mcpgw-Tool-Exposure` header (stdio: `GW_TOOL_EXPOSURE`) when the configuration allows `"both"`. A session
-    /// with the transparent view is told when an upstream's lists change.
-    fn view(&self, identity: &Identity, context: &RequestContext<RoleServer>) -> Result<ToolExposure, McpError> {
+    /// The view the client asked for: `X-Mcpgw-Tool-Exposure` (stdio: `GW_TOOL_EXPOSURE`), if any.
+    fn asked(&self, context: &RequestContext<RoleServer>) -> Result<Option<ToolExposure>, McpError> {
         let asked = match &self.stdio_exposure {
             Some(value) => Some(value.as_str()),
             None => context
@@ -92,22 +89,28 @@ impl GatewayHandler {
                 .and_then(|parts| parts.headers.get(EXPOSURE_HEADER))
                 .map(|value| value.to_str().unwrap_or("")),
         };
-        let requested = match asked {
-            None => None,
+        match asked {
+            None => Ok(None),
             Some(value) => Some(ToolExposure::parse(value).ok_or_else(|| {
                 McpError::invalid_request(
                     format!("{EXPOSURE_HEADER} must be \"gateway\", \"transparent\" or \"both\", found {value:?}"),
                     None,
                 )
-            })?),
-        };
+            }))
+            .transpose(),
+        }
+    }
+
+    /// The view the caller gets (contract 8): its configuration's `tool_exposure`, narrowed by the client's
+    /// `X-Mcpgw-Tool-Exposure` header (stdio: `GW_TOOL_EXPOSURE`) when the configuration allows `"both"`. A session
+    /// is recorded with what its listings depend on, so that it is told when they change (contract 15).
+    fn view(&self, identity: &Identity, context: &RequestContext<RoleServer>) -> Result<ToolExposure, McpError> {
+        let requested = self.asked(context)?;
         let view = identity.snapshot.tool_exposure(identity.mcp_config_id.as_deref()).chosen(requested);
-        if view.upstream()
-            && let Some(session) = self.session(context)
-        {
-            let config = identity.mcp_config_id.as_deref().unwrap_or("");
+        if let Some(session) = self.session(context) {
+            let scope = Scope::of(identity, requested);
             let stdio = self.stdio_session.is_some();
-            self.ctx.sessions.attach(session, identity.key_digest, config, &context.peer, stdio);
+            self.ctx.sessions.attach(session, identity.key_digest, scope, &context.peer, stdio);
         }
         Ok(view)
     }
@@ -173,8 +176,13 @@ impl GatewayHandler {
 }
 
 impl ServerHandler for GatewayHandler {
+    /// What rmcp reads where no caller is known: the gateway view, with every capability a listen stream may carry
+    /// (rmcp keeps only what this declares in a `subscriptions/listen` filter; what a caller's view does not list
+    /// never changes for it, so it is never sent).
     fn get_info(&self) -> ServerConfig {
-        self.config(ToolExposure::Gateway)
+        let mut config = self.config(ToolExposure::Gateway);
+        config.capabilities = capabilities::declared(ToolExposure::Both);
+        config
     }
 
     // `initialize` and `server/discover` declare the capabilities of the caller's configuration.
@@ -290,7 +298,7 @@ impl ServerHandler for GatewayHandler {
         context: RequestContext<RoleServer>,
     ) -> Result<(), McpError> {
         let identity = self.transparent::<SubscribeRequestMethod>(&context, Capability::Subscriptions, true).await?;
-        resources::subscribe(&self.ctx, &identity, self.session(&context), &request.uri, true).await
+        resources::subscribe(&self.ctx, &identity, self.session(&context), &request.uri, true).await.map(drop)
     }
 
     async fn unsubscribe(
@@ -299,7 +307,28 @@ impl ServerHandler for GatewayHandler {
         context: RequestContext<RoleServer>,
     ) -> Result<(), McpError> {
         let identity = self.transparent::<UnsubscribeRequestMethod>(&context, Capability::Subscriptions, true).await?;
-        resources::subscribe(&self.ctx, &identity, self.session(&context), &request.uri, false).await
+        resources::subscribe(&self.ctx, &identity, self.session(&context), &request.uri, false).await.map(drop)
+    }
+
+    // 2026-07-28 `subscriptions/listen` (contract 15): rmcp acknowledges the filter (the URIs cut to
+    // `MAX_RESOURCES`) and keeps the request's answer open as an event stream; `listen` serves it until the client
+    // goes or the drain begins (gateway/listen.rs).
+
+    fn accepted_subscription_filter(&self, requested: &SubscriptionFilter) -> Option<SubscriptionFilter> {
+        let mut accepted = requested.clone();
+        if let Some(uris) = accepted.resource_subscriptions.as_mut() {
+            uris.truncate(MAX_RESOURCES);
+        }
+        Some(accepted)
+    }
+
+    async fn listen(&self, subscription: SubscriptionContext) -> Result<(), McpError> {
+        let context = subscription.request_context();
+        let identity = self.identity(context, false).await.map_err(|refused| {
+            McpError::new(rmcp::model::ErrorCode(-32000), refused.message.clone(), Some(refused.answer()))
+        })?;
+        let asked = self.asked(context)?;
+        Box::pin(crate::gateway::listen::serve(&self.ctx, identity, asked, &subscription)).await
     }
 
     async fn complete(
@@ -339,107 +368,4 @@ impl ServerHandler for GatewayHandler {
         }
         answer
     }
-}
-
-impl GatewayHandler {
-    async fn answer_call(
-        &self,
-        request: CallToolRequestParams,
-        context: RequestContext<RoleServer>,
-    ) -> Result<CallToolResponse, McpError> {
-        let identity = match self.identity(&context, true).await {
-            Ok(identity) => identity,
-            Err(refused) => return Ok(tool_result(refused.answer()).into()),
-        };
-        if self.credentials.is_some() {
-            // Over HTTP the call budget step has taken these cells.
-            let max = identity.snapshot.settings.limits.max_calls_per_request;
-            let calls = admission::calls_asked(&request.name, request.arguments.as_ref(), max);
-            if let Err(refused) = admission::take_calls(&self.ctx, &identity, calls) {
-                return Ok(tool_result(refused.answer()).into());
-            }
-        }
-        let _running = self.ctx.in_flight.enter();
-        let args = request.arguments.unwrap_or_default();
-        let session = self.session(&context);
-        let exposure = self.view(&identity, &context)?;
-        let gateway_tool = GW_TOOLS.contains(&&*request.name);
-        if exposure.upstream() && !(gateway_tool && exposure.gateway_tools()) {
-            if context.protocol_version().is_some_and(|version| version >= ProtocolVersion::V_2026_07_28) {
-                // A stateless client: the upstream's questions travel as `input_required` rounds, its progress on
-                // this request's stream.
-                let progress_token = context.meta.get_progress_token();
-                let capabilities = context.meta.client_capabilities();
-                let caller = Caller { peer: &context.peer, progress_token, capabilities };
-                let round = match request.request_state {
-                    Some(state) => {
-                        let answers = request.input_responses.unwrap_or_default();
-                        rounds::resume(&self.ctx, &identity, &state, &request.name, answers, &caller).await?
-                    }
-                    None => rounds::start(&self.ctx, &identity, request.name.to_string(), args, &caller).await,
-                };
-                return match round {
-                    Round::Done(Ok(CallAnswer::Upstream(result))) => Ok(upstream_result(result).into()),
-                    Round::Done(Ok(CallAnswer::Gateway(answer))) => Ok(tool_result(answer).into()),
-                    Round::Done(Err(unknown)) => Err(McpError::invalid_params(unknown.to_string(), None)),
-                    Round::Input { requests, request_state } => {
-                        Ok(InputRequiredResult::new(Some(requests), Some(request_state)).into())
-                    }
-                };
-            }
-            let (relay, caller, messages) = relayed(&context);
-            let work = transparent::call_tool(&self.ctx, &identity, session, &request.name, args, Some(relay));
-            return match caller.serve(work, messages).await {
-                Ok(CallAnswer::Upstream(result)) => Ok(upstream_result(result).into()),
-                Ok(CallAnswer::Gateway(answer)) => Ok(tool_result(answer).into()),
-                Err(unknown) => Err(McpError::invalid_params(unknown.to_string(), None)),
-            };
-        }
-        match tools::call(&self.ctx, &identity, session, &request.name, args).await {
-            Ok(answer) => Ok(tool_result(answer).into()),
-            Err(refusal) => Err(McpError::invalid_params(refusal.to_string(), None)),
-        }
-    }
-}
-
-/// The relay of a transparent request: the upstream's messages during it go to the caller (its progress token, the
-/// capabilities its session declared), and the client's cancellation of the request ends it.
-fn relayed(context: &RequestContext<RoleServer>) -> (Relay, Caller<'_>, mpsc::Receiver<FromServer>) {
-    let progress_token = context.meta.get_progress_token();
-    let meta = progress_token.as_ref().map(|token| serde_json::json!({"progressToken": token}));
-    let (relay, messages) = Relay::new(context.ct.clone(), meta);
-    let capabilities = context.peer.peer_info().map(|info| info.capabilities.clone());
-    (relay, Caller { peer: &context.peer, progress_token, capabilities }, messages)
-}
-
-/// Items an upstream listed, as rmcp's type; an item that does not fit the protocol is left out.
-fn typed<T: serde::de::DeserializeOwned>(items: Vec<Value>) -> Vec<T> {
-    items.into_iter().filter_map(|item| serde_json::from_value(item).ok()).collect()
-}
-
-/// An upstream's result with `resultType` (`"complete"` where the upstream, of an older revision, left it out): a
-/// 2026-07-28 client requires it in every result (contract 15), and rmcp leaves a `"complete"` out again for peers of
-/// older revisions.
-fn with_result_type(mut result: Value) -> Value {
-    if let Some(fields) = result.as_object_mut()
-        && !fields.contains_key("resultType")
-    {
-        fields.insert("resultType".into(), Value::from("complete"));
-    }
-    result
-}
-
-/// An upstream's result as rmcp's type, or the error that it does not fit the protocol.
-fn upstream_value<T: serde::de::DeserializeOwned>(result: Value) -> Result<T, McpError> {
-    serde_json::from_value(with_result_type(result))
-        .map_err(|e| McpError::internal_error(format!("the upstream's result does not fit the protocol: {e}"), None))
-}
-
-/// An upstream's `CallToolResult` as rmcp's type (the pool checked its shape; one that still does not fit is the
-/// upstream's error).
-fn upstream_result(result: serde_json::Value) -> CallToolResult {
-    serde_json::from_value(with_result_type(result)).unwrap_or_else(|e| {
-        let message = format!("the upstream's tool result does not fit the protocol: {e}");
-        tool_result(GatewayError::new(ErrorCode::UpstreamError, message).answer())
-    })
 }

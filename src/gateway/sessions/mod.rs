@@ -18,6 +18,15 @@ use rmcp::model::ClientCapabilities;
 use rmcp::service::Peer;
 use tokio_util::sync::CancellationToken;
 
+use super::notify::Scope;
+
+mod peers;
+mod reservation;
+mod tombstones;
+
+pub use reservation::{Full, Reservation};
+use tombstones::Tombstones;
+
 /// What to do when a session ends (the upstream pool ends the session's own processes).
 type OnEnd = Box<dyn Fn(&str) + Send + Sync>;
 
@@ -28,9 +37,9 @@ struct Session {
     seen: Instant,
     streaming: Arc<AtomicBool>,
     ended: CancellationToken,
-    /// The session's MCP configuration and its peer, once a request of the session reached the handler: how a
-    /// change of an upstream's lists is told to it (transparent mode).
-    peer: Option<(String, Peer<RoleServer>)>,
+    /// What the session's listings depend on and its peer, once a request of the session reached the handler: how a
+    /// change of what it sees is told to it (a reload, an upstream's lists; contract 15).
+    peer: Option<(Scope, Peer<RoleServer>)>,
     /// What the client declared in its `initialize` (what may be asked of it during a relayed call).
     capabilities: Option<ClientCapabilities>,
     /// The resources it subscribed to: (server, URI).
@@ -79,68 +88,11 @@ pub struct SessionRegistry {
     pub restore: super::session_id::RestoreStates,
 }
 
-/// Ids of ended sessions, kept for [`TOMBSTONE_TTL`] and at most [`MAX_TOMBSTONES`].
-#[derive(Default)]
-struct Tombstones {
-    ids: std::collections::HashSet<String>,
-    order: std::collections::VecDeque<(Instant, String)>,
-}
-
-const TOMBSTONE_TTL: Duration = Duration::from_secs(24 * 3600);
-const MAX_TOMBSTONES: usize = 100_000;
-
-impl Tombstones {
-    fn add(&mut self, id: &str) {
-        let now = Instant::now();
-        while let Some((at, _)) = self.order.front() {
-            if now.duration_since(*at) < TOMBSTONE_TTL && self.order.len() < MAX_TOMBSTONES {
-                break;
-            }
-            if let Some((_, old)) = self.order.pop_front() {
-                self.ids.remove(&old);
-            }
-        }
-        if self.ids.insert(id.to_string()) {
-            self.order.push_back((now, id.to_string()));
-        }
-    }
-}
-
 /// What a request's session id means for its key.
 #[derive(Debug, PartialEq, Eq)]
 pub enum SessionCheck {
     Owned,
     Unknown,
-}
-
-/// A place for one more session, held while its `initialize` runs.
-#[must_use]
-pub struct Reservation {
-    pending: Arc<AtomicUsize>,
-    by_key: Arc<Mutex<HashMap<[u8; 32], usize>>>,
-    key: [u8; 32],
-}
-
-impl Drop for Reservation {
-    fn drop(&mut self) {
-        self.pending.fetch_sub(1, Ordering::SeqCst);
-        let mut by_key = self.by_key.lock().unwrap_or_else(|p| p.into_inner());
-        if let Some(count) = by_key.get_mut(&self.key) {
-            *count = count.saturating_sub(1);
-            if *count == 0 {
-                by_key.remove(&self.key);
-            }
-        }
-    }
-}
-
-/// Why no place was reserved.
-#[derive(Debug, PartialEq, Eq)]
-pub enum Full {
-    /// `max_sessions` are open or being opened.
-    Gateway,
-    /// This key has `max_sessions_per_key` open or being opened.
-    Key,
 }
 
 impl SessionRegistry {
@@ -222,11 +174,6 @@ impl SessionRegistry {
         self.ended_ids.lock().unwrap_or_else(|p| p.into_inner()).ids.contains(local)
     }
 
-    /// Whether session `session_id` has its peer recorded.
-    pub fn has_peer(&self, session_id: &str) -> bool {
-        self.map().get(session_id).is_some_and(|session| session.peer.is_some())
-    }
-
     /// Forgets what a session that ended leaves behind: its sealed id, its restore state; remembers it ended.
     fn bury(&self, session_id: &str, session: &Session) {
         if let Some(external) = &session.external {
@@ -236,94 +183,11 @@ impl SessionRegistry {
         self.ended_ids.lock().unwrap_or_else(|p| p.into_inner()).add(session_id);
     }
 
-    /// Remembers the peer of a session and its MCP configuration (the first time only). Over stdio, where the one
-    /// session is not opened by a request, it is recorded here.
-    pub fn attach(
-        &self,
-        session_id: &str,
-        key_digest: [u8; 32],
-        config_id: &str,
-        peer: &Peer<RoleServer>,
-        stdio: bool,
-    ) {
-        let mut map = self.map();
-        if stdio && !map.contains_key(session_id) {
-            drop(map);
-            let capabilities = peer.peer_info().map(|info| info.capabilities.clone());
-            self.open(session_id, None, key_digest, capabilities);
-            self.pin(session_id);
-            map = self.map();
-        }
-        if let Some(session) = map.get_mut(session_id)
-            && session.peer.is_none()
-        {
-            session.peer = Some((config_id.to_string(), peer.clone()));
-        }
-    }
-
-    /// What the client of session `session_id` declared at `initialize`; `None` when the session is unknown.
-    pub fn client_capabilities(&self, session_id: &str) -> Option<Option<ClientCapabilities>> {
-        self.map().get(session_id).map(|session| session.capabilities.clone())
-    }
-
-    /// What the client of session `session_id` declared it can relay, as an upstream is told it (a `per_session`
-    /// server's process: contract 15); everything when the session or its capabilities are not known.
-    pub fn declared(&self, session_id: &str) -> crate::upstream::Declared {
-        let map = self.map();
-        let Some(capabilities) = map.get(session_id).and_then(|session| session.capabilities.as_ref()) else {
-            return crate::upstream::Declared::ALL;
-        };
-        crate::upstream::Declared {
-            sampling: capabilities.sampling.is_some(),
-            elicitation: capabilities.elicitation.is_some(),
-            roots: capabilities.roots.is_some(),
-        }
-    }
-
-    /// Records (or, with `subscribed` false, forgets) the session's subscription to `uri` of `server`.
-    pub fn subscription(&self, session_id: &str, server: &str, uri: &str, subscribed: bool) {
-        if let Some(session) = self.map().get_mut(session_id) {
-            let entry = (server.to_string(), uri.to_string());
-            if subscribed {
-                session.subscriptions.insert(entry);
-            } else {
-                session.subscriptions.remove(&entry);
-            }
-        }
-    }
-
-    /// The peers of the open sessions of MCP configuration `config_id` subscribed to `uri` of `server`.
-    pub fn subscribers(&self, config_id: &str, server: &str, uri: &str) -> Vec<Peer<RoleServer>> {
-        let entry = (server.to_string(), uri.to_string());
-        self.map()
-            .values()
-            .filter(|session| session.subscriptions.contains(&entry))
-            .filter_map(|session| session.peer.as_ref())
-            .filter(|(config, _)| config == config_id)
-            .map(|(_, peer)| peer.clone())
-            .collect()
-    }
-
     /// Keeps a session from idling out (the stdio connection's: it ends with the connection).
     pub fn pin(&self, session_id: &str) {
         if let Some(session) = self.map().get_mut(session_id) {
             session.pinned = true;
         }
-    }
-
-    /// The peer of session `session_id`, once the handler has attached it.
-    pub fn peer_of(&self, session_id: &str) -> Option<Peer<RoleServer>> {
-        self.map().get(session_id).and_then(|session| session.peer.as_ref()).map(|(_, peer)| peer.clone())
-    }
-
-    /// The peers of the open sessions of MCP configuration `config_id`.
-    pub fn peers_of(&self, config_id: &str) -> Vec<Peer<RoleServer>> {
-        let map = self.map();
-        map.values()
-            .filter_map(|session| session.peer.as_ref())
-            .filter(|(config, _)| config == config_id)
-            .map(|(_, peer)| peer.clone())
-            .collect()
     }
 
     /// The place of the session's one `GET` stream, or `None` while another stream of the session is open (or the

@@ -1,0 +1,332 @@
+//! Contract 15, "Changes reach open clients" and "One slow server does not stall the others", from outside: a
+//! session of 2025-11-25 (on its `GET` stream) and a 2026-07-28 `subscriptions/listen` stream are told when a reload
+//! changes what their key sees, and only then; the listen stream also carries an upstream's list change and the
+//! `resources/updated` of a resource it named; listen streams are bounded per key; a transparent listing does not
+//! wait for a server that starts slowly past its `discovery_timeout`, and a list change follows when it is ready.
+
+mod common;
+#[path = "common/mcp.rs"]
+mod mcp;
+
+use std::io::{BufRead, BufReader};
+use std::path::Path;
+use std::sync::mpsc;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use common::{API_KEY, CONFIG_ID, SPARE_CONFIG_ID};
+use mcp::*;
+use reqwest::Method;
+use serde_json::{Value, json};
+
+/// A 2025-11-25 client that records the list changes it is told of, in order.
+#[derive(Clone, Default)]
+struct Heard(Arc<Mutex<Vec<&'static str>>>, Arc<tokio::sync::Notify>);
+
+impl Heard {
+    fn push(&self, list: &'static str) {
+        self.0.lock().unwrap().push(list);
+        self.1.notify_waiters();
+    }
+
+    fn count(&self, list: &str) -> usize {
+        self.0.lock().unwrap().iter().filter(|heard| **heard == list).count()
+    }
+
+    async fn wait_for(&self, list: &str, count: usize) -> bool {
+        eventually(Duration::from_secs(20), || async { self.count(list) >= count }).await
+    }
+}
+
+impl rmcp::ClientHandler for Heard {
+    async fn on_tool_list_changed(&self, _: rmcp::service::NotificationContext<rmcp::RoleClient>) {
+        self.push("tools");
+    }
+    async fn on_prompt_list_changed(&self, _: rmcp::service::NotificationContext<rmcp::RoleClient>) {
+        self.push("prompts");
+    }
+    async fn on_resource_list_changed(&self, _: rmcp::service::NotificationContext<rmcp::RoleClient>) {
+        self.push("resources");
+    }
+}
+
+async fn session(gw: &TestGateway, heard: &Heard) -> rmcp::service::RunningService<rmcp::RoleClient, Heard> {
+    use rmcp::ServiceExt;
+    heard.clone().serve(http_transport(&gw.mcp, API_KEY, &[])).await.expect("connect")
+}
+
+/// Adds a mock server to `config` through the admin API (blocking: from a test's runtime, in place).
+fn add_server(gw: &TestGateway, config: &str, name: &str) {
+    tokio::task::block_in_place(|| add_server_now(gw, config, name));
+}
+
+fn add_server_now(gw: &TestGateway, config: &str, name: &str) {
+    let added = admin(gw, Method::POST, &format!("/api/v1/configs/{config}/servers"), Some(&mock_server(name)));
+    assert_eq!(added.status, 201, "{:?}", added.body);
+}
+
+#[test]
+fn a_reload_tells_the_sessions_whose_view_it_changes_and_no_other() {
+    let gw = TestGateway::start(&config_with(vec![mock_server("m1")], json!({"tool_exposure": "transparent"})));
+    runtime().block_on(async {
+        let heard = Heard::default();
+        let client = session(&gw, &heard).await;
+        let before = client.list_all_tools().await.unwrap().len();
+        // A server added to another configuration changes nothing this session sees; one added to its own does.
+        // Reloads are told in order on one stream, so had the first been told, it would be heard first.
+        add_server(&gw, SPARE_CONFIG_ID, "elsewhere");
+        add_server(&gw, CONFIG_ID, "m2");
+        assert!(heard.wait_for("tools", 1).await, "tools/list_changed after a server was added");
+        client.list_all_tools().await.unwrap();
+        assert_eq!(heard.count("tools"), 1, "one change told, not the other configuration's: {:?}", heard.0);
+        assert!(heard.wait_for("prompts", 1).await && heard.wait_for("resources", 1).await, "{:?}", heard.0);
+        let after = client.list_all_tools().await.unwrap().len();
+        assert!(after > before, "the new server's tools are listed: {before} -> {after}");
+        client.cancel().await.unwrap();
+    });
+}
+
+#[test]
+fn a_session_in_the_gateway_view_is_told_when_a_reload_turns_on_both() {
+    let gw = TestGateway::start(&config_with(vec![mock_server("m1")], json!({})));
+    runtime().block_on(async {
+        let heard = Heard::default();
+        let client = session(&gw, &heard).await;
+        let capabilities = serde_json::to_value(&client.peer_info().unwrap().capabilities).unwrap();
+        assert_eq!(capabilities["tools"]["listChanged"], json!(true), "{capabilities}");
+        assert_eq!(client.list_all_tools().await.unwrap().len(), GW_TOOLS.len());
+        // The file is rewritten (the watcher's reload path) with the configuration's view switched to "both".
+        let mut file = common::read_json(gw.config_path());
+        file["common_mcp_gateway_config"]["tool_exposure"] = json!("both");
+        common::replace_json(gw.config_path(), &file);
+        assert!(heard.wait_for("tools", 1).await, "tools/list_changed after the view changed");
+        let tools = client.list_all_tools().await.unwrap();
+        assert!(tools.len() > GW_TOOLS.len(), "the upstream tools are listed now: {}", tools.len());
+        client.cancel().await.unwrap();
+    });
+}
+
+/// A 2026-07-28 listen stream: its events (JSON-RPC messages) as they arrive, and its HTTP status.
+struct Listen {
+    events: mpsc::Receiver<Value>,
+    status: u16,
+}
+
+impl Listen {
+    /// Opens a stream that the client closes after `lifetime` (a blocking read cannot be interrupted otherwise).
+    fn open(gw: &TestGateway, notifications: Value, lifetime: Duration) -> Listen {
+        let body = json!({"jsonrpc": "2.0", "id": 77, "method": "subscriptions/listen",
+                          "params": {"_meta": stateless_meta(), "notifications": notifications}});
+        let response = common::client_with_timeout(lifetime)
+            .post(&gw.mcp)
+            .header("accept", ACCEPT_BOTH)
+            .header("content-type", "application/json")
+            .header("authorization", format!("Bearer {API_KEY}"))
+            .header("mcp-protocol-version", STATELESS_REVISION)
+            .header("mcp-method", "subscriptions/listen")
+            .body(body.to_string())
+            .send()
+            .expect("listen");
+        let status = response.status().as_u16();
+        let (sender, events) = mpsc::channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(response).lines() {
+                let Ok(line) = line else { break };
+                let data = line.strip_prefix("data:").map(str::trim).unwrap_or(&line);
+                if let Ok(event) = serde_json::from_str::<Value>(data)
+                    && sender.send(event).is_err()
+                {
+                    break;
+                }
+            }
+        });
+        Listen { events, status }
+    }
+
+    /// The next event whose `method` is `method`, within `within`.
+    fn next(&self, method: &str, within: Duration) -> Option<Value> {
+        let deadline = Instant::now() + within;
+        while let Some(left) = deadline.checked_duration_since(Instant::now()) {
+            match self.events.recv_timeout(left) {
+                Ok(event) if event["method"] == json!(method) => return Some(event),
+                Ok(_) => continue,
+                Err(_) => return None,
+            }
+        }
+        None
+    }
+}
+
+fn hostile_upstream(dir: &Path) -> Value {
+    let offers = json!({"resources": [{"uri": "test://doc", "name": "doc", "mimeType": "text/plain"}]});
+    let file = dir.join("offers.json");
+    std::fs::write(&file, offers.to_string()).unwrap();
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/hostile_upstream.py");
+    json!({"server_name": "up", "config": {"command": "python3",
+        "args": [script.to_str().unwrap(), file.to_str().unwrap()]}})
+}
+
+fn stateless_call(gw: &TestGateway, tool: &str, args: Value) -> Rpc {
+    let body = json!({"jsonrpc": "2.0", "id": 3, "method": "tools/call",
+                      "params": {"name": tool, "arguments": args, "_meta": stateless_meta()}});
+    post(&http(), &gw.mcp, Some(API_KEY), &stateless_headers("tools/call", Some(tool)), &body)
+}
+
+#[test]
+fn a_listen_stream_hears_reloads_upstream_list_changes_and_updates_of_the_resources_it_named() {
+    let dir = tempfile::tempdir().unwrap();
+    let servers = vec![mock_server("m1"), hostile_upstream(dir.path())];
+    let gw = TestGateway::start(&config_with(servers, json!({"tool_exposure": "transparent"})));
+    let all = json!({"toolsListChanged": true, "promptsListChanged": true, "resourcesListChanged": true,
+                     "resourceSubscriptions": ["test://doc"]});
+    let listen = Listen::open(&gw, all, Duration::from_secs(600));
+    assert_eq!(listen.status, 200);
+    let ack = listen.next("notifications/subscriptions/acknowledged", Duration::from_secs(30)).expect("acknowledged");
+    assert_eq!(ack["params"]["notifications"]["toolsListChanged"], json!(true), "{ack}");
+    assert_eq!(ack["params"]["notifications"]["resourceSubscriptions"], json!(["test://doc"]), "{ack}");
+
+    // An update of the resource it named (the upstream subscription is made once the stream is acknowledged: the
+    // update is sent until it is heard).
+    let update = json!({"steps": [{"notify": "notifications/resources/updated", "params": {"uri": "test://doc"}}]});
+    let mut updated = None;
+    for _ in 0..40 {
+        let called = stateless_call(&gw, "up__relay", update.clone());
+        assert_eq!(called.status, 200, "{}", called.text);
+        updated = listen.next("notifications/resources/updated", Duration::from_millis(500));
+        if updated.is_some() {
+            break;
+        }
+    }
+    let updated = updated.expect("notifications/resources/updated of test://doc");
+    assert_eq!(updated["params"]["uri"], json!("test://doc"), "{updated}");
+    assert_eq!(updated["params"]["_meta"]["io.modelcontextprotocol/subscriptionId"], json!(77), "{updated}");
+
+    // An upstream's own list change.
+    let changed = stateless_call(&gw, "m1__changed", json!({}));
+    assert_eq!(changed.status, 200, "{}", changed.text);
+    assert!(listen.next("notifications/tools/list_changed", Duration::from_secs(20)).is_some(), "upstream change");
+
+    // A reload of another configuration is not told; one of its own is (in order on the stream).
+    add_server(&gw, SPARE_CONFIG_ID, "elsewhere");
+    add_server(&gw, CONFIG_ID, "m2");
+    assert!(listen.next("notifications/tools/list_changed", Duration::from_secs(20)).is_some(), "reload");
+    let changed = stateless_call(&gw, "m1__changed", json!({}));
+    assert_eq!(changed.status, 200, "{}", changed.text);
+    assert!(listen.next("notifications/tools/list_changed", Duration::from_secs(20)).is_some());
+    assert!(listen.events.try_recv().is_err(), "nothing else was told");
+}
+
+#[test]
+fn listen_streams_are_bounded_per_key() {
+    let config = config_with(vec![mock_server("m1")], json!({"limits": {"max_sessions_per_key": 2}}));
+    let gw = TestGateway::start(&config);
+    let tools = json!({"toolsListChanged": true});
+    // The first closes itself after a few seconds (its client's timeout), the second stays.
+    let first = Listen::open(&gw, tools.clone(), Duration::from_secs(6));
+    let second = Listen::open(&gw, tools.clone(), Duration::from_secs(600));
+    for open in [&first, &second] {
+        assert_eq!(open.status, 200);
+        assert!(open.next("notifications/subscriptions/acknowledged", Duration::from_secs(30)).is_some());
+    }
+    let refused = post(
+        &http(),
+        &gw.mcp,
+        Some(API_KEY),
+        &stateless_headers("subscriptions/listen", None),
+        &json!({
+        "jsonrpc": "2.0", "id": 5, "method": "subscriptions/listen",
+        "params": {"_meta": stateless_meta(), "notifications": tools}}),
+    );
+    assert_eq!(refused.status, 429, "{}", refused.text);
+    assert_eq!(refused.message["error"]["data"]["error_code"], json!("SESSION_LIMIT"), "{}", refused.text);
+    // A stream closed by its client gives its place back.
+    drop(first);
+    let reopened = common::wait_until(Duration::from_secs(30), || {
+        let again = Listen::open(&gw, json!({"toolsListChanged": true}), Duration::from_secs(600));
+        again.status == 200 && again.next("notifications/subscriptions/acknowledged", Duration::from_secs(5)).is_some()
+    });
+    assert!(reopened, "a place freed by a closed stream is given to a new one");
+    drop(second);
+}
+
+#[test]
+fn a_listing_leaves_out_a_server_slower_than_its_discovery_timeout_and_tells_when_it_is_ready() {
+    let mut slow = mock_server("slow");
+    slow["config"]["args"] = json!(["--start-delay-ms", "4000"]);
+    slow["discovery_timeout"] = json!(1);
+    let gw = TestGateway::start(&config_with(vec![mock_server("fast"), slow], json!({"tool_exposure": "transparent"})));
+    runtime().block_on(async {
+        let heard = Heard::default();
+        let client = session(&gw, &heard).await;
+        let asked = Instant::now();
+        let first: Vec<String> =
+            client.list_all_tools().await.unwrap().into_iter().map(|t| t.name.to_string()).collect();
+        let took = asked.elapsed();
+        assert!(
+            took < Duration::from_millis(3500),
+            "answered within about the slow server's discovery_timeout: {took:?}"
+        );
+        assert!(first.iter().any(|name| name.starts_with("fast__")), "{first:?}");
+        assert!(!first.iter().any(|name| name.starts_with("slow__")), "{first:?}");
+        assert!(heard.wait_for("tools", 1).await, "tools/list_changed once the slow server is ready");
+        let next: Vec<String> =
+            client.list_all_tools().await.unwrap().into_iter().map(|t| t.name.to_string()).collect();
+        assert!(next.iter().any(|name| name.starts_with("slow__")), "{next:?}");
+        assert!(next.iter().any(|name| name.starts_with("fast__")), "{next:?}");
+        client.cancel().await.unwrap();
+    });
+    let logs = gw.logs();
+    assert!(logs.contains("not ready within its discovery_timeout") && logs.contains("slow"), "WARN names it");
+}
+
+#[test]
+fn a_listen_stream_ends_with_its_final_result_when_the_gateway_drains() {
+    let config = config_with(vec![mock_server("m1")], json!({}));
+    let gw = TestGateway::start_with(&config, &[("GW_SHUTDOWN_GRACE_SECONDS", "30")]);
+    let listen = Listen::open(&gw, json!({"toolsListChanged": true}), Duration::from_secs(600));
+    assert!(listen.next("notifications/subscriptions/acknowledged", Duration::from_secs(30)).is_some());
+    let drained = Instant::now();
+    let signalled = std::process::Command::new("kill").args(["-TERM", &gw.gw.pid().to_string()]).status();
+    assert!(signalled.is_ok_and(|s| s.success()));
+    // The final result of the listen request (its id, `resultType` "complete"), long before the grace period ends.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let mut ended = None;
+    while let Some(left) = deadline.checked_duration_since(Instant::now()) {
+        match listen.events.recv_timeout(left) {
+            Ok(event) if event.get("result").is_some() => {
+                ended = Some(event);
+                break;
+            }
+            Ok(_) => continue,
+            Err(_) => break,
+        }
+    }
+    let ended = ended.expect("the stream's final result when the drain began");
+    assert_eq!(ended["id"], json!(77), "{ended}");
+    assert_eq!(ended["result"]["resultType"], json!("complete"), "{ended}");
+    assert!(drained.elapsed() < Duration::from_secs(10), "ended by the drain, not by the grace period");
+}
+
+#[test]
+fn a_stdio_session_is_told_when_a_reload_changes_its_view() {
+    use rmcp::ServiceExt;
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("gw_mcp_config.json");
+    common::write_json(&path, &config_with(vec![mock_server("m1")], json!({})));
+    let cmd = stdio_command(&path, &[("GW_GATEWAY_KEY", API_KEY)]);
+    runtime().block_on(async {
+        let (transport, _) = rmcp::transport::TokioChildProcess::builder(tokio::process::Command::from(cmd))
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .expect("spawn mcpgw serve --transport stdio");
+        let heard = Heard::default();
+        let client = heard.clone().serve(transport).await.expect("initialize over stdio");
+        assert_eq!(client.list_all_tools().await.unwrap().len(), GW_TOOLS.len());
+        let mut file = common::read_json(&path);
+        file["common_mcp_gateway_config"]["tool_exposure"] = json!("both");
+        common::replace_json(&path, &file);
+        assert!(heard.wait_for("tools", 1).await, "tools/list_changed over stdio after the view changed");
+        assert!(client.list_all_tools().await.unwrap().len() > GW_TOOLS.len());
+        client.cancel().await.unwrap();
+    });
+}
