@@ -214,6 +214,25 @@ fn a_listen_stream_hears_reloads_upstream_list_changes_and_updates_of_the_resour
     assert_eq!(changed.status, 200, "{}", changed.text);
     assert!(listen.next("notifications/tools/list_changed", Duration::from_secs(20)).is_some());
     assert!(listen.events.try_recv().is_err(), "nothing else was told");
+
+    // A reload that hides the resource from the caller's project: its list change is told, and the updates of the
+    // resource, subscribed before, no longer are (curation is decided as it is now, not as it was).
+    let path = gw.config_path();
+    let mut file: Value = serde_json::from_slice(&std::fs::read(path).unwrap()).unwrap();
+    file["projects"][common::PROJECT_ID]["tool_filter"] = json!({"deny": ["up__test://doc"]});
+    std::fs::write(path, serde_json::to_vec_pretty(&file).unwrap()).unwrap();
+    assert!(listen.next("notifications/resources/list_changed", Duration::from_secs(20)).is_some(), "hidden");
+    let called = stateless_call(&gw, "up__relay", update.clone());
+    assert_eq!(called.status, 200, "{}", called.text);
+    // The upstream sent the update before its answer; an upstream list change told after it comes after it too.
+    let changed = stateless_call(&gw, "m1__changed", json!({}));
+    assert_eq!(changed.status, 200, "{}", changed.text);
+    let next = listen.events.recv_timeout(Duration::from_secs(20)).expect("the list change");
+    assert_eq!(
+        next["method"],
+        json!("notifications/tools/list_changed"),
+        "a hidden resource's update was told: {next}"
+    );
 }
 
 #[test]

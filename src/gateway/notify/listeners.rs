@@ -91,11 +91,18 @@ impl Listeners {
     }
 
     /// The streams of configuration `config` that named `uri` of `server`.
-    pub fn subscribers(&self, config: &str, server: &str, uri: &str) -> Vec<SubscriptionSink> {
+    pub fn subscribers(
+        &self,
+        config: &str,
+        server: &str,
+        uri: &str,
+        sees: impl Fn(&Scope) -> bool,
+    ) -> Vec<SubscriptionSink> {
         let entry = (server.to_string(), uri.to_string());
         let map = self.map();
         map.values()
             .filter(|listener| listener.scope.config == config && listener.resources.contains(&entry))
+            .filter(|listener| sees(&listener.scope))
             .map(|listener| listener.sink.clone())
             .collect()
     }

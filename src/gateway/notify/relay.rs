@@ -97,9 +97,23 @@ fn relay_list_change(ctx: &GatewayContext, key: &PoolKey, list: List) {
 pub fn resource_updated(ctx: &GatewayContext, key: &PoolKey, params: Value) {
     let Some(uri) = params.get("uri").and_then(Value::as_str) else { return };
     let (config, server) = (key.mcp_config_id.as_str(), key.server_name.as_str());
+    // Curation as it is now (a reload since the subscription may hide the resource from a project): the resource by
+    // the server's own URI, as `resources/subscribe` and the listings decide it.
+    let snapshot = ctx.store.snapshot();
+    let Some(entry) =
+        snapshot.file.mcp_configs.get(config).and_then(|c| c.mcp_config.iter().find(|e| e.server_name == server))
+    else {
+        return;
+    };
+    let separator = snapshot.exposure(Some(config)).separator;
+    let exposed = format!("{server}{separator}{uri}");
+    let sees = |scope: &Scope| {
+        let project = snapshot.file.projects.get(&scope.project).and_then(|p| p.tool_filter.as_ref());
+        crate::gateway::exposure::filter::visible(entry.tool_filter.as_ref(), project, uri, &exposed)
+    };
     let mut targets: Vec<Target> =
-        ctx.sessions.subscribers(config, server, uri).into_iter().map(Target::Session).collect();
-    targets.extend(ctx.listeners.subscribers(config, server, uri).into_iter().map(Target::Listener));
+        ctx.sessions.subscribers(config, server, uri, sees).into_iter().map(Target::Session).collect();
+    targets.extend(ctx.listeners.subscribers(config, server, uri, sees).into_iter().map(Target::Listener));
     if targets.is_empty() {
         return;
     }

@@ -68,14 +68,21 @@ impl SessionRegistry {
         }
     }
 
-    /// The peers of the open sessions of MCP configuration `config_id` subscribed to `uri` of `server`.
-    pub fn subscribers(&self, config_id: &str, server: &str, uri: &str) -> Vec<Peer<RoleServer>> {
+    /// The peers of the open sessions of MCP configuration `config_id` subscribed to `uri` of `server`, of the scopes
+    /// `sees` lets see it now.
+    pub fn subscribers(
+        &self,
+        config_id: &str,
+        server: &str,
+        uri: &str,
+        sees: impl Fn(&Scope) -> bool,
+    ) -> Vec<Peer<RoleServer>> {
         let entry = (server.to_string(), uri.to_string());
         self.map()
             .values()
             .filter(|session| session.subscriptions.contains(&entry))
             .filter_map(|session| session.peer.as_ref())
-            .filter(|(scope, _)| scope.config == config_id)
+            .filter(|(scope, _)| scope.config == config_id && sees(scope))
             .map(|(_, peer)| peer.clone())
             .collect()
     }
