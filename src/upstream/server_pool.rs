@@ -431,10 +431,6 @@ impl ServerPool {
             Verdict::Keep | Verdict::Retire if process.is_gone() => Some(StopMode::Kill),
             Verdict::Keep | Verdict::Retire => None,
         };
-        if verdict == Verdict::Retire {
-            self.retire_one(process);
-            return;
-        }
         // Only a call that failed its process may start a replacement, so only then are the settings read.
         let max = failure.map(|_| self.max_processes()).unwrap_or(0);
         let (ended, replace) = {
@@ -446,6 +442,8 @@ impl ServerPool {
                     let newly_failed = failure.is_some() && entry.failed.is_none();
                     entry.calls = entry.calls.saturating_sub(1);
                     entry.failed = entry.failed.max(failure);
+                    // Told a client's roots: no new call, its tasks served, ended when idle (no restart counted).
+                    entry.retiring |= verdict == Verdict::Retire;
                     let mut ended = if entry.done(retiring) {
                         Some(state.entries.swap_remove(index))
                     } else {
@@ -476,38 +474,14 @@ impl ServerPool {
         if let Some(entry) = ended {
             if entry.failed.is_some() {
                 self.count_restarts(1);
+            } else if entry.retiring {
+                tracing::info!(server = %self.label, "an upstream process told a client's roots ends: it serves no other caller");
             }
             entry.process.stop(entry.failed.unwrap_or(StopMode::Graceful));
         }
         if let Some(slot) = replace {
             tracing::info!(server = %self.label, "replacing an upstream process that a call left unusable");
             self.begin_start(slot);
-        }
-    }
-
-    /// Ends `process` gracefully once its calls are done, without counting a restart or starting another in its place
-    /// ([`Verdict::Retire`]): from now on it takes no new calls.
-    fn retire_one(&self, process: &Arc<UpstreamProcess>) {
-        // `Some(None)`: still busy with other calls or tasks; it ends when the last one is done.
-        let ended = {
-            let mut state = lock(&self.state);
-            let retiring = state.retired || self.shutting_down();
-            state.entries.iter().position(|entry| Arc::ptr_eq(&entry.process, process)).map(|index| {
-                let entry = &mut state.entries[index];
-                entry.calls = entry.calls.saturating_sub(1);
-                entry.retiring = true;
-                entry.done(retiring).then(|| state.entries.swap_remove(index))
-            })
-        };
-        self.returned.notify_one();
-        match ended {
-            Some(Some(entry)) => {
-                tracing::info!(server = %self.label, "an upstream process told a client's roots ends: it serves no other caller");
-                entry.process.stop(StopMode::Graceful);
-            }
-            Some(None) => {}
-            // Not in the pool any more (shutdown took it): end it all the same.
-            None => process.stop(StopMode::Graceful),
         }
     }
 

@@ -18,9 +18,14 @@ pub struct Fields<'p> {
     path: String,
     map: Map<String, Value>,
     problems: &'p mut Problems,
-    /// The keys the decoder asked for, known or not present: the candidates of a "did you mean".
-    asked: Vec<&'static str>,
+    /// The keys the decoder asked for, known or not present: the candidates of a "did you mean" (the first
+    /// [`MAX_ASKED`]; kept on the stack, as a section of a million API keys decodes a million records).
+    asked: [&'static str; MAX_ASKED],
+    asked_len: usize,
 }
+
+/// The most fields a record's decoder asks for (the `limits` record has 24).
+const MAX_ASKED: usize = 48;
 
 /// Whether `key` is an annotation: a key no decoder reads, kept and written back (`_comment`, `x-owner`, `x_team`).
 pub fn is_annotation(key: &str) -> bool {
@@ -53,7 +58,7 @@ impl<'p> Fields<'p> {
     pub fn new(value: Value, path: impl Into<String>, problems: &'p mut Problems) -> Option<Self> {
         let path = path.into();
         match value {
-            Value::Object(map) => Some(Fields { path, map, problems, asked: Vec::new() }),
+            Value::Object(map) => Some(Fields { path, map, problems, asked: [""; MAX_ASKED], asked_len: 0 }),
             other => {
                 problems.push(format!("{}: must be an object, found {}", display(&path), type_name(&other)));
                 None
@@ -71,7 +76,9 @@ impl<'p> Fields<'p> {
     ) -> Option<T> {
         let before = problems.len();
         let out = match value {
-            Value::Object(map) => decode(Fields { path: String::new(), map, problems, asked: Vec::new() }),
+            Value::Object(map) => {
+                decode(Fields { path: String::new(), map, problems, asked: [""; MAX_ASKED], asked_len: 0 })
+            }
             other => {
                 problems.push(format!(": must be an object, found {}", type_name(&other)));
                 None
@@ -105,7 +112,10 @@ impl<'p> Fields<'p> {
 
     /// Removes and returns a field; `null` counts as absent.
     pub fn take(&mut self, key: &'static str) -> Option<Value> {
-        self.asked.push(key);
+        if let Some(slot) = self.asked.get_mut(self.asked_len) {
+            *slot = key;
+            self.asked_len += 1;
+        }
         match self.map.shift_remove(key) {
             None | Some(Value::Null) => None,
             Some(v) => Some(v),
@@ -232,7 +242,7 @@ impl<'p> Fields<'p> {
         let unknown: Vec<String> = self.map.keys().filter(|key| !is_annotation(key)).cloned().collect();
         for key in unknown {
             self.map.shift_remove(&key);
-            let message = match nearest(&key, &self.asked) {
+            let message = match nearest(&key, &self.asked[..self.asked_len]) {
                 Some(known) => format!("unknown key; did you mean `{known}`?"),
                 None => "unknown key (keys that start with `_`, `x-` or `x_` are kept as annotations)".to_string(),
             };
