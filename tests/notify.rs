@@ -48,6 +48,13 @@ impl rmcp::ClientHandler for Heard {
     async fn on_resource_list_changed(&self, _: rmcp::service::NotificationContext<rmcp::RoleClient>) {
         self.push("resources");
     }
+    async fn on_resource_updated(
+        &self,
+        _: rmcp::model::ResourceUpdatedNotificationParam,
+        _: rmcp::service::NotificationContext<rmcp::RoleClient>,
+    ) {
+        self.push("updated");
+    }
 }
 
 async fn session(gw: &TestGateway, heard: &Heard) -> rmcp::service::RunningService<rmcp::RoleClient, Heard> {
@@ -158,7 +165,8 @@ impl Listen {
 }
 
 fn hostile_upstream(dir: &Path) -> Value {
-    let offers = json!({"resources": [{"uri": "test://doc", "name": "doc", "mimeType": "text/plain"}]});
+    let mut offers = json!({"resources": [{"uri": "test://doc", "name": "doc", "mimeType": "text/plain"}]});
+    offers["record"] = json!(dir.join("received.jsonl"));
     let file = dir.join("offers.json");
     std::fs::write(&file, offers.to_string()).unwrap();
     let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/hostile_upstream.py");
@@ -348,4 +356,55 @@ fn a_stdio_session_is_told_when_a_reload_changes_its_view() {
         assert!(client.list_all_tools().await.unwrap().len() > GW_TOOLS.len());
         client.cancel().await.unwrap();
     });
+}
+
+/// How many messages of `method` the hostile upstream of `dir` received.
+fn received(dir: &Path, method: &str) -> usize {
+    let record = std::fs::read_to_string(dir.join("received.jsonl")).unwrap_or_default();
+    record
+        .lines()
+        .filter_map(|line| serde_json::from_str::<Value>(line).ok())
+        .filter(|m| m["method"] == json!(method))
+        .count()
+}
+
+#[test]
+#[allow(deprecated)] // resources/subscribe is how a 2025-11-25 session subscribes
+fn a_subscription_of_a_shared_process_ends_upstream_only_with_its_last_holder() {
+    let dir = tempfile::tempdir().unwrap();
+    let gw =
+        TestGateway::start(&config_with(vec![hostile_upstream(dir.path())], json!({"tool_exposure": "transparent"})));
+    let doc = || serde_json::from_value::<rmcp::model::SubscribeRequestParams>(json!({"uri": "test://doc"})).unwrap();
+    let undoc =
+        || serde_json::from_value::<rmcp::model::UnsubscribeRequestParams>(json!({"uri": "test://doc"})).unwrap();
+    runtime().block_on(async {
+        let (heard_a, heard_b) = (Heard::default(), Heard::default());
+        let a = session(&gw, &heard_a).await;
+        let b = session(&gw, &heard_b).await;
+        a.subscribe(doc()).await.expect("a subscribes");
+        b.subscribe(doc()).await.expect("b subscribes");
+        // One client's unsubscribe does not silence the other's updates.
+        a.unsubscribe(undoc()).await.expect("a unsubscribes");
+        assert_eq!(received(dir.path(), "resources/unsubscribe"), 0, "b still holds the subscription");
+        let steps = json!({"steps": [{"notify": "notifications/resources/updated", "params": {"uri": "test://doc"}}]});
+        let params =
+            rmcp::model::CallToolRequestParams::new("up__relay").with_arguments(steps.as_object().unwrap().clone());
+        a.call_tool(params).await.expect("an update");
+        assert!(heard_b.wait_for("updated", 1).await, "b hears the update");
+        assert_eq!(heard_a.count("updated"), 0, "a unsubscribed");
+        // The last holder's session ends: the upstream is told.
+        b.cancel().await.unwrap();
+        let ended =
+            eventually(Duration::from_secs(20), || async { received(dir.path(), "resources/unsubscribe") == 1 }).await;
+        assert!(ended, "the subscription ended upstream with its last holder's session");
+        a.cancel().await.unwrap();
+    });
+    // A listen stream that alone named the resource ends its subscription when it closes.
+    let subscribed = received(dir.path(), "resources/subscribe");
+    let listen = Listen::open(&gw, json!({"resourceSubscriptions": ["test://doc"]}), Duration::from_secs(4));
+    assert!(listen.next("notifications/subscriptions/acknowledged", Duration::from_secs(30)).is_some());
+    assert!(common::wait_until(Duration::from_secs(20), || received(dir.path(), "resources/subscribe") > subscribed));
+    drop(listen);
+    let ended = common::wait_until(Duration::from_secs(30), || received(dir.path(), "resources/unsubscribe") == 2);
+    assert!(ended, "the listen stream's subscription ended upstream when it closed");
 }

@@ -9,7 +9,7 @@
 //! subscribed at the server that serves it exactly as `resources/subscribe` is (curation, quarantine: a URI the
 //! caller may not read is not subscribed, and an update of one quarantined since is dropped by the boundary). It ends
 //! when the client closes it (a cancelled request) or when the drain begins: the final result (`resultType:
-//! "complete"`) tells the client to listen again, elsewhere.
+//! "complete"`) tells the client to listen again, elsewhere. The upstream subscriptions it alone held end with it.
 
 use std::sync::Arc;
 
@@ -20,6 +20,7 @@ use super::GatewayContext;
 use super::notify::Scope;
 use super::notify::listeners::MAX_RESOURCES;
 use super::transparent::resources;
+use super::transparent::subscriptions::Holder;
 use crate::auth::Identity;
 use crate::config::exposure::ToolExposure;
 use crate::error::{ErrorCode, GatewayError};
@@ -42,12 +43,13 @@ pub async fn serve(
         let refused = GatewayError::new(ErrorCode::SessionLimit, message);
         return Err(McpError::new(rmcp::model::ErrorCode(-32000), refused.message.clone(), Some(refused.answer())));
     };
+    let holder = Holder::Stream(listening.id());
     let uris = subscription.accepted().resource_subscriptions.clone().unwrap_or_default();
     if !uris.is_empty() && !scope.sees_upstreams(&identity.snapshot) {
         tracing::info!(resources = uris.len(), "a listen stream named resources, but its view has none");
     } else {
         for uri in uris.iter().take(MAX_RESOURCES) {
-            match resources::subscribe(ctx, &identity, None, uri, true).await {
+            match resources::subscribe(ctx, &identity, None, holder.clone(), uri, true).await {
                 Ok(server) => listening.subscribed(&server, uri),
                 Err(refused) => {
                     tracing::info!(error = %refused.message, "a resource named by a listen stream is not subscribed")
@@ -61,5 +63,7 @@ pub async fn serve(
         _ = ctx.drain_begun.cancelled() => tracing::debug!("a listen stream ends: the gateway drains"),
     }
     drop(listening);
+    // What it alone subscribed to ends upstream.
+    resources::unsubscribe_released(ctx, ctx.subscriptions.release_all(&holder)).await;
     Ok(())
 }

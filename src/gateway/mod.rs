@@ -95,6 +95,8 @@ pub struct GatewayContext {
     pub tasks: transparent::tasks::TaskRecords,
     /// The open 2026-07-28 `subscriptions/listen` streams (contract 15).
     pub listeners: notify::listeners::Listeners,
+    /// Who holds each resource subscription of a shared upstream process (ended upstream with its last holder).
+    pub subscriptions: transparent::subscriptions::Subscriptions,
     /// At most one relayed list change per server and list a second.
     pub coalesce: notify::coalesce::Coalescer,
     /// Servers left out of a listing (not ready within `discovery_timeout`), waited for in the background.
@@ -207,6 +209,7 @@ impl GatewayContext {
             rounds: Default::default(),
             tasks: Default::default(),
             listeners: Default::default(),
+            subscriptions: Default::default(),
             coalesce: Default::default(),
             late: Default::default(),
             drain_begun: Default::default(),
@@ -216,10 +219,18 @@ impl GatewayContext {
         ctx.pool.set_max_calls_per_process(snapshot.settings.max_calls_per_process as usize);
         ctx.pool.set_max_message_bytes(snapshot.settings.limits.max_tool_result_bytes);
         // A session's `per_session` upstream processes end with it (closed by the client, idled out).
+        // Its subscriptions of shared processes are let go; those nobody else holds end upstream.
         let pool = Arc::downgrade(&ctx.pool);
+        let context = Arc::downgrade(&ctx);
         ctx.sessions.on_end(move |session| {
             if let Some(pool) = pool.upgrade() {
                 pool.end_session(session);
+            }
+            let Some(ctx) = context.upgrade() else { return };
+            let holder = transparent::subscriptions::Holder::Session(session.to_string());
+            let released = ctx.subscriptions.release_all(&holder);
+            if let (false, Ok(runtime)) = (released.is_empty(), tokio::runtime::Handle::try_current()) {
+                runtime.spawn(async move { transparent::resources::unsubscribe_released(&ctx, released).await });
             }
         });
         ctx.prefetch_keys(&snapshot);

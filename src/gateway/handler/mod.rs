@@ -36,6 +36,7 @@ use crate::gateway::middleware::{admission, request_metrics};
 use crate::gateway::notify::Scope;
 use crate::gateway::notify::listeners::MAX_RESOURCES;
 use crate::gateway::sessions::PeerSlot;
+use crate::gateway::transparent::subscriptions::Holder;
 use crate::gateway::transparent::{self, resources};
 use crate::gateway::{GatewayContext, tools};
 
@@ -298,7 +299,9 @@ impl ServerHandler for GatewayHandler {
         context: RequestContext<RoleServer>,
     ) -> Result<(), McpError> {
         let identity = self.transparent::<SubscribeRequestMethod>(&context, Capability::Subscriptions, true).await?;
-        resources::subscribe(&self.ctx, &identity, self.session(&context), &request.uri, true).await.map(drop)
+        let session = self.session(&context);
+        let holder = Holder::Session(session.unwrap_or_default().to_string());
+        resources::subscribe(&self.ctx, &identity, session, holder, &request.uri, true).await.map(drop)
     }
 
     async fn unsubscribe(
@@ -307,7 +310,9 @@ impl ServerHandler for GatewayHandler {
         context: RequestContext<RoleServer>,
     ) -> Result<(), McpError> {
         let identity = self.transparent::<UnsubscribeRequestMethod>(&context, Capability::Subscriptions, true).await?;
-        resources::subscribe(&self.ctx, &identity, self.session(&context), &request.uri, false).await.map(drop)
+        let session = self.session(&context);
+        let holder = Holder::Session(session.unwrap_or_default().to_string());
+        resources::subscribe(&self.ctx, &identity, session, holder, &request.uri, false).await.map(drop)
     }
 
     // 2026-07-28 `subscriptions/listen` (contract 15): rmcp acknowledges the filter (the URIs cut to

@@ -46,6 +46,11 @@ impl Drop for Listening<'_> {
 }
 
 impl Listening<'_> {
+    /// The stream's number.
+    pub fn id(&self) -> u64 {
+        self.id
+    }
+
     /// Records that the stream hears of updates of `uri` of `server`.
     pub fn subscribed(&self, server: &str, uri: &str) {
         if let Some(listener) = self.listeners.map().get_mut(&self.id) {

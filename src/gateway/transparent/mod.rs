@@ -17,6 +17,7 @@ pub mod relay;
 pub mod resources;
 pub mod rounds;
 pub mod stream;
+pub mod subscriptions;
 mod task_declare;
 mod task_ops;
 pub mod task_route;

@@ -7,6 +7,9 @@
 use rmcp::ErrorData as McpError;
 use serde_json::{Map, Value, json};
 
+use std::sync::Arc;
+
+use super::subscriptions::{self, Holder, Target};
 use super::upstream::{self, list_all};
 use super::{catalog, late};
 use crate::auth::Identity;
@@ -166,13 +169,15 @@ fn quarantined(ctx: &GatewayContext, identity: &Identity, uri: &str, owner: Opti
     })
 }
 
-/// `resources/subscribe` (or, with `subscribed` false, `resources/unsubscribe`) of `uri`: sent to the server it
-/// belongs to, and recorded for the session, so the server's `notifications/resources/updated` for it reach the
-/// session. The subscription lives in the upstream process that received it.
+/// `resources/subscribe` (or, with `subscribed` false, `resources/unsubscribe`) of `uri` for `holder` (a session or
+/// a listen stream): sent to the server it belongs to, and recorded for the session, so the server's
+/// `notifications/resources/updated` for it reach the session. The subscription lives in the upstream process that
+/// received it; a shared process's is ended only when its last holder lets go ([`subscriptions`]).
 pub async fn subscribe(
     ctx: &GatewayContext,
-    identity: &Identity,
+    identity: &Arc<Identity>,
     session: Option<&str>,
+    holder: Holder,
     uri: &str,
     subscribed: bool,
 ) -> Result<String, McpError> {
@@ -184,10 +189,32 @@ pub async fn subscribe(
         return Err(not_served(uri));
     };
     let uri = upstream.as_str();
+    // A per_session server's process is the session's own; a shared one's subscriptions are counted by holder.
+    let shared = !per_session(entry) || session.is_none();
+    let target = (identity.cache_scope(), entry.server_name.clone(), uri.to_string());
+    if subscribed && shared && ctx.subscriptions.room_for(&holder, &target).is_err() {
+        return Err(McpError::invalid_params(
+            format!(
+                "this client holds {} resource subscriptions, its limit; unsubscribe one first",
+                subscriptions::MAX_PER_HOLDER
+            ),
+            None,
+        ));
+    }
+    if !subscribed && shared && !ctx.subscriptions.release(&target, &holder) {
+        // Another client still hears of it: the upstream keeps the subscription.
+        if let Some(session) = session {
+            ctx.sessions.subscription(session, &entry.server_name, uri, false);
+        }
+        return Ok(entry.server_name.clone());
+    }
     let method = if subscribed { "resources/subscribe" } else { "resources/unsubscribe" };
     let params = json!({"uri": uri});
     match upstream::request(ctx, identity, session, entry, Capability::Subscriptions, method, params).await {
         Ok(Some(_)) => {
+            if subscribed && shared {
+                ctx.subscriptions.hold(target, holder, Arc::clone(identity));
+            }
             if let Some(session) = session {
                 ctx.sessions.subscription(session, &entry.server_name, uri, subscribed);
             }
@@ -199,6 +226,29 @@ pub async fn subscribe(
         )),
         Err(failure) => Err(McpError::internal_error(failure.message.clone(), Some(failure.answer()))),
     }
+}
+
+/// Ends at their upstreams the subscriptions nobody holds any more (a session or listen stream ended): each sent
+/// `resources/unsubscribe` as the identity that subscribed, to a process running now (none is started for it).
+pub async fn unsubscribe_released(ctx: &GatewayContext, released: Vec<(Target, Arc<Identity>)>) {
+    for ((_, server, uri), identity) in released {
+        let Ok(entries) = visible_servers(&identity) else { continue };
+        let Some(entry) = entries.into_iter().find(|entry| entry.server_name == server) else { continue };
+        if !upstream::running(ctx, &identity, None, entry).await {
+            continue;
+        }
+        let params = json!({"uri": uri});
+        let method = "resources/unsubscribe";
+        if let Err(failure) =
+            upstream::request(ctx, &identity, None, entry, Capability::Subscriptions, method, params).await
+        {
+            tracing::info!(server = %server, error = %failure.message, "a released subscription was not ended upstream");
+        }
+    }
+}
+
+fn per_session(entry: &ServerEntry) -> bool {
+    entry.config.session_affinity.as_deref() == Some(crate::config::model::PER_SESSION)
 }
 
 /// `completion/complete`: sent to the server of the prompt (by its exposed name, renamed to the upstream's) or of the
