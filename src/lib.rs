@@ -25,6 +25,7 @@ pub mod ids;
 pub mod json_strict;
 pub mod listener;
 pub mod manage;
+pub mod mcp_headers;
 pub mod outbound;
 pub mod secrets;
 pub mod signal;

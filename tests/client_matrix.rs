@@ -383,3 +383,71 @@ fn clients_nobody_here_wrote_pass_through_the_gateway_as_they_pass_directly() {
         gw.logs().lines().rev().take(60).collect::<Vec<_>>().into_iter().rev().collect::<Vec<_>>().join("\n")
     );
 }
+
+/// A client that accepts every elicitation with `{ok: true}`, and records what it was asked.
+#[derive(Clone, Default)]
+struct Confirming(std::sync::Arc<std::sync::Mutex<Vec<String>>>);
+
+impl rmcp::ClientHandler for Confirming {
+    async fn create_elicitation(
+        &self,
+        request: rmcp::model::ElicitRequestParams,
+        _context: rmcp::service::RequestContext<rmcp::RoleClient>,
+    ) -> Result<rmcp::model::ElicitResult, rmcp::ErrorData> {
+        self.0.lock().unwrap().push(serde_json::to_string(&request).unwrap());
+        Ok(serde_json::from_value(json!({"action": "accept", "content": {"ok": true}})).unwrap())
+    }
+
+    fn get_info(&self) -> rmcp::model::ClientConfig {
+        let capabilities = serde_json::from_value(json!({"elicitation": {}})).unwrap();
+        rmcp::model::ClientConfig::new(capabilities, rmcp::model::Implementation::new("confirming", "1.0.0"))
+    }
+}
+
+/// Contract 15, "Parameter headers": the official Python SDK's server, which answers `server/discover` with only
+/// 2026-07-28, is spoken to in that revision: each request carries `Mcp-Method`, `Mcp-Name`, the `Mcp-Param-*` of the
+/// tool's `x-mcp-header` parameters (Base64 where the value needs it) and no session; its question during a call
+/// (`input_required`) is put to the gateway's client and answered in the next round.
+#[test]
+fn the_python_sdk_as_a_2026_07_28_upstream_gets_its_headers_and_its_questions_answered() {
+    let python = python_peer();
+    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let mut upstream = Command::new(&python)
+        .arg(repo().join("tests/clients/modern_upstream.py"))
+        .arg(port.to_string())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("start the Python SDK upstream");
+    let ready =
+        common::wait_until(Duration::from_secs(60), || std::net::TcpStream::connect(("127.0.0.1", port)).is_ok());
+    assert!(ready, "the Python SDK upstream listens");
+    let server = json!({"server_name": "modern", "config": {"url": format!("http://127.0.0.1:{port}/mcp")}});
+    let gw = TestGateway::start(&config_with(vec![server], json!({"tool_exposure": "transparent"})));
+    runtime().block_on(async {
+        use rmcp::ServiceExt;
+        let asked = Confirming::default();
+        let client = asked.clone().serve(http_transport(&gw.mcp, API_KEY, &[])).await.expect("connect");
+        let params = rmcp::model::CallToolRequestParams::new("modern__regional")
+            .with_arguments(json!({"region": "Zürich"}).as_object().unwrap().clone());
+        let result = serde_json::to_value(client.call_tool(params).await.expect("regional")).unwrap();
+        let text = result["content"][0]["text"].as_str().unwrap_or_default();
+        let seen: Value = serde_json::from_str(text).unwrap_or_else(|_| panic!("{result}"));
+        assert_eq!(seen["region"], json!("Zürich"), "{seen}");
+        let headers = &seen["headers"];
+        assert_eq!(headers["mcp-protocol-version"], json!("2026-07-28"), "{seen}");
+        assert_eq!(headers["mcp-method"], json!("tools/call"), "{seen}");
+        assert_eq!(headers["mcp-name"], json!("regional"), "the upstream's own name: {seen}");
+        assert_eq!(headers["mcp-param-region"], json!("=?base64?WsO8cmljaA==?="), "{seen}");
+        assert!(headers.get("mcp-session-id").is_none(), "no session in 2026-07-28: {seen}");
+
+        let confirmed = client.call_tool(rmcp::model::CallToolRequestParams::new("modern__confirm")).await;
+        let confirmed = serde_json::to_value(confirmed.expect("confirm")).unwrap();
+        assert_eq!(confirmed["content"][0]["text"], json!("confirmed: true"), "{confirmed}");
+        assert_ne!(confirmed["isError"], json!(true), "{confirmed}");
+        assert!(asked.0.lock().unwrap().iter().any(|question| question.contains("Proceed?")), "the client was asked");
+        client.cancel().await.unwrap();
+    });
+    let _ = upstream.kill();
+    let _ = upstream.wait();
+}

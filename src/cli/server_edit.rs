@@ -46,6 +46,9 @@ pub struct ServerEdit {
     /// A remote server's transport: streamable_http (default) or sse.
     #[arg(long, value_name = "TRANSPORT")]
     pub transport: Option<String>,
+    /// The revision a remote streamable HTTP server is spoken to in: auto (default), 2025-11-25 or 2026-07-28.
+    #[arg(long = "protocol-version", value_name = "REVISION")]
+    pub protocol_version: Option<String>,
     /// A header sent with every request to a remote server, KEY=VALUE (repeat for several; masked in listings).
     #[arg(long = "header", value_name = "KEY=VALUE", value_parser = parse_env)]
     pub headers: Vec<(String, String)>,
@@ -123,6 +126,9 @@ impl ServerEdit {
         }
         if let Some(transport) = &self.transport {
             config["transport"] = json!(transport);
+        }
+        if let Some(version) = &self.protocol_version {
+            config["protocol_version"] = json!(version);
         }
         if !self.inherit_env.is_empty() {
             let mut names: Vec<Value> =

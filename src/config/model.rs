@@ -366,6 +366,11 @@ pub struct ServerCommand {
     /// A remote server's transport: `"streamable_http"` (default) or `"sse"` (the 2024-11-05 HTTP+SSE transport).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub transport: Option<String>,
+    /// The protocol revision a remote streamable HTTP server is spoken to in: `"2025-11-25"` (a session),
+    /// `"2026-07-28"` (stateless), or `"auto"` (the default: 2025-11-25 unless the server's `server/discover` lists
+    /// only 2026-07-28).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub protocol_version: Option<String>,
     /// Headers sent with every request to a remote server (masked in listings, like `env`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub headers: Option<IndexMap<String, String>>,

@@ -4,15 +4,28 @@
 use super::decode::Problems;
 use super::model::{SSE, STREAMABLE_HTTP, ServerCommand};
 
+/// The values of a remote server's `protocol_version`.
+pub const PROTOCOL_VERSIONS: [&str; 3] = ["auto", "2025-11-25", "2026-07-28"];
+
 /// Headers the gateway sets itself on every request to a remote server.
-const RESERVED_HEADERS: [&str; 7] =
-    ["host", "content-length", "content-type", "accept", "mcp-session-id", "mcp-protocol-version", "transfer-encoding"];
+const RESERVED_HEADERS: [&str; 9] = [
+    "host",
+    "content-length",
+    "content-type",
+    "accept",
+    "mcp-session-id",
+    "mcp-protocol-version",
+    "transfer-encoding",
+    "mcp-method",
+    "mcp-name",
+];
 
 /// Checks `config` (at `path`, as `mcp_configs.<id>.mcp_config[i].config`).
 pub fn check(config: &ServerCommand, path: &str, problems: &mut Problems) {
     let Some(url) = &config.url else {
         for (field, set) in [
             ("transport", config.transport.is_some()),
+            ("protocol_version", config.protocol_version.is_some()),
             ("headers", config.headers.is_some()),
             ("tls", config.tls.is_some()),
         ] {
@@ -41,6 +54,15 @@ pub fn check(config: &ServerCommand, path: &str, problems: &mut Problems) {
         && ![STREAMABLE_HTTP, SSE].contains(&transport.as_str())
     {
         problems.push(format!("{path}.transport: must be \"streamable_http\" or \"sse\", found {transport:?}"));
+    }
+    if let Some(version) = &config.protocol_version {
+        if !PROTOCOL_VERSIONS.contains(&version.as_str()) {
+            problems.push(format!(
+                "{path}.protocol_version: must be \"auto\", \"2025-11-25\" or \"2026-07-28\", found {version:?}"
+            ));
+        } else if config.transport.as_deref() == Some(SSE) {
+            problems.push(format!("{path}.protocol_version: only for a streamable HTTP server (sse is 2024-11-05)"));
+        }
     }
     for (name, value) in config.headers.iter().flatten() {
         let header = format!("{path}.headers.{name}");
@@ -102,6 +124,27 @@ mod tests {
         let mut transport = remote("https://x.example/mcp");
         transport.transport = Some("websocket".into());
         assert!(problems(&transport)[0].contains("\"streamable_http\" or \"sse\""));
+    }
+
+    #[test]
+    fn a_protocol_version_is_one_of_three_and_only_for_streamable_http() {
+        let mut config = remote("https://x.example/mcp");
+        for version in PROTOCOL_VERSIONS {
+            config.protocol_version = Some(version.into());
+            assert!(problems(&config).is_empty(), "{version}");
+        }
+        config.protocol_version = Some("2026-07-29".into());
+        assert!(problems(&config)[0].starts_with("c.protocol_version: must be \"auto\""), "{:?}", problems(&config));
+        config.protocol_version = Some("2026-07-28".into());
+        config.transport = Some("sse".into());
+        assert!(problems(&config)[0].contains("only for a streamable HTTP server"), "{:?}", problems(&config));
+        let local =
+            ServerCommand { command: "npx".into(), protocol_version: Some("auto".into()), ..ServerCommand::default() };
+        assert!(
+            problems(&local)[0].starts_with("c.protocol_version: only for a remote server"),
+            "{:?}",
+            problems(&local)
+        );
     }
 
     #[test]

@@ -13,15 +13,18 @@
 //! - What is read is bounded: a message over `max_message_bytes` fails the request.
 //! - The configured `headers` and the OAuth token go on every request; nothing of the gateway's client (its key) ever
 //!   does.
+//! - A server that speaks 2026-07-28 (its `server/discover` says so) is spoken to in that revision instead: no session,
+//!   the revision's `_meta` and standard headers on every request, questions answered in rounds ([`super::http_modern`]).
 
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 use axum::http::{StatusCode, header};
 use rmcp::model::ServerPeerInfo;
-use serde_json::{Value, json};
+use serde_json::{Map, Value, json};
 use tokio::sync::mpsc;
 
+use super::http_modern::{self, MODERN, Revision, ToolHeaders};
 use super::lock;
 use super::relay::{self, FromServer, ServerEvents, server_event};
 use super::remote::Endpoint;
@@ -72,8 +75,14 @@ pub struct HttpRpc {
     events: Mutex<Option<ServerEvents>>,
     /// Whether the server was told a client's roots in this session.
     roots: relay::RootsSeen,
-    /// The client capabilities declared in `initialize`.
+    /// The client capabilities declared in `initialize` (or, in 2026-07-28, in every request's `_meta`).
     declares: super::Declared,
+    /// Whether the server is spoken to in 2026-07-28 (it said so in `server/discover`).
+    modern: AtomicBool,
+    /// The `x-mcp-header` parameters of its tools (2026-07-28).
+    tool_headers: ToolHeaders,
+    /// The revision asked for (`protocol_version`).
+    revision: Revision,
 }
 
 impl HttpRpc {
@@ -89,12 +98,20 @@ impl HttpRpc {
             events: Mutex::new(None),
             roots: relay::RootsSeen::default(),
             declares: super::Declared::ALL,
+            modern: AtomicBool::new(false),
+            tool_headers: ToolHeaders::default(),
+            revision: Revision::Auto,
         }
     }
 
     /// This client, declaring `declares` to the server (see [`super::Declared`]).
     pub fn declaring(self, declares: super::Declared) -> HttpRpc {
         HttpRpc { declares, ..self }
+    }
+
+    /// This client, speaking `revision` to the server.
+    pub fn speaking(self, revision: Revision) -> HttpRpc {
+        HttpRpc { revision, ..self }
     }
 
     /// Whether the server was ever told a client's roots in this session (see [`relay::RootsSeen`]).
@@ -112,15 +129,53 @@ impl HttpRpc {
         lock(&self.info).clone()
     }
 
-    /// Opens the gateway's session with the server: `initialize`, then `notifications/initialized`.
+    /// Whether the server is spoken to in 2026-07-28.
+    pub fn is_modern(&self) -> bool {
+        self.modern.load(Ordering::Acquire)
+    }
+
+    /// Learns what the server is and how to speak to it (see [`Revision`]): `server/discover` for a server spoken to in
+    /// 2026-07-28; else the gateway's session with it is opened, `initialize` then `notifications/initialized`.
     pub async fn initialize(&self) -> Result<Arc<ServerPeerInfo>, HttpRpcError> {
         *lock(&self.session) = None;
+        self.modern.store(false, Ordering::Release);
+        if self.revision != Revision::Legacy {
+            let probe = http_modern::with_meta(json!({}), self.declares);
+            let headers = [("mcp-method".to_string(), "server/discover".to_string())];
+            let found = match self.exchange("server/discover", probe, None, Some(&headers)).await {
+                Ok((result, _)) => http_modern::discovered(&result),
+                // Unreachable, or no credential it takes: `initialize` would fail alike.
+                Err(
+                    e @ (HttpRpcError::Transport(_) | HttpRpcError::Credential(_) | HttpRpcError::Status(401 | 403, _)),
+                ) => {
+                    return Err(e);
+                }
+                // Anything else says the server is of an earlier revision.
+                Err(_) => None,
+            };
+            match found {
+                Some(found) if self.revision == Revision::Modern || !found.also_earlier => {
+                    let info = Arc::new(found.info);
+                    self.modern.store(true, Ordering::Release);
+                    *lock(&self.info) = Some(Arc::clone(&info));
+                    return Ok(info);
+                }
+                None if self.revision == Revision::Modern => {
+                    return Err(HttpRpcError::Protocol(
+                        "the server does not speak 2026-07-28 (its server/discover does not list it), which its \
+                         protocol_version asks for"
+                            .into(),
+                    ));
+                }
+                _ => {}
+            }
+        }
         let params = json!({
             "protocolVersion": PROTOCOL_VERSION,
             "capabilities": self.declares.capabilities(),
             "clientInfo": {"name": "mcpgw", "version": crate::VERSION},
         });
-        let (result, session) = self.exchange("initialize", params, None).await?;
+        let (result, session) = self.exchange("initialize", params, None, None).await?;
         let version = result.get("protocolVersion").and_then(Value::as_str).unwrap_or(PROTOCOL_VERSION).to_string();
         let info = serde_json::from_value::<ServerPeerInfo>(result)
             .map_err(|e| HttpRpcError::Protocol(format!("its initialize result is not valid: {e}")))?;
@@ -139,24 +194,92 @@ impl HttpRpc {
         params: Value,
         relay: Option<&mpsc::Sender<FromServer>>,
     ) -> Result<Value, HttpRpcError> {
+        if self.is_modern() {
+            return self.modern_request(method, params, relay).await;
+        }
         let had_session = lock(&self.session).is_some();
-        match self.exchange(method, params.clone(), relay).await {
+        match self.exchange(method, params.clone(), relay, None).await {
             Err(HttpRpcError::Status(status, body)) if had_session && session_forgotten(status, &body) => {
                 tracing::info!(url = %super::remote::shown(&self.url), "the remote server forgot the gateway's session; opening a new one");
                 self.initialize().await?;
-                self.exchange(method, params, relay).await.map(|(result, _)| result)
+                self.exchange(method, params, relay, None).await.map(|(result, _)| result)
             }
             other => other.map(|(result, _)| result),
         }
     }
 
-    /// Sends a notification.
+    /// One request in 2026-07-28: its `_meta` and headers added, the server's questions answered by `relay` round after
+    /// round.
+    async fn modern_request(
+        &self,
+        method: &str,
+        params: Value,
+        relay: Option<&mpsc::Sender<FromServer>>,
+    ) -> Result<Value, HttpRpcError> {
+        let annotations = match (method, params.get("name").and_then(Value::as_str)) {
+            ("tools/call", Some(name)) => {
+                if !self.tool_headers.listed() {
+                    self.learn_tools().await;
+                }
+                self.tool_headers.of(name)
+            }
+            _ => Vec::new(),
+        };
+        let mut params = http_modern::with_meta(params, self.declares);
+        for _ in 0..http_modern::MAX_ROUNDS {
+            let headers = crate::mcp_headers::request_headers(method, &params, &annotations);
+            let (result, _) = self.exchange(method, params.clone(), relay, Some(&headers)).await?;
+            let Some((asked, state)) = http_modern::questions(&result) else {
+                if method == "tools/list" {
+                    self.tool_headers.learn(&result);
+                }
+                return Ok(http_modern::completed(result));
+            };
+            let mut answers = Map::new();
+            for (key, question, asked_params) in asked {
+                let answer = relay::answer(relay.cloned(), question.clone(), asked_params).await;
+                self.roots.record(&question, &answer);
+                match answer {
+                    Ok(answer) => answers.insert(key, answer),
+                    Err(refused) => return Err(HttpRpcError::Server { code: refused.code, message: refused.message }),
+                };
+            }
+            params = http_modern::resumed(&params, answers, state);
+        }
+        Err(HttpRpcError::Protocol(format!("more than {} rounds of questions", http_modern::MAX_ROUNDS)))
+    }
+
+    /// Lists the server's tools (every page, at most 100) to learn their `x-mcp-header` parameters; a failure leaves
+    /// them unknown (a call then carries none).
+    async fn learn_tools(&self) {
+        let mut cursor: Option<Value> = None;
+        for _ in 0..100 {
+            let params = match &cursor {
+                Some(cursor) => json!({"cursor": cursor}),
+                None => json!({}),
+            };
+            let params = http_modern::with_meta(params, self.declares);
+            let headers = crate::mcp_headers::request_headers("tools/list", &params, &Vec::new());
+            let Ok((page, _)) = self.exchange("tools/list", params, None, Some(&headers)).await else { return };
+            self.tool_headers.learn(&page);
+            cursor = page.get("nextCursor").filter(|next| !next.is_null()).cloned();
+            if cursor.is_none() {
+                return;
+            }
+        }
+    }
+
+    /// Sends a notification (none in 2026-07-28: the revision has none from client to server; a request is cancelled
+    /// by closing its stream).
     pub async fn notify(&self, method: &str, params: Option<Value>) -> Result<(), HttpRpcError> {
+        if self.is_modern() {
+            return Ok(());
+        }
         let mut message = json!({"jsonrpc": "2.0", "method": method});
         if let Some(params) = params {
             message["params"] = params;
         }
-        let response = self.post(&message).await?;
+        let response = self.post(&message, None).await?;
         let status = response.status();
         if status.is_success() { Ok(()) } else { Err(HttpRpcError::Status(status.as_u16(), String::new())) }
     }
@@ -167,17 +290,30 @@ impl HttpRpc {
         let _ = self.endpoint.send_as_is(|http| http.delete(self.url.clone()).header(SESSION_HEADER, &id)).await;
     }
 
-    async fn post(&self, message: &Value) -> Result<reqwest::Response, HttpRpcError> {
+    /// POSTs `message`; with `standard` headers (a 2026-07-28 request, or the `server/discover` probe) it names that
+    /// revision and no session.
+    async fn post(
+        &self,
+        message: &Value,
+        standard: Option<&[(String, String)]>,
+    ) -> Result<reqwest::Response, HttpRpcError> {
         // Shared, not copied, when a 401 makes the request go again.
         let body = bytes::Bytes::from(message.to_string());
         let session = lock(&self.session).clone();
         self.endpoint
             .send(|http| {
-                let request = http
+                let mut request = http
                     .post(self.url.clone())
                     .header(header::ACCEPT, "application/json, text/event-stream")
                     .header(header::CONTENT_TYPE, "application/json")
                     .body(body.clone());
+                if let Some(standard) = standard {
+                    request = request.header(VERSION_HEADER, MODERN);
+                    for (name, value) in standard {
+                        request = request.header(name.as_str(), value.as_str());
+                    }
+                    return request;
+                }
                 match &session {
                     Some((id, version)) => request.header(SESSION_HEADER, id).header(VERSION_HEADER, version),
                     None => request,
@@ -186,15 +322,17 @@ impl HttpRpc {
             .await
     }
 
-    /// One request and its answer, with the session id the answer names.
+    /// One request and its answer, with the session id the answer names; `standard` headers for 2026-07-28.
     async fn exchange(
         &self,
         method: &str,
         params: Value,
         relay: Option<&mpsc::Sender<FromServer>>,
+        standard: Option<&[(String, String)]>,
     ) -> Result<(Value, Option<String>), HttpRpcError> {
         let id = self.next_id.fetch_add(1, Ordering::Relaxed);
-        let mut response = self.post(&json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params})).await?;
+        let message = json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params});
+        let mut response = self.post(&message, standard).await?;
         let status = response.status();
         let session = response.headers().get(SESSION_HEADER).and_then(|v| v.to_str().ok()).map(str::to_string);
         if !status.is_success() {
@@ -267,7 +405,7 @@ impl HttpRpc {
                 self.roots.record(&method, &answer);
                 let reply = relay::reply(request_id, answer);
                 // A reply the server does not take is its loss; the call goes on.
-                let _ = self.post(&reply).await;
+                let _ = self.post(&reply, None).await;
                 Ok(None)
             }
             (None, None) => Ok(None),

@@ -26,6 +26,7 @@
 mod budget;
 mod environment;
 pub mod http_client;
+pub mod http_modern;
 mod lease;
 pub mod oauth;
 mod pool;
@@ -151,6 +152,7 @@ impl ServerSpec {
             remote: config.url.as_ref().map(|url| RemoteSpec {
                 url: url.clone(),
                 sse: config.transport.as_deref() == Some(crate::config::model::SSE),
+                revision: config.protocol_version.clone(),
                 headers: config.headers.iter().flatten().map(|(name, value)| (name.clone(), value.clone())).collect(),
                 tls: config.tls.as_ref().map(|tls| RemoteTls {
                     ca_bundle_path: tls.ca_bundle_path.as_ref().map(PathBuf::from),
@@ -187,6 +189,8 @@ pub struct RemoteSpec {
     pub url: String,
     /// `transport: "sse"`: the 2024-11-05 HTTP+SSE transport (an event stream, and POSTs to the endpoint it names).
     pub sse: bool,
+    /// `config.protocol_version` (`None`: auto).
+    pub revision: Option<String>,
     /// The entry's `config.headers`, sent with every request.
     pub headers: Vec<(String, String)>,
     pub tls: Option<RemoteTls>,

@@ -22,6 +22,7 @@ use tokio::sync::watch;
 
 use super::environment::child_environment;
 use super::http_client::HttpRpc;
+use super::http_modern::Revision;
 use super::relay::ServerEvents;
 use super::remote::{self, Endpoint};
 use super::rpc::{RpcClient, RpcError};
@@ -342,7 +343,9 @@ async fn start_remote(remote: &RemoteSpec, options: &StartOptions) -> Result<Ups
             let info = initialize(&session.client, options.declares).await?;
             Ok::<_, String>((Link::Sse(session), Arc::new(info)))
         } else {
-            let rpc = HttpRpc::new(endpoint, url.clone(), max_message_bytes).declaring(options.declares);
+            let rpc = HttpRpc::new(endpoint, url.clone(), max_message_bytes)
+                .declaring(options.declares)
+                .speaking(Revision::of(remote.revision.as_deref()));
             let info = rpc.initialize().await.map_err(|e| e.to_string())?;
             Ok((Link::Remote(Arc::new(rpc)), info))
         }

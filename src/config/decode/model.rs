@@ -269,6 +269,7 @@ fn decode_command(mut f: Fields<'_>) -> Option<ServerCommand> {
     let inherit_env = f.string_list("inherit_env");
     let session_affinity = f.string("session_affinity");
     let transport = f.string("transport");
+    let protocol_version = f.string("protocol_version");
     let headers = f.string_map("headers");
     let tls = f.nested("tls", |mut t| TlsConfig {
         ca_bundle_path: t.string("ca_bundle_path"),
@@ -278,7 +279,19 @@ fn decode_command(mut f: Fields<'_>) -> Option<ServerCommand> {
     });
     let extra = f.rest();
     let command = if url.is_some() { command.unwrap_or_default() } else { command? };
-    Some(ServerCommand { command, args, env, inherit_env, session_affinity, url, transport, headers, tls, extra })
+    Some(ServerCommand {
+        command,
+        args,
+        env,
+        inherit_env,
+        session_affinity,
+        url,
+        transport,
+        protocol_version,
+        headers,
+        tls,
+        extra,
+    })
 }
 
 fn decode_policy(mut f: Fields<'_>) -> GuardrailPolicy {

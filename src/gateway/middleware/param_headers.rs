@@ -13,8 +13,7 @@
 use std::sync::Arc;
 
 use axum::body::Body;
-use axum::http::{HeaderMap, Request, Response, StatusCode};
-use base64::Engine;
+use axum::http::{Request, Response, StatusCode};
 use serde_json::Value;
 
 use super::jsonrpc::ParsedMessage;
@@ -22,13 +21,11 @@ use super::step::{Next, Step, forward};
 use crate::auth::Identity;
 use crate::gateway::GatewayContext;
 use crate::gateway::transparent::catalog;
+use crate::mcp_headers::{STANDARD_HEADERS, check};
 use crate::telemetry::metrics::GW_TOOLS;
 
 /// JSON-RPC "header mismatch" (SEP-2243).
 pub const HEADER_MISMATCH: i64 = -32020;
-
-/// The first revision with the standard headers.
-const STANDARD_HEADERS: &str = "2026-07-28";
 
 /// The step; see the module documentation.
 #[derive(Clone)]
@@ -72,132 +69,4 @@ fn mismatch(req: &Request<Body>, definition: &Value) -> Option<Response<Body>> {
     let arguments = message.get("params").and_then(|params| params.get("arguments"));
     let why = check(req.headers(), arguments, definition.get("inputSchema")?).err()?;
     Some(crate::error::jsonrpc_error(StatusCode::BAD_REQUEST, HEADER_MISMATCH, &why, Value::Null, message.get("id")))
-}
-
-/// Every `x-mcp-header` annotation of `schema`: the property's path from the root and the header's name.
-fn annotations(schema: &Value) -> Vec<(Vec<&str>, &str)> {
-    fn walk<'a>(properties: Option<&'a Value>, path: &mut Vec<&'a str>, out: &mut Vec<(Vec<&'a str>, &'a str)>) {
-        let Some(Value::Object(properties)) = properties else { return };
-        for (name, property) in properties {
-            path.push(name);
-            if let Some(Value::String(header)) = property.get("x-mcp-header")
-                && !header.is_empty()
-            {
-                out.push((path.clone(), header));
-            }
-            walk(property.get("properties"), path, out);
-            path.pop();
-        }
-    }
-    let mut out = Vec::new();
-    walk(schema.get("properties"), &mut Vec::new(), &mut out);
-    out
-}
-
-/// A primitive argument as its header carries it; `None` for absent, `null` or not a primitive.
-fn as_header_text(value: &Value) -> Option<String> {
-    match value {
-        Value::String(text) => Some(text.clone()),
-        Value::Number(number) => Some(number.to_string()),
-        Value::Bool(flag) => Some(flag.to_string()),
-        _ => None,
-    }
-}
-
-/// A header's value as the client meant it: literal, or strict Base64 of UTF-8 between `=?base64?` and `?=`.
-fn decoded(raw: &str) -> Option<String> {
-    match raw.strip_prefix("=?base64?").and_then(|inner| inner.strip_suffix("?=")) {
-        Some(inner) => {
-            let bytes = base64::engine::general_purpose::STANDARD.decode(inner).ok()?;
-            String::from_utf8(bytes).ok()
-        }
-        None => Some(raw.to_string()),
-    }
-}
-
-/// Checks `headers` against `arguments` for the annotations of `schema`; the reason of the first mismatch.
-pub fn check(headers: &HeaderMap, arguments: Option<&Value>, schema: &Value) -> Result<(), String> {
-    for (path, header) in annotations(schema) {
-        let full = format!("Mcp-Param-{header}");
-        let mut values = headers.get_all(full.as_str()).iter();
-        let sent = values.next();
-        if values.next().is_some() {
-            return Err(format!("duplicate {full} header"));
-        }
-        let sent = match sent {
-            None => None,
-            Some(value) => {
-                let text = value.to_str().map_err(|_| format!("{full} header contains invalid characters"))?;
-                Some(
-                    decoded(text.trim_matches([' ', '\t']))
-                        .ok_or_else(|| format!("{full} header is not valid Base64"))?,
-                )
-            }
-        };
-        let argument =
-            arguments.and_then(|args| path.iter().try_fold(args, |value, key| value.get(key))).and_then(as_header_text);
-        let property = path.join(".");
-        match (sent, argument) {
-            (None, None) => {}
-            (Some(_), None) => return Err(format!("unexpected {full} header for absent or null `{property}`")),
-            (None, Some(_)) => return Err(format!("missing {full} header for `{property}`")),
-            (Some(sent), Some(argument)) if sent != argument => {
-                return Err(format!("{full} header does not match the body's `{property}`"));
-            }
-            (Some(_), Some(_)) => {}
-        }
-    }
-    Ok(())
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use axum::http::HeaderValue;
-    use serde_json::json;
-
-    fn headers(pairs: &[(&str, &str)]) -> HeaderMap {
-        let mut map = HeaderMap::new();
-        for (name, value) in pairs {
-            map.append(
-                axum::http::HeaderName::from_bytes(name.as_bytes()).unwrap(),
-                HeaderValue::from_str(value).unwrap(),
-            );
-        }
-        map
-    }
-
-    #[test]
-    fn headers_must_say_what_the_body_says() {
-        let schema = json!({"type": "object", "properties": {
-            "region": {"type": "string", "x-mcp-header": "Region"},
-            "limits": {"type": "object", "properties": {"max": {"type": "integer", "x-mcp-header": "Max"}}},
-            "query": {"type": "string"}}});
-        let args = json!({"region": "Hello", "limits": {"max": 5}, "query": "q"});
-        let ok = |pairs: &[(&str, &str)], args: &Value| check(&headers(pairs), Some(args), &schema);
-        assert_eq!(ok(&[("mcp-param-region", "Hello"), ("Mcp-Param-Max", "5")], &args), Ok(()));
-        assert_eq!(ok(&[("mcp-param-region", "=?base64?SGVsbG8=?="), ("mcp-param-max", "5")], &args), Ok(()));
-        assert_eq!(ok(&[("mcp-param-region", " Hello "), ("mcp-param-max", "5")], &args), Ok(()), "OWS trimmed");
-        assert_eq!(
-            ok(
-                &[("mcp-param-region", "=?base64?SGVsbG8"), ("mcp-param-max", "5")],
-                &json!({"region": "=?base64?SGVsbG8", "limits": {"max": 5}})
-            ),
-            Ok(()),
-            "literal without the suffix"
-        );
-        for (pairs, why) in [
-            (vec![("mcp-param-region", "=?base64?SGVsbG8?="), ("mcp-param-max", "5")], "padding"),
-            (vec![("mcp-param-region", "=?base64?SGVs!!!bG8=?="), ("mcp-param-max", "5")], "alphabet"),
-            (vec![("mcp-param-max", "5")], "missing"),
-            (vec![("mcp-param-region", "Bye"), ("mcp-param-max", "5")], "different"),
-            (vec![("mcp-param-region", "Hello"), ("mcp-param-region", "Hello"), ("mcp-param-max", "5")], "twice"),
-        ] {
-            assert!(ok(&pairs, &args).is_err(), "{why}");
-        }
-        let absent = json!({"query": "q"});
-        assert_eq!(ok(&[], &absent), Ok(()));
-        assert!(ok(&[("mcp-param-region", "x")], &absent).is_err(), "a header for an absent argument");
-        assert_eq!(ok(&[], &json!({"region": null})), Ok(()), "null is absent");
-    }
 }
