@@ -14,21 +14,24 @@
 //! - The configured `headers` and the OAuth token go on every request; nothing of the gateway's client (its key) ever
 //!   does.
 //! - A server that speaks 2026-07-28 (its `server/discover` says so) is spoken to in that revision instead: no session,
-//!   the revision's `_meta` and standard headers on every request, questions answered in rounds ([`super::http_modern`]).
+//!   the revision's `_meta` and standard headers on every request, questions answered in rounds ([`modern`]).
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 use axum::http::{StatusCode, header};
 use rmcp::model::ServerPeerInfo;
-use serde_json::{Map, Value, json};
+use serde_json::{Value, json};
 use tokio::sync::mpsc;
 
-use super::http_modern::{self, MODERN, Revision, ToolHeaders};
+mod modern;
+
 use super::lock;
 use super::relay::{self, FromServer, ServerEvents, server_event};
 use super::remote::Endpoint;
 use super::sse::EventReader;
+pub use modern::Revision;
+use modern::{MODERN, ToolHeaders};
 
 /// The protocol revision asked for in `initialize`.
 const PROTOCOL_VERSION: &str = "2025-11-25";
@@ -139,36 +142,8 @@ impl HttpRpc {
     pub async fn initialize(&self) -> Result<Arc<ServerPeerInfo>, HttpRpcError> {
         *lock(&self.session) = None;
         self.modern.store(false, Ordering::Release);
-        if self.revision != Revision::Legacy {
-            let probe = http_modern::with_meta(json!({}), self.declares);
-            let headers = [("mcp-method".to_string(), "server/discover".to_string())];
-            let found = match self.exchange("server/discover", probe, None, Some(&headers)).await {
-                Ok((result, _)) => http_modern::discovered(&result),
-                // Unreachable, or no credential it takes: `initialize` would fail alike.
-                Err(
-                    e @ (HttpRpcError::Transport(_) | HttpRpcError::Credential(_) | HttpRpcError::Status(401 | 403, _)),
-                ) => {
-                    return Err(e);
-                }
-                // Anything else says the server is of an earlier revision.
-                Err(_) => None,
-            };
-            match found {
-                Some(found) if self.revision == Revision::Modern || !found.also_earlier => {
-                    let info = Arc::new(found.info);
-                    self.modern.store(true, Ordering::Release);
-                    *lock(&self.info) = Some(Arc::clone(&info));
-                    return Ok(info);
-                }
-                None if self.revision == Revision::Modern => {
-                    return Err(HttpRpcError::Protocol(
-                        "the server does not speak 2026-07-28 (its server/discover does not list it), which its \
-                         protocol_version asks for"
-                            .into(),
-                    ));
-                }
-                _ => {}
-            }
+        if let Some(info) = self.discover().await? {
+            return Ok(info);
         }
         let params = json!({
             "protocolVersion": PROTOCOL_VERSION,
@@ -205,67 +180,6 @@ impl HttpRpc {
                 self.exchange(method, params, relay, None).await.map(|(result, _)| result)
             }
             other => other.map(|(result, _)| result),
-        }
-    }
-
-    /// One request in 2026-07-28: its `_meta` and headers added, the server's questions answered by `relay` round after
-    /// round.
-    async fn modern_request(
-        &self,
-        method: &str,
-        params: Value,
-        relay: Option<&mpsc::Sender<FromServer>>,
-    ) -> Result<Value, HttpRpcError> {
-        let annotations = match (method, params.get("name").and_then(Value::as_str)) {
-            ("tools/call", Some(name)) => {
-                if !self.tool_headers.listed() {
-                    self.learn_tools().await;
-                }
-                self.tool_headers.of(name)
-            }
-            _ => Vec::new(),
-        };
-        let mut params = http_modern::with_meta(params, self.declares);
-        for _ in 0..http_modern::MAX_ROUNDS {
-            let headers = crate::mcp_headers::request_headers(method, &params, &annotations);
-            let (result, _) = self.exchange(method, params.clone(), relay, Some(&headers)).await?;
-            let Some((asked, state)) = http_modern::questions(&result) else {
-                if method == "tools/list" {
-                    self.tool_headers.learn(&result);
-                }
-                return Ok(http_modern::completed(result));
-            };
-            let mut answers = Map::new();
-            for (key, question, asked_params) in asked {
-                let answer = relay::answer(relay.cloned(), question.clone(), asked_params).await;
-                self.roots.record(&question, &answer);
-                match answer {
-                    Ok(answer) => answers.insert(key, answer),
-                    Err(refused) => return Err(HttpRpcError::Server { code: refused.code, message: refused.message }),
-                };
-            }
-            params = http_modern::resumed(&params, answers, state);
-        }
-        Err(HttpRpcError::Protocol(format!("more than {} rounds of questions", http_modern::MAX_ROUNDS)))
-    }
-
-    /// Lists the server's tools (every page, at most 100) to learn their `x-mcp-header` parameters; a failure leaves
-    /// them unknown (a call then carries none).
-    async fn learn_tools(&self) {
-        let mut cursor: Option<Value> = None;
-        for _ in 0..100 {
-            let params = match &cursor {
-                Some(cursor) => json!({"cursor": cursor}),
-                None => json!({}),
-            };
-            let params = http_modern::with_meta(params, self.declares);
-            let headers = crate::mcp_headers::request_headers("tools/list", &params, &Vec::new());
-            let Ok((page, _)) = self.exchange("tools/list", params, None, Some(&headers)).await else { return };
-            self.tool_headers.learn(&page);
-            cursor = page.get("nextCursor").filter(|next| !next.is_null()).cloned();
-            if cursor.is_none() {
-                return;
-            }
         }
     }
 

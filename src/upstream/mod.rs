@@ -26,7 +26,6 @@
 mod budget;
 mod environment;
 pub mod http_client;
-pub mod http_modern;
 mod lease;
 pub mod oauth;
 mod pool;

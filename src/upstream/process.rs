@@ -22,7 +22,7 @@ use tokio::sync::watch;
 
 use super::environment::child_environment;
 use super::http_client::HttpRpc;
-use super::http_modern::Revision;
+use super::http_client::Revision;
 use super::relay::ServerEvents;
 use super::remote::{self, Endpoint};
 use super::rpc::{RpcClient, RpcError};

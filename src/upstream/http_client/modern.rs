@@ -1,4 +1,4 @@
-//! Speaking 2026-07-28 to a remote streamable HTTP server (contract 15), for [`super::http_client`].
+//! Speaking 2026-07-28 to a remote streamable HTTP server (contract 15), for [`super`].
 //!
 //! The revision has no handshake and no session: the gateway asks `server/discover` first, and when the server lists
 //! 2026-07-28 among its `supportedVersions` every later request is a self-contained POST whose `_meta` carries the
@@ -11,23 +11,28 @@
 //! A server cannot send requests in this revision: it answers `resultType: "input_required"` with its questions
 //! (`inputRequests`: sampling, elicitation, roots) and an opaque `requestState`; the questions go to the caller's relay
 //! exactly as a 2025-11-25 server's requests do, and the request is sent again with the answers in `inputResponses`,
-//! at most [`MAX_ROUNDS`] times. A final result's `resultType: "complete"` is removed (the gateway states each
+//! at most [`MAX_ROUNDS`] times, each round of at most [`MAX_QUESTIONS`] questions. A final result's `resultType: "complete"` is removed (the gateway states each
 //! result's type to its own clients as their revision asks).
 
 use std::collections::HashMap;
-use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
 
 use rmcp::model::ServerPeerInfo;
 use serde_json::{Map, Value, json};
+use tokio::sync::mpsc;
 
-use super::Declared;
+use super::{HttpRpc, HttpRpcError, lock};
 use crate::mcp_headers::{Annotations, owned_annotations};
+use crate::upstream::Declared;
+use crate::upstream::relay::{self, FromServer};
 
 /// The revision.
 pub const MODERN: &str = "2026-07-28";
 /// The most rounds of questions one request may take.
 pub const MAX_ROUNDS: usize = 16;
+/// The most questions one round may ask (a hostile server's thousand questions are never put to a client).
+pub const MAX_QUESTIONS: usize = 16;
 /// The most tools whose annotations one client keeps.
 const MAX_TOOLS: usize = 10_000;
 
@@ -176,6 +181,111 @@ impl ToolHeaders {
     /// The annotations of tool `name` (none when it has none).
     pub fn of(&self, name: &str) -> Annotations {
         self.tools().get(name).cloned().unwrap_or_default()
+    }
+}
+
+impl HttpRpc {
+    /// Asks `server/discover` (unless the revision is 2025-11-25) and, when the server is to be spoken to in
+    /// 2026-07-28 ([`Revision`]), records it and what the server is; `None`: open a session.
+    pub(super) async fn discover(&self) -> Result<Option<Arc<ServerPeerInfo>>, HttpRpcError> {
+        if self.revision == Revision::Legacy {
+            return Ok(None);
+        }
+        let probe = with_meta(json!({}), self.declares);
+        let headers = [("mcp-method".to_string(), "server/discover".to_string())];
+        let found = match self.exchange("server/discover", probe, None, Some(&headers)).await {
+            Ok((result, _)) => discovered(&result),
+            // Unreachable, or no credential it takes: `initialize` would fail alike.
+            Err(
+                e @ (HttpRpcError::Transport(_) | HttpRpcError::Credential(_) | HttpRpcError::Status(401 | 403, _)),
+            ) => {
+                return Err(e);
+            }
+            // Anything else says the server is of an earlier revision.
+            Err(_) => None,
+        };
+        match found {
+            Some(found) if self.revision == Revision::Modern || !found.also_earlier => {
+                let info = Arc::new(found.info);
+                self.modern.store(true, Ordering::Release);
+                *lock(&self.info) = Some(Arc::clone(&info));
+                return Ok(Some(info));
+            }
+            None if self.revision == Revision::Modern => {
+                return Err(HttpRpcError::Protocol(
+                    "the server does not speak 2026-07-28 (its server/discover does not list it), which its \
+                     protocol_version asks for"
+                        .into(),
+                ));
+            }
+            _ => {}
+        }
+        Ok(None)
+    }
+
+    /// One request in 2026-07-28: its `_meta` and headers added, the server's questions answered by `relay` round after
+    /// round.
+    pub(super) async fn modern_request(
+        &self,
+        method: &str,
+        params: Value,
+        relay: Option<&mpsc::Sender<FromServer>>,
+    ) -> Result<Value, HttpRpcError> {
+        let annotations = match (method, params.get("name").and_then(Value::as_str)) {
+            ("tools/call", Some(name)) => {
+                if !self.tool_headers.listed() {
+                    self.learn_tools().await;
+                }
+                self.tool_headers.of(name)
+            }
+            _ => Vec::new(),
+        };
+        let mut params = with_meta(params, self.declares);
+        for _ in 0..MAX_ROUNDS {
+            let headers = crate::mcp_headers::request_headers(method, &params, &annotations);
+            let (result, _) = self.exchange(method, params.clone(), relay, Some(&headers)).await?;
+            let Some((asked, state)) = questions(&result) else {
+                if method == "tools/list" {
+                    self.tool_headers.learn(&result);
+                }
+                return Ok(completed(result));
+            };
+            if asked.len() > MAX_QUESTIONS {
+                let many = asked.len();
+                return Err(HttpRpcError::Protocol(format!("{many} questions in one round, over the limit of 16")));
+            }
+            let mut answers = Map::new();
+            for (key, question, asked_params) in asked {
+                let answer = relay::answer(relay.cloned(), question.clone(), asked_params).await;
+                self.roots.record(&question, &answer);
+                match answer {
+                    Ok(answer) => answers.insert(key, answer),
+                    Err(refused) => return Err(HttpRpcError::Server { code: refused.code, message: refused.message }),
+                };
+            }
+            params = resumed(&params, answers, state);
+        }
+        Err(HttpRpcError::Protocol(format!("more than {} rounds of questions", MAX_ROUNDS)))
+    }
+
+    /// Lists the server's tools (every page, at most 100) to learn their `x-mcp-header` parameters; a failure leaves
+    /// them unknown (a call then carries none).
+    async fn learn_tools(&self) {
+        let mut cursor: Option<Value> = None;
+        for _ in 0..100 {
+            let params = match &cursor {
+                Some(cursor) => json!({"cursor": cursor}),
+                None => json!({}),
+            };
+            let params = with_meta(params, self.declares);
+            let headers = crate::mcp_headers::request_headers("tools/list", &params, &Vec::new());
+            let Ok((page, _)) = self.exchange("tools/list", params, None, Some(&headers)).await else { return };
+            self.tool_headers.learn(&page);
+            cursor = page.get("nextCursor").filter(|next| !next.is_null()).cloned();
+            if cursor.is_none() {
+                return;
+            }
+        }
     }
 }
 
