@@ -384,11 +384,29 @@ fn clients_nobody_here_wrote_pass_through_the_gateway_as_they_pass_directly() {
     );
 }
 
-/// A client that accepts every elicitation with `{ok: true}`, and records what it was asked.
+/// A client that accepts every elicitation with `{ok: true}`, and records what it was asked and told.
 #[derive(Clone, Default)]
 struct Confirming(std::sync::Arc<std::sync::Mutex<Vec<String>>>);
 
+impl Confirming {
+    fn heard(&self, what: &str) -> bool {
+        self.0.lock().unwrap().iter().any(|seen| seen.contains(what))
+    }
+}
+
 impl rmcp::ClientHandler for Confirming {
+    async fn on_tool_list_changed(&self, _: rmcp::service::NotificationContext<rmcp::RoleClient>) {
+        self.0.lock().unwrap().push("tools/list_changed".into());
+    }
+
+    async fn on_resource_updated(
+        &self,
+        params: rmcp::model::ResourceUpdatedNotificationParam,
+        _: rmcp::service::NotificationContext<rmcp::RoleClient>,
+    ) {
+        self.0.lock().unwrap().push(format!("updated {}", params.uri));
+    }
+
     async fn create_elicitation(
         &self,
         request: rmcp::model::ElicitRequestParams,
@@ -407,8 +425,10 @@ impl rmcp::ClientHandler for Confirming {
 /// Contract 15, "Parameter headers": the official Python SDK's server, which answers `server/discover` with only
 /// 2026-07-28, is spoken to in that revision: each request carries `Mcp-Method`, `Mcp-Name`, the `Mcp-Param-*` of the
 /// tool's `x-mcp-header` parameters (Base64 where the value needs it) and no session; its question during a call
-/// (`input_required`) is put to the gateway's client and answered in the next round.
+/// (`input_required`) is put to the gateway's client and answered in the next round; its list changes and the updates
+/// of a resource a client subscribed to come on the gateway's `subscriptions/listen` stream to it.
 #[test]
+#[allow(deprecated)] // resources/subscribe is how a 2025-11-25 session subscribes
 fn the_python_sdk_as_a_2026_07_28_upstream_gets_its_headers_and_its_questions_answered() {
     let python = python_peer();
     let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
@@ -445,7 +465,20 @@ fn the_python_sdk_as_a_2026_07_28_upstream_gets_its_headers_and_its_questions_an
         let confirmed = serde_json::to_value(confirmed.expect("confirm")).unwrap();
         assert_eq!(confirmed["content"][0]["text"], json!("confirmed: true"), "{confirmed}");
         assert_ne!(confirmed["isError"], json!(true), "{confirmed}");
-        assert!(asked.0.lock().unwrap().iter().any(|question| question.contains("Proceed?")), "the client was asked");
+        assert!(asked.heard("Proceed?"), "the client was asked");
+
+        // A subscription becomes a URI of the gateway's listen stream to the server; what the server tells on it
+        // reaches the client (the stream is opened again with the URI: touched until heard).
+        let watched = serde_json::from_value::<rmcp::model::SubscribeRequestParams>(json!({"uri": "test://watched"}));
+        client.subscribe(watched.unwrap()).await.expect("subscribe");
+        let touch = rmcp::model::CallToolRequestParams::new("modern__touch")
+            .with_arguments(json!({"uri": "test://watched"}).as_object().unwrap().clone());
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while !(asked.heard("updated test://watched") && asked.heard("tools/list_changed")) {
+            assert!(Instant::now() < deadline, "no update heard: {:?}", asked.0.lock().unwrap());
+            client.call_tool(touch.clone()).await.expect("touch");
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
         client.cancel().await.unwrap();
     });
     let _ = upstream.kill();

@@ -67,7 +67,7 @@ impl std::fmt::Display for HttpRpcError {
 
 /// One MCP session of the gateway's with a remote server.
 pub struct HttpRpc {
-    endpoint: Endpoint,
+    endpoint: Arc<Endpoint>,
     url: reqwest::Url,
     max_message_bytes: usize,
     /// The session id and protocol revision of the open session.
@@ -75,7 +75,7 @@ pub struct HttpRpc {
     /// What the server said about itself.
     info: Mutex<Option<Arc<ServerPeerInfo>>>,
     next_id: AtomicU64,
-    events: Mutex<Option<ServerEvents>>,
+    events: Arc<Mutex<Option<ServerEvents>>>,
     /// Whether the server was told a client's roots in this session.
     roots: relay::RootsSeen,
     /// The client capabilities declared in `initialize` (or, in 2026-07-28, in every request's `_meta`).
@@ -86,24 +86,27 @@ pub struct HttpRpc {
     tool_headers: ToolHeaders,
     /// The revision asked for (`protocol_version`).
     revision: Revision,
+    /// The stream the server's list changes and resource updates come on (2026-07-28).
+    listen: modern::Listen,
 }
 
 impl HttpRpc {
     /// A client of the MCP endpoint `url`, reading messages of at most `max_message_bytes`.
     pub fn new(endpoint: Endpoint, url: reqwest::Url, max_message_bytes: usize) -> HttpRpc {
         HttpRpc {
-            endpoint,
+            endpoint: Arc::new(endpoint),
             url,
             max_message_bytes,
             session: Mutex::new(None),
             info: Mutex::new(None),
             next_id: AtomicU64::new(1),
-            events: Mutex::new(None),
+            events: Arc::default(),
             roots: relay::RootsSeen::default(),
             declares: super::Declared::ALL,
             modern: AtomicBool::new(false),
             tool_headers: ToolHeaders::default(),
             revision: Revision::Auto,
+            listen: modern::Listen::default(),
         }
     }
 
@@ -198,8 +201,9 @@ impl HttpRpc {
         if status.is_success() { Ok(()) } else { Err(HttpRpcError::Status(status.as_u16(), String::new())) }
     }
 
-    /// Ends the session (`DELETE`), if one is open.
+    /// Ends the session (`DELETE`), if one is open, or the listen stream (2026-07-28).
     pub async fn close(&self) {
+        self.listen.stop();
         let Some((id, _)) = lock(&self.session).take() else { return };
         let _ = self.endpoint.send_as_is(|http| http.delete(self.url.clone()).header(SESSION_HEADER, &id)).await;
     }

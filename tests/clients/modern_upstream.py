@@ -6,6 +6,9 @@ Tools:
                     `mcp-*` headers of the request that carried the call
   confirm()         asks the client to confirm (an elicitation; in 2026-07-28 an `input_required` round); answers
                     "confirmed: true" or "confirmed: false"
+  touch(uri)        tells its `subscriptions/listen` streams that its tools changed and that `uri` was updated
+
+Resource: test://watched (text).
 """
 
 import json
@@ -39,6 +42,19 @@ def ask() -> Elicit[Answer]:
 def confirm(answer: Annotated[Answer, Resolve(ask)]) -> str:
     """Asks the client to confirm."""
     return f"confirmed: {str(answer.ok).lower()}"
+
+
+@app.tool()
+async def touch(uri: str, ctx: Context) -> str:
+    """Tells the listen streams of a tools change and of an update of `uri`."""
+    await ctx.notify_tools_changed()
+    await ctx.notify_resource_updated(uri)
+    return "touched"
+
+
+@app.resource("test://watched")
+def watched() -> str:
+    return "watched text"
 
 
 app.run("streamable-http", host="127.0.0.1", port=int(sys.argv[1]))
