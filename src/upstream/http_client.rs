@@ -24,6 +24,7 @@ use rmcp::model::ServerPeerInfo;
 use serde_json::{Value, json};
 use tokio::sync::mpsc;
 
+mod listen;
 mod modern;
 
 use super::lock;
@@ -87,7 +88,7 @@ pub struct HttpRpc {
     /// The revision asked for (`protocol_version`).
     revision: Revision,
     /// The stream the server's list changes and resource updates come on (2026-07-28).
-    listen: modern::Listen,
+    listen: listen::Listen,
 }
 
 impl HttpRpc {
@@ -106,7 +107,7 @@ impl HttpRpc {
             modern: AtomicBool::new(false),
             tool_headers: ToolHeaders::default(),
             revision: Revision::Auto,
-            listen: modern::Listen::default(),
+            listen: listen::Listen::default(),
         }
     }
 
