@@ -17,7 +17,7 @@ pub mod relay;
 pub mod resources;
 pub mod rounds;
 pub mod stream;
-mod task_declare;
+pub mod task_declare;
 mod task_ops;
 pub mod task_route;
 mod task_wire;
