@@ -8,6 +8,9 @@
 //! - writing: the only writer of stdout, a whole line at a time, so that rmcp's lines and the route's answers never
 //!   interleave.
 //!
+//! A task-augmented call that turns out to be a plain one (its tool offers no task) reaches rmcp once that is known,
+//! possibly after lines the client sent later; JSON-RPC answers are matched by id, not by order.
+//!
 //! The end of stdin ends rmcp's input as it ended before; answers still running get what rmcp gives its own handlers
 //! then ([`CLOSING_PATIENCE`]).
 

@@ -166,18 +166,26 @@ impl StdioTasks {
         Some(identity.snapshot.tool_exposure(identity.mcp_config_id.as_deref()).chosen(requested))
     }
 
-    /// The answer to a message about tasks, as a JSON-RPC message; `None` when it goes on to rmcp.
+    /// The answer to a message about tasks, as a JSON-RPC message; `None` when it goes on to rmcp. Each answer is
+    /// counted as a request, as the handler counts its tool calls.
     pub async fn answer(&self, message: Value) -> Option<Value> {
         let started = Instant::now();
         let id = message.get("id").cloned().unwrap_or(Value::Null);
-        let method = message.get("method").and_then(Value::as_str).unwrap_or_default();
-        let label = metric_label(method);
-        let call = method == "tools/call";
+        let label = metric_label(message.get("method").and_then(Value::as_str).unwrap_or_default());
+        let reply = self.reply(message).await?;
+        let status = if reply.is_result() { "ok" } else { "error" };
+        request_metrics::record(self.ctx.store.metrics(), "stdio", label, status, started.elapsed());
+        Some(reply.message(&id))
+    }
+
+    async fn reply(&self, message: Value) -> Option<Reply> {
+        let call = message.get("method").and_then(Value::as_str) == Some("tools/call");
         let snapshot = self.ctx.store.snapshot();
         let identity = match admission::identify(&self.ctx, &snapshot, Ok(&self.credentials)).await {
             Ok(identity) => identity,
+            // The handler answers the call `AUTH_FAILED`, as any call with these credentials.
             Err(_) if call => return None,
-            Err(refused) => return Some(refusal(refused).message(&id)),
+            Err(refused) => return Some(refusal(refused)),
         };
         let view = self.view(&identity)?;
         let asked = Asked { ctx: &self.ctx, identity: &identity, session: Some(&self.session), stateless: false };
@@ -186,18 +194,14 @@ impl StdioTasks {
         }
         // Every request takes a cell over HTTP, and a call one more for its upstream call: so here.
         if let Err(refused) = admission::take_calls(&self.ctx, &identity, if call { 2 } else { 1 }) {
-            let reply = if call {
+            return Some(if call {
                 let result = crate::gateway::envelope::tool_result(refused.answer());
                 Reply::Result(serde_json::to_value(result).unwrap_or_default())
             } else {
                 refusal(refused)
-            };
-            return Some(reply.message(&id));
+            });
         }
-        let reply = Box::pin(task_route::dispatch(asked, view, message)).await?;
-        let status = if reply.is_result() { "ok" } else { "error" };
-        request_metrics::record(self.ctx.store.metrics(), "stdio", label, status, started.elapsed());
-        Some(reply.message(&id))
+        Box::pin(task_route::dispatch(asked, view, message)).await
     }
 }
 
