@@ -2,7 +2,8 @@
 //! `initialize` (`{list, cancel, requests: {tools: {call}}}`), and each tool's `execution` (`taskSupport`) in
 //! `tools/list`. The official TypeScript SDK asks for a task only when both say so. rmcp's types carry neither, so
 //! the task route adds them to rmcp's answer in the transparent view: the answer (one JSON body, or the `data:` lines
-//! of an event stream) is read, the result amended, and written back with the same status and headers.
+//! of an event stream) is read, the result amended, and written back with the same status and headers ([`amend`]).
+//! Over stdio, the route of tasks there amends rmcp's line itself ([`amend_message`], `gateway/stdio/tasks.rs`).
 
 use std::collections::HashMap;
 
