@@ -7,7 +7,8 @@
 //! view also `prompts`, `resources` (with `subscribe`), `completions` and `logging`, served by the handler
 //! ([`super::handler`]) from the upstreams. Every handler method of those capabilities asks [`require`] first, so in
 //! the gateway view they answer -32601 rather than rmcp's default empty result. The transparent view also declares
-//! the `io.modelcontextprotocol/tasks` extension, served over HTTP by `transparent/task_route.rs`; skills are refused
+//! the `io.modelcontextprotocol/tasks` extension, served by `transparent/task_route.rs` (over stdio through
+//! `stdio/tasks.rs`, which reads this declaration in rmcp's `initialize` answer); skills are refused
 //! by rmcp while not implemented; `subscriptions/listen` (2026-07-28) is served in every view (`gateway/listen.rs`).
 
 use rmcp::ErrorData as McpError;

@@ -6,15 +6,25 @@
 //! Credentials come from `GW_GATEWAY_KEY`, `GW_PROJECT_ID` and `GW_USER_ID` and are checked on every tool call, so
 //! with bad credentials every tool answers `AUTH_FAILED` (the client can still list the tools). Nothing but MCP
 //! messages goes to stdout: logs go to stderr, and upstream processes never inherit our stdout.
+//!
+//! rmcp's handler serves the connection as one session, behind a pump (`stdio/pipe.rs`) that reads stdin itself:
+//! the messages about tasks, which rmcp's types cannot carry, are answered by the route of tasks (`stdio/tasks.rs`,
+//! the counterpart of the HTTP front's), every other line reaches rmcp unchanged.
+
+mod pipe;
+mod tasks;
 
 use std::future::Future;
 use std::sync::Arc;
+use std::time::Duration;
 
 use rmcp::ServiceExt;
 
 use super::GatewayContext;
 use super::handler::GatewayHandler;
 use crate::auth::Credentials;
+use pipe::{CLOSING_PATIENCE, Pump};
+use tasks::StdioTasks;
 
 /// The stdio credentials from the environment.
 pub fn credentials_from_env() -> Credentials {
@@ -38,24 +48,36 @@ pub async fn serve(
         tracing::warn!("GW_GATEWAY_KEY is not set; every tool will answer AUTH_FAILED");
     }
     let exposure = std::env::var("GW_TOOL_EXPOSURE").ok().filter(|v| !v.is_empty());
-    let handler = GatewayHandler::stdio(Arc::clone(&ctx), credentials, exposure);
+    let handler = GatewayHandler::stdio(Arc::clone(&ctx), credentials.clone(), exposure.clone());
+    let session = handler.stdio_session().unwrap_or_else(|| Arc::from("stdio"));
+    let tasks = Arc::new(StdioTasks::new(Arc::clone(&ctx), credentials, exposure, session));
+    let (stdin, stdout) = rmcp::transport::io::stdio();
+    let (pump, rmcp_end) = Pump::start(Arc::clone(&ctx), tasks, stdin, stdout);
     tokio::pin!(shutdown);
     let running = tokio::select! {
-        started = handler.serve(rmcp::transport::io::stdio()) => match started {
+        started = handler.serve(rmcp_end) => match started {
             Ok(running) => running,
             // A client that closes stdin before initializing has nothing more to say.
             Err(e) => {
                 tracing::info!(error = %e, "stdio client ended before initialization");
+                pump.finish(Duration::ZERO).await;
                 return Ok(());
             }
         },
-        () = &mut shutdown => return Ok(()),
+        () = &mut shutdown => {
+            pump.finish(Duration::ZERO).await;
+            return Ok(());
+        }
     };
     let token = running.cancellation_token();
     let waiting = running.waiting();
     tokio::pin!(waiting);
     tokio::select! {
-        ended = &mut waiting => ended.map(|_| ()).map_err(|e| format!("stdio session failed: {e}")),
+        ended = &mut waiting => {
+            // rmcp's input ended with stdin: the route's answers still running finish as rmcp's did.
+            pump.finish(CLOSING_PATIENCE).await;
+            ended.map(|_| ()).map_err(|e| format!("stdio session failed: {e}"))
+        }
         () = &mut shutdown => {
             if tokio::time::timeout(grace, ctx.in_flight.wait_idle()).await.is_err() {
                 tracing::warn!("grace period over; cancelling the stdio calls still running");
@@ -66,6 +88,7 @@ pub async fn serve(
             }
             token.cancel();
             let _ = waiting.await;
+            pump.finish(Duration::ZERO).await;
             Ok(())
         }
     }

@@ -70,6 +70,11 @@ impl GatewayHandler {
         }
     }
 
+    /// The id of the stdio connection's one session (`None` over HTTP).
+    pub fn stdio_session(&self) -> Option<Arc<str>> {
+        self.stdio_session.clone()
+    }
+
     /// The caller's MCP session, if the request belongs to one.
     fn session<'a>(&'a self, context: &'a RequestContext<RoleServer>) -> Option<&'a str> {
         let http_session = context

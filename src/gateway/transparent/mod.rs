@@ -18,7 +18,7 @@ pub mod resources;
 pub mod rounds;
 pub mod stream;
 pub mod subscriptions;
-mod task_declare;
+pub mod task_declare;
 mod task_ops;
 pub mod task_route;
 mod task_wire;

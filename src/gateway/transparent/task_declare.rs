@@ -2,13 +2,17 @@
 //! `initialize` (`{list, cancel, requests: {tools: {call}}}`), and each tool's `execution` (`taskSupport`) in
 //! `tools/list`. The official TypeScript SDK asks for a task only when both say so. rmcp's types carry neither, so
 //! the task route adds them to rmcp's answer in the transparent view: the answer (one JSON body, or the `data:` lines
-//! of an event stream) is read, the result amended, and written back with the same status and headers.
+//! of an event stream) is read, the result amended, and written back with the same status and headers ([`amend`]).
+//! Over stdio, the route of tasks there amends rmcp's line itself ([`amend_message`], `gateway/stdio/tasks.rs`).
 
 use std::collections::HashMap;
 
 use axum::body::Body;
 use axum::http::{Response, header};
 use serde_json::{Value, json};
+
+use crate::auth::Identity;
+use crate::gateway::GatewayContext;
 
 /// The longest answer amended; a longer one is passed on as it is.
 const MAX_AMENDED_BYTES: usize = 64 * 1024 * 1024;
@@ -83,7 +87,17 @@ pub async fn amend(response: Response<Body>, what: Amend) -> Response<Body> {
     }
 }
 
-fn amend_message(message: &mut Value, what: &Amend) -> bool {
+/// The `execution` of each tool the caller's `tools/list` shows, by exposed name.
+pub async fn executions(ctx: &GatewayContext, identity: &Identity, session: Option<&str>) -> HashMap<String, Value> {
+    let listed = super::list_tools(ctx, identity, session).await;
+    let executions = listed.into_iter().filter_map(|tool| {
+        Some((tool.get("name")?.as_str()?.to_string(), tool.get("execution").filter(|e| e.is_object())?.clone()))
+    });
+    executions.collect()
+}
+
+/// Amends `message` when it is a JSON-RPC result; whether it was one.
+pub fn amend_message(message: &mut Value, what: &Amend) -> bool {
     match message.get_mut("result") {
         Some(result) if result.is_object() => {
             what.result(result);

@@ -33,6 +33,12 @@ pub struct Asked<'a> {
     pub stateless: bool,
 }
 
+/// Whether the tool exposed as `name` to the caller offers tasks (a task-augmented call of it makes one).
+pub async fn offers_task(asked: &Asked<'_>, name: &str) -> bool {
+    let found = catalog::find(asked.ctx, asked.identity, asked.session, name).await;
+    found.is_some_and(|(tool, _)| runs_as_task(&tool.definition))
+}
+
 /// A task-augmented `tools/call`; `None` when it runs as a plain call on the usual routes.
 pub async fn create(asked: &Asked<'_>, mut params: Map<String, Value>) -> Option<Reply> {
     let Asked { ctx, identity, session, stateless } = *asked;

@@ -1,5 +1,5 @@
-//! The route of tasks over HTTP (contract 15): a layer in front of the fast route and rmcp that answers, in the
-//! transparent view, what the tasks of either revision send (see `task_wire.rs` for the shapes):
+//! The route of tasks (contract 15): in the transparent view, the gateway answers what the tasks of either revision
+//! send (see `task_wire.rs` for the shapes) in front of the fast route and rmcp, which know nothing of them:
 //!
 //! - a task-augmented `tools/call` of an exposed tool whose upstream definition offers tasks (`execution.taskSupport`
 //!   `optional` or `required`): `params.task` in a session (2025-11-25), or a stateless request whose `_meta`
@@ -10,27 +10,33 @@
 //! - rmcp's answers to `initialize` and a session's `tools/list`, amended with what a 2025-11-25 client looks for
 //!   before it asks for a task (`task_declare.rs`).
 //!
+//! One dispatcher ([`dispatch`]) serves both fronts. Over HTTP it sits in [`TaskRoute`], a layer of the stack of
+//! `gateway/http.rs`. Over stdio, where the connection is one session, the stdio front reads the client's lines
+//! itself (`gateway/stdio/tasks.rs`) and hands the same messages ([`about_tasks`]) to the same dispatcher, with the
+//! identity the stdio handler resolves; every other line goes on to rmcp unchanged, whose answers to `initialize`
+//! and `tools/list` it amends the same way.
+//!
 //! The gateway declares the extension (`capabilities.extensions`) in every transparent view, whether or not an
 //! upstream offers tasks: a tool that offers none runs as a plain call, and an id that names no task is `-32602`.
-//! In the gateway view every `tasks/*` method is `-32601`. The stdio front does not relay tasks (rmcp's types there
-//! cannot carry the 2025-11-25 shapes); its clients' calls run as plain calls.
+//! In the gateway view every `tasks/*` method is `-32601`.
 
 use std::convert::Infallible;
 use std::sync::Arc;
 use std::task::{Context, Poll};
 
 use axum::body::Body;
-use axum::http::{HeaderValue, Method, Request, Response, StatusCode, header};
+use axum::http::{HeaderValue, Method, Request, Response, header};
 use futures_util::future::BoxFuture;
 use serde_json::{Map, Value, json};
 use tower::{Layer, Service};
 
-use super::task_declare::{Amend, amend};
-use super::task_ops::{self, Asked};
+use super::task_declare::{Amend, amend, executions};
+pub use super::task_ops::Asked;
+use super::task_ops::{self, offers_task};
+pub use super::task_wire::TASKS_EXTENSION;
 use super::task_wire::declares_tasks;
 use crate::auth::Identity;
 use crate::config::exposure::ToolExposure;
-use crate::error::jsonrpc_error;
 use crate::gateway::GatewayContext;
 use crate::gateway::exposure::EXPOSURE_HEADER;
 use crate::gateway::middleware::jsonrpc::ParsedMessage;
@@ -46,16 +52,29 @@ impl Reply {
         Reply::Error { code, message: message.into(), data: Value::Null }
     }
 
-    fn respond(self, id: &Value) -> Response<Body> {
+    /// Whether the request succeeded.
+    pub fn is_result(&self) -> bool {
+        matches!(self, Reply::Result(_))
+    }
+
+    /// The JSON-RPC answer to request `id`.
+    pub fn message(self, id: &Value) -> Value {
         match self {
-            Reply::Result(result) => {
-                let body = json!({"jsonrpc": "2.0", "id": id, "result": result});
-                let mut response = Response::new(Body::from(body.to_string()));
-                response.headers_mut().insert(header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
-                response
+            Reply::Result(result) => json!({"jsonrpc": "2.0", "id": id, "result": result}),
+            Reply::Error { code, message, data } => {
+                let mut error = json!({"code": code, "message": message});
+                if !data.is_null() {
+                    error["data"] = data;
+                }
+                json!({"jsonrpc": "2.0", "id": id, "error": error})
             }
-            Reply::Error { code, message, data } => jsonrpc_error(StatusCode::OK, code, &message, data, Some(id)),
         }
+    }
+
+    fn respond(self, id: &Value) -> Response<Body> {
+        let mut response = Response::new(Body::from(self.message(id).to_string()));
+        response.headers_mut().insert(header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
+        response
     }
 }
 
@@ -78,7 +97,7 @@ pub struct TaskRoute<S> {
 }
 
 /// Whether `message` is one this route may answer: a `tasks/*` request, or a `tools/call` that asks for a task.
-fn about_tasks(message: &Value, stateless: bool) -> bool {
+pub fn about_tasks(message: &Value, stateless: bool) -> bool {
     let params = message.get("params");
     let id_ok = message.get("id").is_some_and(|id| id.is_string() || id.is_number());
     match message.get("method").and_then(Value::as_str) {
@@ -171,18 +190,29 @@ where
     let what = if initialize {
         Amend::Initialize
     } else {
-        let listed = super::list_tools(&ctx, &identity, session.as_deref()).await;
-        let executions = listed.into_iter().filter_map(|tool| {
-            Some((tool.get("name")?.as_str()?.to_string(), tool.get("execution").filter(|e| e.is_object())?.clone()))
-        });
-        Amend::ToolsList(executions.collect())
+        Amend::ToolsList(executions(&ctx, &identity, session.as_deref()).await)
     };
     let response = inner.call(req).await?;
     Ok(amend(response, what).await)
 }
 
+/// Whether [`dispatch`] answers `message` (one [`about_tasks`]): every `tasks/*` request; a `tools/call` in the
+/// transparent view of a tool that offers tasks. The stdio front asks first, so that a call it passes on to rmcp does
+/// not take the key's rate limit twice.
+pub async fn answers(asked: &Asked<'_>, view: ToolExposure, message: &Value) -> bool {
+    let params = message.get("params");
+    match message.get("method").and_then(Value::as_str) {
+        Some("tools/call") => match params.and_then(|p| p.get("name")).and_then(Value::as_str) {
+            Some(name) => view.upstream() && offers_task(asked, name).await,
+            None => false,
+        },
+        Some(_) => true,
+        None => false,
+    }
+}
+
 /// The reply to a message about tasks; `None` when it goes on to the usual routes.
-async fn dispatch(asked: Asked<'_>, view: ToolExposure, mut message: Value) -> Option<Reply> {
+pub async fn dispatch(asked: Asked<'_>, view: ToolExposure, mut message: Value) -> Option<Reply> {
     let method = message.get("method").and_then(Value::as_str).unwrap_or_default().to_string();
     let params = match message.get_mut("params").map(Value::take) {
         Some(Value::Object(params)) => params,
