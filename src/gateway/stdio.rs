@@ -26,6 +26,15 @@ use crate::auth::Credentials;
 use pipe::{CLOSING_PATIENCE, Pump};
 use tasks::StdioTasks;
 
+/// Ends the stdio connection's session when dropped.
+struct SessionEnds(Arc<GatewayContext>, Arc<str>);
+
+impl Drop for SessionEnds {
+    fn drop(&mut self) {
+        self.0.sessions.close(&self.1);
+    }
+}
+
 /// The stdio credentials from the environment.
 pub fn credentials_from_env() -> Credentials {
     let var = |name: &str| std::env::var(name).ok().filter(|v| !v.is_empty());
@@ -50,6 +59,8 @@ pub async fn serve(
     let exposure = std::env::var("GW_TOOL_EXPOSURE").ok().filter(|v| !v.is_empty());
     let handler = GatewayHandler::stdio(Arc::clone(&ctx), credentials.clone(), exposure.clone());
     let session = handler.stdio_session().unwrap_or_else(|| Arc::from("stdio"));
+    // However the connection ends, its session ends with it (the drain then does not wait for it).
+    let _ends = SessionEnds(Arc::clone(&ctx), Arc::clone(&session));
     let tasks = Arc::new(StdioTasks::new(Arc::clone(&ctx), credentials, exposure, session));
     let (stdin, stdout) = rmcp::transport::io::stdio();
     let (pump, rmcp_end) = Pump::start(Arc::clone(&ctx), tasks, stdin, stdout);
