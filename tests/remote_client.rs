@@ -321,3 +321,54 @@ fn per_session_affinity_gives_each_client_session_its_own_remote_session() {
     let _ = remote.kill();
     let _ = remote.wait();
 }
+
+/// A hostile server spoken to in 2026-07-28 cannot keep a call asking questions: a round of more than 16 questions
+/// fails the call, and so does a 17th round; no question is put to a client without a relay (a discovery). The
+/// probe and every request name the revision and carry no session.
+#[test]
+fn a_2026_07_28_server_that_keeps_asking_is_cut_off() {
+    let question = |n: usize| {
+        (0..n)
+            .map(|i| (format!("q{i}"), json!({"method": "elicitation/create", "params": {"message": "again?"}})))
+            .collect::<serde_json::Map<String, Value>>()
+    };
+    // One answer for every request: server/discover reads supportedVersions, a call reads the questions.
+    let asking = |n: usize| {
+        json!({"jsonrpc": "2.0", "id": "$request_id", "result": {"supportedVersions": ["2026-07-28"], "capabilities": {"tools": {}},
+               "resultType": "input_required", "inputRequests": question(n), "requestState": "s"}})
+    };
+    let remote = http_mock::HttpMock::start(vec![("/mcp", 200, asking(17))]);
+    let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build().unwrap();
+    runtime.block_on(async {
+        let http = mcpgw::outbound::client(Duration::from_secs(30)).unwrap();
+        let url = reqwest::Url::parse(&format!("{}/mcp", remote.base_url)).unwrap();
+        let client = HttpRpc::new(Endpoint::new(http, &[], None), url, 1 << 20);
+        client.initialize().await.expect("discovered");
+        assert!(client.is_modern());
+        let call = json!({"name": "t", "arguments": {}});
+        let (relay, mut messages) = mpsc::channel(64);
+        let answering = tokio::spawn(async move {
+            let mut asked = 0;
+            while let Some(message) = messages.recv().await {
+                if let FromServer::Request { answer, .. } = message {
+                    asked += 1;
+                    let _ = answer.send(Ok(json!({"action": "accept", "content": {}})));
+                }
+            }
+            asked
+        });
+        let many = client.request("tools/call", call.clone(), Some(&relay)).await.expect_err("17 questions");
+        assert!(many.to_string().contains("17 questions in one round"), "{many}");
+        remote.set("/mcp", 200, asking(1));
+        let endless = client.request("tools/call", call.clone(), Some(&relay)).await.expect_err("endless rounds");
+        assert!(endless.to_string().contains("more than 16 rounds"), "{endless}");
+        let unasked = client.request("tools/call", call, None).await.expect_err("no relay");
+        assert!(matches!(unasked, mcpgw::upstream::http_client::HttpRpcError::Server { .. }), "{unasked}");
+        drop(relay);
+        assert_eq!(answering.await.unwrap(), 16, "one question a round, 16 rounds; none of the 17");
+    });
+    let seen = remote.seen();
+    assert!(seen.iter().all(|s| s.headers.get("mcp-protocol-version").map(String::as_str) == Some("2026-07-28")));
+    assert!(seen.iter().all(|s| !s.headers.contains_key("mcp-session-id")));
+    assert!(seen.iter().any(|s| s.headers.get("mcp-method").map(String::as_str) == Some("server/discover")));
+}

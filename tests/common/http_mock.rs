@@ -1,6 +1,7 @@
 //! A scripted HTTP/1.1 server for the services the gateway calls that cannot run here (the remote guardrail API, a
 //! moderation API, an OAuth token endpoint): answers each path with a fixed status and JSON body (status 0: never
-//! answers, for timeouts), and records what it was sent. A thread per connection, one request per connection
+//! answers, for timeouts; a JSON-RPC answer whose `id` is `"$request_id"` takes the request's), and records what it
+//! was sent. A thread per connection, one request per connection
 //! (`Connection: close`), enough for the gateway's few calls per test.
 
 use std::collections::HashMap;
@@ -86,9 +87,14 @@ fn serve_one(mut stream: std::net::TcpStream, routes: &Mutex<Routes>, log: &Mute
     let mut body = vec![0; length];
     let _ = reader.read_exact(&mut body);
     let raw = String::from_utf8_lossy(&body).into_owned();
-    let body = serde_json::from_slice(&body).unwrap_or(Value::Null);
+    let body: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
+    let request_id = body.get("id").cloned().unwrap_or(Value::Null);
     log.lock().unwrap().push(Seen { path: path.clone(), headers, body, raw });
-    let (status, answer) = routes.lock().unwrap().get(&path).cloned().unwrap_or((404, Value::Null));
+    let (status, mut answer) = routes.lock().unwrap().get(&path).cloned().unwrap_or((404, Value::Null));
+    // A JSON-RPC answer whose id is "$request_id" answers the request it is sent for.
+    if answer.get("id").and_then(Value::as_str) == Some("$request_id") {
+        answer["id"] = request_id;
+    }
     if status == 0 {
         std::thread::sleep(std::time::Duration::from_secs(60));
         return;

@@ -258,7 +258,9 @@ impl HttpRpc {
             };
             if asked.len() > MAX_QUESTIONS {
                 let many = asked.len();
-                return Err(HttpRpcError::Protocol(format!("{many} questions in one round, over the limit of 16")));
+                return Err(HttpRpcError::Protocol(format!(
+                    "{many} questions in one round, over the limit of {MAX_QUESTIONS}"
+                )));
             }
             let mut answers = Map::new();
             for (key, question, asked_params) in asked {
@@ -271,7 +273,7 @@ impl HttpRpc {
             }
             params = resumed(&params, answers, state);
         }
-        Err(HttpRpcError::Protocol(format!("more than {} rounds of questions", MAX_ROUNDS)))
+        Err(HttpRpcError::Protocol(format!("more than {MAX_ROUNDS} rounds of questions")))
     }
 
     /// Lists the server's tools (every page, at most 100) to learn their `x-mcp-header` parameters; a failure leaves
