@@ -57,6 +57,8 @@ pub enum ErrorCode {
     UpstreamError,
     UpstreamUnavailable,
     UpstreamOutputTooLarge,
+    /// The server takes each user's own credentials (contract 16) and the caller's user has not got them all.
+    CredentialsRequired,
     // The guardrails.
     GuardrailViolation,
     GuardrailUnavailable,
@@ -94,6 +96,7 @@ impl ErrorCode {
             ErrorCode::UpstreamError => "UPSTREAM_ERROR",
             ErrorCode::UpstreamUnavailable => "UPSTREAM_UNAVAILABLE",
             ErrorCode::UpstreamOutputTooLarge => "UPSTREAM_OUTPUT_TOO_LARGE",
+            ErrorCode::CredentialsRequired => "CREDENTIALS_REQUIRED",
             ErrorCode::GuardrailViolation => "GUARDRAIL_VIOLATION",
             ErrorCode::GuardrailUnavailable => "GUARDRAIL_UNAVAILABLE",
         }
@@ -122,6 +125,7 @@ impl ErrorCode {
             ErrorCode::InvalidArguments => (StatusCode::BAD_REQUEST, -32602, "Invalid params"),
             ErrorCode::Timeout => (StatusCode::GATEWAY_TIMEOUT, -32000, "Timeout"),
             ErrorCode::UpstreamUnavailable => (StatusCode::SERVICE_UNAVAILABLE, -32000, "Upstream unavailable"),
+            ErrorCode::CredentialsRequired => (StatusCode::FORBIDDEN, -32000, "Credentials required"),
             _ => (StatusCode::BAD_GATEWAY, -32000, "Gateway error"),
         }
     }

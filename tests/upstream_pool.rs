@@ -22,6 +22,7 @@ fn mock() -> ServerSpec {
         inherit_env: vec![],
         per_session: false,
         masked_settings: vec![],
+        per_user: None,
     }
 }
 

@@ -5,7 +5,8 @@
 //! Each record has `seq` (from 1), `timestamp`, `event`, `project_id`, `user_id`, `key_id`, `server_name`,
 //! `tool_name`, `args_hmac`, `outcome`, `error_code`, `config_revision`, `prev_hash` (the previous record's `hash`;
 //! 64 zeros for the first) and `hash`: the SHA-256 of the record without `hash` as JSON with sorted keys. Some events
-//! add `source_address` and `suppressed` (authentication failures, [`flood`]) or `count` (a summary). It never holds
+//! add `source_address` and `suppressed` (authentication failures, [`flood`]) or `count` (a summary); the calls of an
+//! upstream add `credential` (`"shared"` or `"secret"`: whose credentials the call carried, contract 16). It never holds
 //! a key, a token, an argument value or a secret.
 //!
 //! A call's arguments appear only as `args_hmac`: HMAC-SHA-256 of their sorted-key JSON under `audit_log.hmac_key`.
@@ -63,6 +64,8 @@ pub struct Event<'a> {
     pub suppressed: Option<u64>,
     /// How many things a summary record stands for (written only when set).
     pub count: Option<u64>,
+    /// Whose credentials an upstream call carried: `"shared"` or a per-user kind (written only when set).
+    pub credential: Option<&'a str>,
 }
 
 /// The hex form of a configuration digest.
@@ -187,6 +190,9 @@ impl AuditLog {
         }
         if let Some(count) = event.count {
             record["count"] = json!(count);
+        }
+        if let Some(credential) = event.credential {
+            record["credential"] = json!(credential);
         }
         let hash = hash_of(&record);
         record["hash"] = Value::String(hash.clone());

@@ -11,6 +11,7 @@ pub mod per_snapshot;
 pub mod pins;
 pub mod redis_store;
 pub mod remote;
+pub mod server_credentials;
 pub mod settings;
 pub mod snapshot;
 pub mod store;

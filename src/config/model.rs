@@ -141,6 +141,9 @@ pub struct RateLimits {
 pub struct UpstreamPool {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub max_processes_per_server: Option<u64>,
+    /// The processes of one (server, user) pool of a `per_user` server (contract 16).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub max_processes_per_user_server: Option<u64>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub idle_timeout_seconds: Option<Number>,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -264,6 +267,10 @@ pub struct ServerEntry {
     pub output_guardrails_policy: Option<GuardrailPolicy>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub oauth_config: Option<OAuthConfig>,
+    /// Whose credentials the server's calls carry (contract 16): absent or `mode: "shared"` for the entry's own,
+    /// `mode: "per_user"` for each calling user's (checked in `config/server_credentials.rs`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub credentials: Option<ServerCredentials>,
     /// Replaces `{server_name}{sep}` in the exposed names of this server's tools and prompts (`""`: none).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub tool_prefix: Option<String>,
@@ -309,6 +316,7 @@ impl ServerEntry {
             input_guardrails_policy,
             output_guardrails_policy,
             oauth_config,
+            credentials,
             tool_prefix,
             tool_filter,
             pinned_tools,
@@ -324,12 +332,49 @@ impl ServerEntry {
             && *input_guardrails_policy == other.input_guardrails_policy
             && *output_guardrails_policy == other.output_guardrails_policy
             && *oauth_config == other.oauth_config
+            && *credentials == other.credentials
             && *tool_prefix == other.tool_prefix
             && *tool_filter == other.tool_filter
             && *pinned_tools == other.pinned_tools
             && *discovery_timeout == other.discovery_timeout
             && *extra == other.extra
     }
+}
+
+/// `credentials` of a server entry (contract 16), as written; `config/server_credentials.rs` holds its rules. The
+/// fields after `names` belong to the kinds `oauth` and `token_exchange`, which are read and checked but not yet
+/// served (a load refuses them, so that nothing fails in silence later).
+#[derive(Debug, Clone, Default, Serialize, PartialEq, Eq)]
+pub struct ServerCredentials {
+    /// `"shared"` (the default) or `"per_user"`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub mode: Option<String>,
+    /// With `per_user`: `"secret"`, `"oauth"` or `"token_exchange"`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub kind: Option<String>,
+    /// With `secret`: the names of each user's values, referenced as `${user.NAME}` in `env`, `args` and `headers`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub names: Option<Vec<String>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub authorization_url: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub token_url: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub client_id: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub client_secret: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub scopes: Option<Vec<String>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub resource: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub audience: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub issuer: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub revocation_url: Option<String>,
+    #[serde(flatten)]
+    pub extra: Map<String, Value>,
 }
 
 /// `tool_filter` of a server entry (on upstream tool names) or a project (on exposed names): `*` matches any run of

@@ -304,6 +304,9 @@ pub struct Settings {
     pub rate_limit_per_second: f64,
     pub rate_limit_burst: u32,
     pub max_processes_per_server: u32,
+    /// Processes of one (server, user) pool of a `per_user` server (`upstream_pool.max_processes_per_user_server`,
+    /// default 1; contract 16).
+    pub max_processes_per_user_server: u32,
     /// Calls one upstream process may serve at once (`upstream_pool.max_calls_per_process`, default 1).
     pub max_calls_per_process: u32,
     pub idle_timeout: Duration,
@@ -416,6 +419,10 @@ impl Settings {
         if max_processes == 0 {
             problems.push(format!("{p}.upstream_pool.max_processes_per_server: must be at least 1"));
         }
+        let max_per_user = pool.and_then(|u| u.max_processes_per_user_server).unwrap_or(1);
+        if max_per_user == 0 {
+            problems.push(format!("{p}.upstream_pool.max_processes_per_user_server: must be at least 1"));
+        }
         let max_calls = pool.and_then(|u| u.max_calls_per_process).unwrap_or(1);
         if max_calls == 0 {
             problems.push(format!("{p}.upstream_pool.max_calls_per_process: must be at least 1"));
@@ -455,6 +462,7 @@ impl Settings {
             rate_limit_per_second: rate_per_second,
             rate_limit_burst: rate.and_then(|r| r.burst).and_then(|b| u32::try_from(b).ok()).unwrap_or(0),
             max_processes_per_server: u32::try_from(max_processes.max(1)).unwrap_or(4),
+            max_processes_per_user_server: u32::try_from(max_per_user.max(1)).unwrap_or(1),
             max_calls_per_process: u32::try_from(max_calls.max(1)).unwrap_or(1),
             idle_timeout: seconds(
                 pool.and_then(|u| u.idle_timeout_seconds.as_ref()),
@@ -714,6 +722,7 @@ mod tests {
         assert_eq!(s.relevancy_threshold, 0.75);
         assert_eq!(s.auth.provider, "local_apikey");
         assert_eq!(s.max_processes_per_server, 4);
+        assert_eq!(s.max_processes_per_user_server, 1);
         assert_eq!(s.max_calls_per_process, 1);
         assert_eq!(s.backup_dir_for(Path::new("/etc/gw/gw.json")), Path::new("/etc/gw/backups"));
         assert_eq!(s.backup_dir_for(Path::new("gw.json")), Path::new("./backups"));
@@ -754,12 +763,13 @@ mod tests {
                 "gw_log_level": "LOUD",
                 "timeout_settings": {"default_timeout": 0, "auth_timeout": -1},
                 "relevancy_threshold": 2,
-                "upstream_pool": {"max_processes_per_server": 0, "max_calls_per_process": 0}
+                "upstream_pool": {"max_processes_per_server": 0, "max_calls_per_process": 0,
+                    "max_processes_per_user_server": 0}
             },
             "plugins": {"guardrails": {"provider": "magic", "config": {}},
                         "auth": {"provider": "gw", "config": {"base_url": "http://x"}}}
         }));
-        assert_eq!(problems.len(), 8, "{problems:#?}");
+        assert_eq!(problems.len(), 9, "{problems:#?}");
     }
 
     #[test]

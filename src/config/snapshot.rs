@@ -204,6 +204,7 @@ impl Indexes {
                          \"per_session\", found {affinity:?}"
                     ));
                 }
+                super::server_credentials::check(server, &format!("mcp_configs.{id}.mcp_config[{i}]"), problems);
                 if let Some(oauth) = &server.oauth_config
                     && let Err(found) = super::oauth::OAuthSettings::from_config(oauth)
                 {

@@ -25,6 +25,7 @@ pub mod sessions;
 pub mod stdio;
 pub mod tools;
 pub mod transparent;
+pub mod user_secrets;
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -105,6 +106,8 @@ pub struct GatewayContext {
     pub drain_begun: tokio_util::sync::CancellationToken,
     /// The context itself, for work that outlives the request that started it (a late server's wait).
     pub me: std::sync::Weak<GatewayContext>,
+    /// Where each user's own values for `per_user` servers come from (contract 16): the vault.
+    pub user_secrets: Arc<dyn user_secrets::UserSecrets>,
 }
 
 /// Counts work in progress so a drain can wait for it to finish.
@@ -175,6 +178,7 @@ fn configure_audit(audit: &crate::audit::AuditLog, snapshot: &Snapshot, config_p
 fn pool_settings(snapshot: &Snapshot) -> PoolSettings {
     PoolSettings {
         max_processes_per_server: snapshot.settings.max_processes_per_server as usize,
+        max_processes_per_user_server: snapshot.settings.max_processes_per_user_server as usize,
         idle_timeout: snapshot.settings.idle_timeout,
         start_timeout: snapshot.settings.start_timeout,
         connect_timeout: snapshot.settings.timeouts.connectivity,
@@ -184,8 +188,16 @@ fn pool_settings(snapshot: &Snapshot) -> PoolSettings {
 }
 
 impl GatewayContext {
-    /// A context over `store`, following its reloads.
+    /// A context over `store`, following its reloads; users' values for `per_user` servers come from the vault.
     pub fn new(store: Arc<ConfigStore>) -> Arc<GatewayContext> {
+        GatewayContext::with_user_secrets(store, Arc::new(user_secrets::StoredSecrets))
+    }
+
+    /// [`GatewayContext::new`] with users' values from `secrets` (an embedding or a test gives its own).
+    pub fn with_user_secrets(
+        store: Arc<ConfigStore>,
+        secrets: Arc<dyn user_secrets::UserSecrets>,
+    ) -> Arc<GatewayContext> {
         let snapshot = store.snapshot();
         let ctx = Arc::new_cyclic(|me| GatewayContext {
             pool: UpstreamPool::new(pool_settings(&snapshot)),
@@ -214,6 +226,7 @@ impl GatewayContext {
             late: Default::default(),
             drain_begun: Default::default(),
             me: me.clone(),
+            user_secrets: secrets,
             store,
         });
         ctx.pool.set_max_calls_per_process(snapshot.settings.max_calls_per_process as usize);
@@ -392,10 +405,12 @@ impl GatewayContext {
     }
 
     /// With `upstream_pool.prestart`, starts the first process of each server that is new or changed in `snapshot`.
-    /// Servers with `oauth_config` are left out (their process needs a caller's token), as are `per_session` ones.
+    /// Servers with `oauth_config` are left out (their process needs a caller's token), as are `per_session` and
+    /// `per_user` ones.
     fn prestart(&self, snapshot: &Snapshot) {
         let servers = snapshot.file.mcp_configs.iter().flat_map(|(config_id, config)| {
-            config.mcp_config.iter().filter(|entry| entry.oauth_config.is_none()).map(|entry| {
+            let prestarted = |entry: &&ServerEntry| entry.oauth_config.is_none() && entry.user_secret_names().is_none();
+            config.mcp_config.iter().filter(prestarted).map(|entry| {
                 (PoolKey::new(config_id.clone(), entry.server_name.clone()), ServerSpec::from_entry(entry))
             })
         });
@@ -428,7 +443,7 @@ pub fn live_servers(snapshot: &Snapshot) -> HashMap<PoolKey, ServerSpec> {
     let mut live = HashMap::new();
     for (config_id, config) in &snapshot.file.mcp_configs {
         for entry in &config.mcp_config {
-            let key = PoolKey { mcp_config_id: config_id.clone(), server_name: entry.server_name.clone() };
+            let key = PoolKey::new(config_id.clone(), entry.server_name.clone());
             live.insert(key, ServerSpec::from_entry(entry));
         }
     }

@@ -57,6 +57,7 @@ mod tests {
             inherit_env: inherit.iter().map(|name| name.to_string()).collect(),
             per_session: false,
             masked_settings: vec![],
+            per_user: None,
         }
     }
 

@@ -28,6 +28,7 @@ mod environment;
 pub mod http_client;
 mod lease;
 pub mod oauth;
+pub mod per_user;
 mod pool;
 mod process;
 pub mod relay;
@@ -54,16 +55,19 @@ pub use task_hold::{MAX_TASK_ID_BYTES, TaskHold, upstream_task_id};
 /// The largest single message (one JSON-RPC line, in practice one tool result) read from an upstream by default.
 pub const DEFAULT_MAX_MESSAGE_BYTES: usize = 16 * 1024 * 1024;
 
-/// Which pool: one per (MCP config id, server name).
+/// Which pool: one per (MCP config id, server name), and for a `per_user` server one per user as well (contract 16,
+/// [`PoolKey::for_user`]).
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct PoolKey {
     pub mcp_config_id: String,
     pub server_name: String,
+    /// The user whose own processes these are (a `per_user` server's); `None` for every caller's.
+    pub user: Option<std::sync::Arc<str>>,
 }
 
 impl PoolKey {
     pub fn new(mcp_config_id: impl Into<String>, server_name: impl Into<String>) -> PoolKey {
-        PoolKey { mcp_config_id: mcp_config_id.into(), server_name: server_name.into() }
+        PoolKey { mcp_config_id: mcp_config_id.into(), server_name: server_name.into(), user: None }
     }
 }
 
@@ -140,6 +144,8 @@ pub struct ServerSpec {
     /// The values of the entry's settings besides `env` that are masked in the server's stderr lines (contract
     /// section 13): every string of its `oauth_config`, and a remote server's `headers` values.
     pub masked_settings: Vec<String>,
+    /// A `per_user` server's spec for one user: who, and the spec before their values were put in (`per_user.rs`).
+    pub per_user: Option<per_user::UserBinding>,
 }
 
 impl ServerSpec {
@@ -165,6 +171,7 @@ impl ServerSpec {
             inherit_env: config.inherit_env.clone().unwrap_or_default(),
             per_session: config.session_affinity.as_deref() == Some(crate::config::model::PER_SESSION),
             masked_settings: masked_settings(entry),
+            per_user: None,
         }
     }
 
@@ -175,9 +182,15 @@ impl ServerSpec {
 
     /// The values masked wherever the server's own output is shown (its stderr lines, and so a failed start's
     /// message): every value of its `env`, whatever the variable's name (an injected OAuth token is one of them), and
-    /// [`ServerSpec::masked_settings`]. The variables it inherits are added at start, when their values are known.
+    /// [`ServerSpec::masked_settings`], and a user's values (contract 16). The variables it inherits are added at
+    /// start, when their values are known.
     pub fn masked_values(&self) -> impl Iterator<Item = &str> {
-        self.env.iter().map(|(_, value)| value.as_str()).chain(self.masked_settings.iter().map(String::as_str))
+        let user_values = self.per_user.iter().flat_map(per_user::UserBinding::values);
+        self.env
+            .iter()
+            .map(|(_, value)| value.as_str())
+            .chain(self.masked_settings.iter().map(String::as_str))
+            .chain(user_values)
     }
 }
 
@@ -231,6 +244,8 @@ fn masked_settings(entry: &ServerEntry) -> Vec<String> {
 #[derive(Clone, Debug)]
 pub struct PoolSettings {
     pub max_processes_per_server: usize,
+    /// The processes of one (server, user) pool of a `per_user` server (`max_processes_per_user_server`).
+    pub max_processes_per_user_server: usize,
     pub idle_timeout: Duration,
     /// How long one process start may take, spawn until the answer to `initialize` (`start_timeout_seconds`).
     pub start_timeout: Duration,
@@ -244,11 +259,12 @@ pub struct PoolSettings {
 }
 
 impl Default for PoolSettings {
-    /// The contract's defaults (`upstream_pool`: 4 processes, 300 s idle, 120 s to start; 2 s to connect; 8
+    /// The contract's defaults (`upstream_pool`: 4 processes, 1 per user of a `per_user` server, 300 s idle, 120 s to start; 2 s to connect; 8
     /// `per_session` processes per key, 60 s idle).
     fn default() -> PoolSettings {
         PoolSettings {
             max_processes_per_server: 4,
+            max_processes_per_user_server: 1,
             idle_timeout: Duration::from_secs(300),
             start_timeout: Duration::from_secs(120),
             connect_timeout: Duration::from_secs(2),

@@ -150,7 +150,7 @@ impl UpstreamPool {
     /// happens when it has a process or a start under way, or for a `per_session` server (its processes belong to
     /// sessions).
     pub fn prestart(&self, key: &PoolKey, spec: &ServerSpec) {
-        if spec.per_session || self.shared.shutting_down.load(Ordering::SeqCst) {
+        if spec.per_session || key.user.is_some() || self.shared.shutting_down.load(Ordering::SeqCst) {
             return;
         }
         self.start_reaper();
@@ -299,12 +299,14 @@ impl UpstreamPool {
         lease.request(deadline, timeout, method, params, relay).await.map(Some)
     }
 
-    /// After a config change: retire the pools whose spec changed or whose (config, server) no longer exists.
-    /// Their idle processes end now; lent ones finish their call first.
+    /// After a config change: retire the pools whose spec changed or whose (config, server) no longer exists (a
+    /// user's pool of a `per_user` server: whose entry changed). Their idle processes end now; lent ones finish
+    /// their call first.
     pub fn retain(&self, live: &HashMap<PoolKey, ServerSpec>) {
         let mut retired = Vec::new();
         lock(&self.servers).retain(|server| {
-            let keep = live.get(&server.key) == Some(&server.spec);
+            // A user's pool of a `per_user` server is compared by the spec its entry makes (its template).
+            let keep = live.get(&server.key.server_key()) == Some(server.spec.template());
             if !keep {
                 retired.push(server.clone());
             }
@@ -432,7 +434,7 @@ impl UpstreamPool {
         let ended = {
             let servers = lock(&self.servers);
             let holders = servers.all().filter(|server| match full {
-                Full::Server => server.counted() && server.key == waiting.key,
+                Full::Server => server.counted() && server.key.server_key() == waiting.key.server_key(),
                 Full::Key => server.counted() && server.owner.is_some() && server.owner == waiting.owner,
             });
             holders

@@ -209,6 +209,10 @@ impl ServerPool {
     fn max_processes(&self) -> usize {
         match self.tenancy {
             Tenancy::Session(_) => 1,
+            // A user's own pool of a `per_user` server (contract 16).
+            Tenancy::Shared if self.key.user.is_some() => {
+                lock(&self.shared.settings).max_processes_per_user_server.max(1)
+            }
             Tenancy::Shared | Tenancy::Key => lock(&self.shared.settings).max_processes_per_server.max(1),
         }
     }
@@ -241,7 +245,8 @@ impl ServerPool {
             let settings = lock(&self.shared.settings);
             (settings.max_processes_per_server, settings.max_processes_per_key)
         };
-        self.shared.budget.reserve(&self.key, self.owner, per_server, per_key).map(Some)
+        // Counted per server, whatever the user of a `per_user` server's pool.
+        self.shared.budget.reserve(&self.key.server_key(), self.owner, per_server, per_key).map(Some)
     }
 
     /// Decides under the lock what a caller does; registers `returned` before unlocking when it has to wait (also

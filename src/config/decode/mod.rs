@@ -6,6 +6,7 @@
 
 mod fields;
 mod model;
+mod server_credentials;
 
 pub use fields::{Fields, Problems, type_name};
 pub(super) use model::decode_file;

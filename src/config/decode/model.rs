@@ -85,6 +85,7 @@ fn decode_common(mut f: Fields<'_>) -> CommonConfig {
         }),
         upstream_pool: f.nested("upstream_pool", |mut p| UpstreamPool {
             max_processes_per_server: p.integer("max_processes_per_server", 1024),
+            max_processes_per_user_server: p.integer("max_processes_per_user_server", 1024),
             idle_timeout_seconds: p.number("idle_timeout_seconds"),
             max_calls_per_process: p.integer("max_calls_per_process", 1024),
             start_timeout_seconds: p.number("start_timeout_seconds"),
@@ -220,6 +221,7 @@ pub fn decode_server_at(value: Value, path: &str, problems: &mut Problems) -> Op
     let input_guardrails_policy = f.nested("input_guardrails_policy", decode_policy);
     let output_guardrails_policy = f.nested("output_guardrails_policy", decode_policy);
     let oauth_config = f.nested("oauth_config", decode_oauth);
+    let credentials = f.nested("credentials", super::server_credentials::decode);
     let tool_prefix = f.string("tool_prefix");
     let tool_filter = f.nested("tool_filter", decode_tool_filter);
     let pinned_tools = pins(&mut f, "pinned_tools");
@@ -235,6 +237,7 @@ pub fn decode_server_at(value: Value, path: &str, problems: &mut Problems) -> Op
         input_guardrails_policy,
         output_guardrails_policy,
         oauth_config,
+        credentials,
         tool_prefix,
         tool_filter,
         pinned_tools,

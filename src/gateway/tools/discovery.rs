@@ -20,6 +20,7 @@ use crate::config::model::ServerEntry;
 use crate::error::{ErrorCode, GatewayError};
 use crate::gateway::boundary::listing;
 use crate::gateway::exposure::filter::Curation;
+use crate::gateway::user_secrets::{pool_key, user_values};
 use crate::gateway::{CachedTools, GatewayContext};
 use crate::guardrails::strings::{self, UPSTREAM_ERROR_LIMIT};
 use crate::guardrails::tool_scan::Finding;
@@ -174,7 +175,9 @@ fn upstream_failure_uncut(ctx: &GatewayContext, err: &UpstreamError) -> GatewayE
     }
 }
 
-/// How to start `entry`'s server for this caller: its configured command, plus, for a server with `oauth_config`, an
+/// How to start `entry`'s server for this caller: its configured command (for a `per_user` server, with the caller's
+/// user's values in place of its `${user.NAME}` references, or `CREDENTIALS_REQUIRED`), plus, for a server with
+/// `oauth_config`, an
 /// access token for (server, MCP config, project) in its environment (`OAUTH_ACCESS_TOKEN`, `OAUTH_TOKEN_TYPE`) and
 /// in any argument that names `${OAUTH_ACCESS_TOKEN}`. A new token makes a new spec, so the pool starts processes
 /// with it and lets the ones holding the old token go idle and end.
@@ -183,7 +186,10 @@ pub async fn upstream_spec(
     identity: &Identity,
     entry: &ServerEntry,
 ) -> Result<ServerSpec, GatewayError> {
-    let mut spec = ServerSpec::from_entry(entry);
+    let mut spec = match user_values(ctx, identity, entry)? {
+        Some(values) => ServerSpec::for_user(entry, &identity.user_id, &values),
+        None => ServerSpec::from_entry(entry),
+    };
     let Some(config) = &entry.oauth_config else { return Ok(spec) };
     let settings = match OAuthSettings::from_config(config) {
         Ok(Some(settings)) => settings,
@@ -236,12 +242,12 @@ async fn discover_untraced(
     session: Option<&str>,
     entry: &ServerEntry,
 ) -> Result<DiscoveryResult, GatewayError> {
-    let key = PoolKey {
-        mcp_config_id: identity.mcp_config_id.clone().unwrap_or_default(),
-        server_name: entry.server_name.clone(),
-    };
+    // A user without the values of a `per_user` server gets nothing of it, not even its cached tools (contract 16).
+    user_values(ctx, identity, entry)?;
+    let key = pool_key(identity, entry);
     let settings = &identity.snapshot.settings;
-    let shared = settings.use_external_cache && ctx.external_cache.enabled();
+    // A `per_user` server's tools are the user's own (cached locally under the user's pool key), never shared.
+    let shared = settings.use_external_cache && ctx.external_cache.enabled() && entry.user_secret_names().is_none();
     let fingerprint = shared.then(|| fingerprint(entry, identity.snapshot.file.admin_apikey.as_deref()));
     // The shared cache bounds each Redis operation by `cache_timeout` itself (so it can count the failure and fall
     // back); the margin keeps this outer bound from cutting that short.

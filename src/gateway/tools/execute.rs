@@ -132,10 +132,7 @@ impl<'a> ServerCalls<'a> {
     ) -> ServerCalls<'a> {
         // The per-call stack (its order is described in middleware/guardrails.rs): guardrails around the upstream call.
         let guardrails = GuardrailLayer::of(ctx, identity, entry, provider);
-        let key = PoolKey {
-            mcp_config_id: identity.mcp_config_id.clone().unwrap_or_default(),
-            server_name: entry.server_name.clone(),
-        };
+        let key = crate::gateway::user_secrets::pool_key(identity, entry);
         let curation = Curation::of(identity);
         ServerCalls {
             ctx,
@@ -187,7 +184,7 @@ impl<'a> ServerCalls<'a> {
         let result = self.gathered(result);
         record_upstream_call(self.ctx, &self.entry.server_name, &tool_name, started.elapsed(), &result);
         if let Some(args_hmac) = args_hmac {
-            audit_call(self.ctx, self.identity, ("tool_call", &self.entry.server_name, &tool_name), args_hmac, &result);
+            audit_call(self.ctx, self.identity, ("tool_call", self.entry, &tool_name), args_hmac, &result);
         }
         result
     }
@@ -204,7 +201,7 @@ impl<'a> ServerCalls<'a> {
         let result = self.gathered(result);
         if let Some(args_hmac) = args_hmac {
             let event = if operation == Operation::GetPrompt { "prompt_get" } else { "resource_read" };
-            audit_call(self.ctx, self.identity, (event, &self.entry.server_name, &name), args_hmac, &result);
+            audit_call(self.ctx, self.identity, (event, self.entry, &name), args_hmac, &result);
         }
         result
     }
@@ -273,12 +270,12 @@ impl<'a> ServerCalls<'a> {
 }
 
 /// The audit record of one call of an upstream (a tool call, a prompt, a resource, a completion): who, what
-/// (`event`, server, tool, prompt or URI), a keyed digest of the arguments, and how it ended (the result object's
-/// `status` and `error_code`).
+/// (`event`, server, tool, prompt or URI), a keyed digest of the arguments, how it ended (the result object's
+/// `status` and `error_code`), and whose credentials the server's calls carry (contract 16).
 pub fn audit_call(
     ctx: &GatewayContext,
     identity: &Identity,
-    (event, server_name, name): (&str, &str, &str),
+    (event, entry, name): (&str, &ServerEntry, &str),
     args_hmac: Option<String>,
     result: &Value,
 ) {
@@ -287,8 +284,9 @@ pub fn audit_call(
         project_id: Some(&identity.project_id),
         user_id: Some(&identity.user_id),
         key_id: Some(&identity.key_id),
-        server_name: Some(server_name),
+        server_name: Some(&entry.server_name),
         tool_name: Some(name),
+        credential: Some(entry.credential_kind()),
         args_hmac,
         outcome: result.get("status").and_then(Value::as_str),
         error_code: result.get("error_code").and_then(Value::as_str),

@@ -14,7 +14,7 @@ use serde_json::Value;
 use super::{late, upstream};
 use crate::auth::Identity;
 use crate::config::model::ServerEntry;
-use crate::error::GatewayError;
+use crate::error::{ErrorCode, GatewayError};
 use crate::gateway::GatewayContext;
 use crate::gateway::boundary::listing::{self, Offered};
 use crate::gateway::boundary::offer_review;
@@ -217,6 +217,17 @@ pub async fn is_quarantined(ctx: &GatewayContext, identity: &Identity, session: 
     false
 }
 
+/// The `CREDENTIALS_REQUIRED` answer for a call of `name` that no server claims, when a `per_user` server that could
+/// have made it was left out because the caller's user has not set their values (contract 16): the caller learns
+/// what to set rather than that the tool does not exist. Only asked after a name was not found.
+pub fn credentials_required(ctx: &GatewayContext, identity: &Identity, name: &str) -> Option<GatewayError> {
+    candidates(identity, Some(name))
+        .into_iter()
+        .filter(|(entry, _)| entry.user_secret_names().is_some())
+        .find_map(|(entry, _)| crate::gateway::user_secrets::user_values(ctx, identity, entry).err())
+        .filter(|failure| failure.code == ErrorCode::CredentialsRequired)
+}
+
 /// Whether `name` is the exposed name of a prompt the review of its server's last listing quarantined (contract 14),
 /// and that curation would show: `prompts/get` answers `TOOL_QUARANTINED` rather than "unknown prompt". Only asked
 /// after a name was not found.
@@ -240,7 +251,14 @@ fn candidates<'a>(identity: &'a Identity, only: Option<&str>) -> Vec<(&'a Server
         .collect()
 }
 
-fn left_out(entry: &ServerEntry, what: &str, failure: &GatewayError) {
+/// Logs why `entry`'s `what` are left out of a listing.
+pub(super) fn left_out(entry: &ServerEntry, what: &str, failure: &GatewayError) {
+    if failure.code == ErrorCode::CredentialsRequired {
+        // The caller's user has not set their values for a `per_user` server (contract 16): not a fault of the server.
+        tracing::info!(server_name = %entry.server_name,
+            "transparent mode: the server's {what} are left out of this user's list (their credentials are not set)");
+        return;
+    }
     tracing::warn!(
         server_name = %entry.server_name,
         error_code = %failure.code,

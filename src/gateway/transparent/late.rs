@@ -86,7 +86,7 @@ fn wait_in_background(
     entry: &ServerEntry,
     list: List,
 ) {
-    let key = PoolKey::new(identity.mcp_config_id.clone().unwrap_or_default(), entry.server_name.clone());
+    let key = crate::gateway::user_secrets::pool_key(identity, entry);
     if !ctx.late.wait(&key, list, session) {
         return;
     }

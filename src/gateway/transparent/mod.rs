@@ -86,6 +86,9 @@ pub async fn call_tool_task(
             let why = format!("tool {name:?} is quarantined: its definition is under review");
             return Ok(CallAnswer::Gateway(GatewayError::new(ErrorCode::ToolQuarantined, why).answer()));
         }
+        if let Some(required) = catalog::credentials_required(ctx, identity, name) {
+            return Ok(CallAnswer::Gateway(required.answer()));
+        }
         return Err(UnknownTool(name.to_string()));
     };
     let started = std::time::Instant::now();

@@ -67,12 +67,7 @@ async fn merged<'a>(
                     (entry, item)
                 }))
             }
-            Err(failure) => tracing::warn!(
-                server_name = %entry.server_name,
-                error_code = %failure.code,
-                error = %failure.message,
-                "transparent mode: the server's resources are left out of {method} (it could not be asked)"
-            ),
+            Err(failure) => super::catalog::left_out(entry, field, &failure),
         }
     }
     all
@@ -291,7 +286,7 @@ pub async fn complete(
             Ok(_) => json!({"status": "success"}),
             Err(failure) => failure.answer(),
         };
-        audit_call(ctx, identity, ("completion", &entry.server_name, &name), args_hmac, &outcome);
+        audit_call(ctx, identity, ("completion", entry, &name), args_hmac, &outcome);
     }
     match answered {
         Ok(Some(result)) => Ok(listing::completion(ctx, identity, entry, result).await),

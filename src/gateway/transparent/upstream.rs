@@ -11,8 +11,9 @@ use crate::error::{ErrorCode, GatewayError};
 use crate::gateway::GatewayContext;
 use crate::gateway::capabilities::{Capability, declares};
 use crate::gateway::tools::{TIMEOUT_MARGIN, upstream_failure, upstream_spec};
+use crate::gateway::user_secrets::pool_key;
 use crate::timeouts::TimeoutKind;
-use crate::upstream::{Caller, PoolKey, UpstreamError};
+use crate::upstream::{Caller, UpstreamError};
 
 /// Pages read of one list before the server is taken to be looping.
 const MAX_PAGES: usize = 100;
@@ -27,7 +28,7 @@ pub async fn request(
     method: &str,
     params: Value,
 ) -> Result<Option<Value>, GatewayError> {
-    let key = PoolKey::new(identity.mcp_config_id.clone().unwrap_or_default(), entry.server_name.clone());
+    let key = pool_key(identity, entry);
     let spec = upstream_spec(ctx, identity, entry).await?;
     let settings = &identity.snapshot.settings;
     let limit = settings.timeouts.discovery;
@@ -48,7 +49,7 @@ pub async fn request(
 
 /// Whether `entry`'s server has a process running (or starting) for this caller now; starts none.
 pub async fn running(ctx: &GatewayContext, identity: &Identity, session: Option<&str>, entry: &ServerEntry) -> bool {
-    let key = PoolKey::new(identity.mcp_config_id.clone().unwrap_or_default(), entry.server_name.clone());
+    let key = pool_key(identity, entry);
     let Ok(spec) = upstream_spec(ctx, identity, entry).await else { return false };
     ctx.pool.has_process(&key, &spec, Caller::new(&identity.key_digest, session))
 }
