@@ -307,7 +307,7 @@ pub enum UserAction {
     Credentials { user: String },
     /// Set one of a user's credentials for a server; the value is read from stdin, never from the command line.
     ///
-    /// Example: printf %s "$TOKEN" | mcpgw user set-credential alice@example.com default_config github GITHUB_TOKEN
+    /// Example: mcpgw user set-credential alice@example.com default_config github GITHUB_TOKEN < token.txt
     SetCredential {
         user: String,
         #[arg(id = "config_ident", value_name = "CONFIG")]
