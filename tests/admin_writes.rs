@@ -369,6 +369,11 @@ fn write_routes(backup: &str) -> Vec<(Method, String, Option<Value>)> {
         (Method::PUT, format!("/api/v1/users/{BOB_ID}"), Some(json!({"email": "bob2@example.com"}))),
         (Method::DELETE, format!("/api/v1/users/{BOB_ID}"), None),
         (Method::POST, format!("/api/v1/users/{ALICE_ID}/api-keys"), Some(json!({"project_id": PROJECT_ID}))),
+        (
+            Method::PUT,
+            format!("/api/v1/users/{ALICE_ID}/credentials/{CONFIG_ID}/echo"),
+            Some(json!({"values": {"TOKEN": "ro-value"}})),
+        ),
         (Method::POST, format!("/api/v1/api-keys/{kid}/rotate"), None),
         (Method::POST, format!("/api/v1/api-keys/{kid}/disable"), None),
         (Method::POST, format!("/api/v1/api-keys/{kid}/enable"), None),

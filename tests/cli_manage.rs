@@ -444,7 +444,21 @@ fn completions_and_help_for_every_command() {
                 "remove-user",
             ],
         ),
-        ("user", &["list", "create", "get", "update", "delete", "keys"]),
+        (
+            "user",
+            &[
+                "list",
+                "create",
+                "get",
+                "update",
+                "delete",
+                "keys",
+                "credentials",
+                "set-credential",
+                "delete-credential",
+            ],
+        ),
+        ("secrets", &["rotate-key"]),
         ("key", &["create", "list", "get", "rotate", "disable", "enable", "delete"]),
         ("system", &["health", "backup", "restore", "reset"]),
     ];

@@ -5,8 +5,9 @@
 //! replica that opened them. The Redis store (`config_store: {"type": "redis"}`, a real `redis-server` started by the
 //! test): the file seeds an empty store, writes on each replica reach the others within 2 s, concurrent writes on
 //! several replicas lose nothing, a key disabled on one is refused on all, Redis going away keeps the replicas serving
-//! (health degraded, writes 503 `CONFIG_STORE_UNAVAILABLE`) and coming back takes writes again, and backup, restore
-//! and reset work on the store.
+//! (health degraded, writes 503 `CONFIG_STORE_UNAVAILABLE`) and coming back takes writes again, backup, restore
+//! and reset work on the store, and a user's credential set on one replica is listed on the other, sealed in the
+//! store (contract 16).
 //!
 //! `redis-server` must be installed (`.ci/run` installs it): without it the Redis tests fail and say so.
 
@@ -363,4 +364,27 @@ fn a_bad_store_or_session_secret_is_named_and_nothing_starts() {
     let (status, _, err) = common::run_cli(&["serve", "--config", path.to_str().unwrap()], &[]);
     assert!(!status.success() && err.contains("config_store.type"), "{err}");
     assert_eq!(std::fs::read(&path).unwrap(), before, "the file is left alone");
+}
+
+#[test]
+fn a_credential_set_on_one_replica_is_listed_on_the_other_and_stored_sealed() {
+    const MARKER: &str = "MARKER-redis-credential-41c2";
+    let redis = RedisServer::start(free_port(), None);
+    let (dir, replicas) = redis_replicas(2, redis.port, json!({}));
+    // No secrets_key in the file: the store's seed gets one, shared by every replica.
+    let key = stored_document(&redis)["common_mcp_gateway_config"]["secrets_key"].as_str().unwrap_or_default().len();
+    assert!(key >= 43, "the seed has a secrets_key");
+    let slot = format!("/api/v1/users/{}/credentials/{}/mock", common::ALICE_ID, common::CONFIG_ID);
+    replicas[0].put(&slot, &json!({"values": {"TOKEN": MARKER}})).ok(200);
+    let listed = common::wait_until(PROPAGATION, || replicas[1].get(&slot).ok(200)["names"] == json!(["TOKEN"]));
+    assert!(listed, "the credential did not reach the other replica");
+    let stored = stored_document(&redis);
+    let sealed = &stored["user_credentials"][common::ALICE_ID][common::CONFIG_ID]["mock"]["values"]["TOKEN"];
+    assert!(sealed.as_str().unwrap().starts_with("enc:v1:"), "{sealed}");
+    assert!(!stored.to_string().contains(MARKER));
+    let seed = std::fs::read_to_string(dir.path().join("gw_mcp_config.json")).unwrap();
+    assert!(!seed.contains(MARKER) && !seed.contains("user_credentials"), "the file was the seed only");
+    for gw in &replicas {
+        assert!(!gw.logs().contains(MARKER));
+    }
 }

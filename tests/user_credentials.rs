@@ -184,9 +184,9 @@ fn two_users_of_a_per_user_server_get_their_own_processes_and_values() {
     });
 }
 
-/// Needs the vault: values stored through the admin API of branch `creds-vault`.
+/// Each user's values stored through the admin API (encrypted by the vault) reach the upstream in that user's own
+/// process only.
 #[test]
-#[ignore = "needs the vault (creds-vault): values stored through PUT /api/v1/users/{user}/credentials/..."]
 fn two_users_reach_the_upstream_with_their_own_values_through_the_gateway() {
     let servers = vec![per_user_server("gh", None)];
     let gw = TestGateway::start(&config_with(servers, json!({"tool_exposure": "gateway"})));

@@ -19,6 +19,7 @@ mod state;
 
 mod api_keys;
 mod configs;
+mod credentials;
 mod projects;
 mod system;
 mod users;
@@ -45,6 +46,7 @@ pub fn router(state: Arc<AppState>) -> Router {
         .merge(configs::routes())
         .merge(projects::routes())
         .merge(users::routes())
+        .merge(credentials::routes())
         .merge(api_keys::routes())
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)

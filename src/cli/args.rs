@@ -301,6 +301,32 @@ pub enum UserAction {
     ///
     /// Example: mcpgw user keys alice@example.com
     Keys { user: String },
+    /// List a user's own upstream credentials: per configuration and server, the names set and when (never values).
+    ///
+    /// Example: mcpgw user credentials alice@example.com
+    Credentials { user: String },
+    /// Set one of a user's credentials for a server; the value is read from stdin, never from the command line.
+    ///
+    /// Example: mcpgw user set-credential alice@example.com default_config github GITHUB_TOKEN < token.txt
+    SetCredential {
+        user: String,
+        #[arg(id = "config_ident", value_name = "CONFIG")]
+        config: String,
+        server: String,
+        name: String,
+    },
+    /// Delete a user's credentials for a server (all of them, or one with --name).
+    ///
+    /// Example: mcpgw user delete-credential alice@example.com default_config github
+    DeleteCredential {
+        user: String,
+        #[arg(id = "config_ident", value_name = "CONFIG")]
+        config: String,
+        server: String,
+        /// Delete only this name.
+        #[arg(long)]
+        name: Option<String>,
+    },
 }
 
 /// `mcpgw key ...`

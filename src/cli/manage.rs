@@ -109,15 +109,22 @@ impl ProjectAction {
 }
 
 impl UserAction {
-    fn op(self) -> Op {
-        match self {
+    fn op(self) -> Result<Op, CliError> {
+        Ok(match self {
             UserAction::List => Op::UserList,
             UserAction::Create { email } => Op::UserCreate { email },
             UserAction::Get { user } => Op::UserGet { user },
             UserAction::Update { user, new_email } => Op::UserUpdate { user, email: new_email },
             UserAction::Delete { user } => Op::UserDelete { user },
             UserAction::Keys { user } => Op::UserKeys { user },
-        }
+            UserAction::Credentials { user } => Op::UserCredentials { user },
+            UserAction::SetCredential { user, config, server, name } => {
+                Op::CredentialSet { user, config, server, name, value: super::secrets::read_value()? }
+            }
+            UserAction::DeleteCredential { user, config, server, name } => {
+                Op::CredentialDelete { user, config, server, name }
+            }
+        })
     }
 }
 
@@ -177,8 +184,10 @@ pub fn project(cmd: ProjectCommand) -> ExitCode {
 
 /// Runs `mcpgw user ...`.
 pub fn user(cmd: UserCommand) -> ExitCode {
-    let op = cmd.action.op();
-    finish(&cmd.target, run(&cmd.target, &op), &op)
+    match cmd.action.op() {
+        Ok(op) => finish(&cmd.target, run(&cmd.target, &op), &op),
+        Err(e) => e.report(),
+    }
 }
 
 /// Runs `mcpgw key ...`.

@@ -25,6 +25,7 @@ pub mod manage;
 pub mod ops;
 pub mod output;
 pub mod remote;
+pub mod secrets;
 pub mod server_edit;
 pub mod validate;
 
@@ -89,6 +90,10 @@ pub enum Command {
     ///
     /// Example: mcpgw key create --user alice@example.com --project payments
     Key(args::KeyCommand),
+    /// The key users' upstream credentials are sealed under: `rotate-key`.
+    ///
+    /// Example: mcpgw secrets rotate-key --config ./gw_mcp_config.json
+    Secrets(secrets::SecretsCommand),
     /// Health, backup, restore and reset.
     ///
     /// Example: GW_ADMIN_APIKEY=... mcpgw system health --admin-url http://127.0.0.1:8001
@@ -189,6 +194,7 @@ pub fn run(args: impl IntoIterator<Item = OsString>) -> ExitCode {
         Command::User(cmd) => manage::user(cmd),
         Command::Key(cmd) => manage::key(cmd),
         Command::System(cmd) => manage::system(cmd),
+        Command::Secrets(cmd) => secrets::run(cmd),
         Command::ClientConfig(args) => client_config::run(&args),
         Command::Inject(args) => inject::run(&args),
         Command::Completions { shell } => {

@@ -12,8 +12,9 @@ use serde_json::{Value, json};
 use super::output::{CliError, Column, Outcome, Shape, field};
 use super::server_edit::ServerEdit;
 use crate::config::ConfigStore;
+use crate::credentials::SecretValue;
 use crate::manage::offer_pins::{self, Offers};
-use crate::manage::{ManageResult, api_keys, configs, projects, system, users};
+use crate::manage::{ManageResult, api_keys, configs, credentials, projects, system, users};
 
 /// A management operation and its arguments (identifiers are ids or names, as in REST paths).
 #[derive(Debug, Clone)]
@@ -47,6 +48,9 @@ pub enum Op {
     UserUpdate { user: String, email: String },
     UserDelete { user: String },
     UserKeys { user: String },
+    UserCredentials { user: String },
+    CredentialSet { user: String, config: String, server: String, name: String, value: SecretValue },
+    CredentialDelete { user: String, config: String, server: String, name: Option<String> },
     KeyCreate { user: String, project: String },
     KeyList,
     KeyGet { key: String },
@@ -65,12 +69,14 @@ pub struct Route {
     pub method: reqwest::Method,
     pub segments: Vec<String>,
     pub body: Option<Value>,
+    /// Query parameters (name, value).
+    pub query: Vec<(&'static str, String)>,
 }
 
 fn route(method: reqwest::Method, path: &[&str], body: Option<Value>) -> Route {
     let mut segments = vec!["api".to_string(), "v1".to_string()];
     segments.extend(path.iter().map(|s| s.to_string()));
-    Route { method, segments, body }
+    Route { method, segments, body, query: Vec::new() }
 }
 
 /// Whether a project identifier looks like an id (so it is sent as `project_id`, else as `project_name`).
@@ -103,6 +109,13 @@ const USER_COLUMNS: &[Column] = &[
     Column { header: "ID", cell: |r| field(r, "user_id") },
     Column { header: "EMAIL", cell: |r| field(r, "email") },
     Column { header: "PROJECTS", cell: |r| field(r, "projects") },
+];
+const CREDENTIAL_COLUMNS: &[Column] = &[
+    Column { header: "CONFIG", cell: |r| field(r, "mcp_config_name") },
+    Column { header: "SERVER", cell: |r| field(r, "server_name") },
+    Column { header: "KIND", cell: |r| field(r, "kind") },
+    Column { header: "NAMES", cell: |r| field(r, "names") },
+    Column { header: "SET AT", cell: |r| field(r, "set_at") },
 ];
 const KEY_COLUMNS: &[Column] = &[
     Column { header: "KEY ID", cell: |r| field(r, "key_id") },
@@ -165,6 +178,7 @@ impl Op {
             Op::ProjectAddUser { user, .. } if user.contains('@') => json!({"email": user}),
             Op::ProjectAddUser { user, .. } => json!({"user_id": user}),
             Op::UserCreate { email } | Op::UserUpdate { email, .. } => json!({"email": email}),
+            Op::CredentialSet { name, value, .. } => json!({"values": {name: value.expose()}}),
             Op::KeyCreate { project, .. } if looks_like_id(project) => json!({"project_id": project}),
             Op::KeyCreate { project, .. } => json!({"project_name": project}),
             Op::Backup { output_file, overwrite } => json!({"output_file": output_file, "overwrite": overwrite}),
@@ -217,6 +231,15 @@ impl Op {
             Op::UserUpdate { user, .. } => route(M::PUT, &["users", user], body),
             Op::UserDelete { user } => route(M::DELETE, &["users", user], None),
             Op::UserKeys { user } => route(M::GET, &["users", user, "api-keys"], None),
+            Op::UserCredentials { user } => route(M::GET, &["users", user, "credentials"], None),
+            Op::CredentialSet { user, config, server, .. } => {
+                route(M::PUT, &["users", user, "credentials", config, server], body)
+            }
+            Op::CredentialDelete { user, config, server, name } => {
+                let mut delete = route(M::DELETE, &["users", user, "credentials", config, server], None);
+                delete.query.extend(name.iter().map(|name| ("name", name.clone())));
+                delete
+            }
             Op::KeyCreate { user, .. } => route(M::POST, &["users", user, "api-keys"], body),
             Op::KeyList => route(M::GET, &["api-keys"], None),
             Op::KeyGet { key } => route(M::GET, &["api-keys", key], None),
@@ -241,6 +264,7 @@ impl Op {
             Op::ProjectMembers { .. } | Op::ProjectAddUser { .. } => Shape::Table(MEMBER_COLUMNS),
             Op::UserList => Shape::Table(USER_COLUMNS),
             Op::KeyList | Op::UserKeys { .. } => Shape::Table(KEY_COLUMNS),
+            Op::UserCredentials { .. } => Shape::Table(CREDENTIAL_COLUMNS),
             Op::ToolPins { .. } => Shape::Table(PIN_COLUMNS),
             Op::OfferPins { offers: Offers::Prompts, .. } => Shape::Table(PROMPT_PIN_COLUMNS),
             Op::OfferPins { offers: Offers::Resources, .. } => Shape::Table(RESOURCE_PIN_COLUMNS),
@@ -323,6 +347,13 @@ pub fn run_file(op: &Op, store: &ConfigStore) -> Result<Outcome, CliError> {
         Op::UserUpdate { user, .. } => write(store, "user updated", |f, s| users::update(f, s, user, body)),
         Op::UserDelete { user } => write(store, "user deleted", |f, s| users::delete(f, s, user)),
         Op::UserKeys { user } => read("API keys", users::list_keys(&snap, user)),
+        Op::UserCredentials { user } => read("user credentials", credentials::list(&snap, user)),
+        Op::CredentialSet { user, config, server, .. } => {
+            write(store, "user credentials set", |f, s| credentials::set(f, s, user, config, server, body))
+        }
+        Op::CredentialDelete { user, config, server, name } => write(store, "user credentials deleted", |f, s| {
+            credentials::delete(f, s, user, config, server, name.as_deref())
+        }),
         Op::KeyCreate { user, .. } => write(store, "API key created; store it now, it is not shown again", |f, s| {
             users::create_key(f, s, user, body)
         }),

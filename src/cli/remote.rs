@@ -83,9 +83,17 @@ impl AdminClient {
         Ok(url)
     }
 
+    fn url_with_query(&self, route: &Route) -> Result<Url, CliError> {
+        let mut url = self.url(&route.segments)?;
+        if !route.query.is_empty() {
+            url.query_pairs_mut().extend_pairs(route.query.iter().map(|(k, v)| (*k, v.as_str())));
+        }
+        Ok(url)
+    }
+
     /// Sends one request and reads the envelope.
     pub fn send(&self, route: &Route) -> Result<Outcome, CliError> {
-        let url = self.url(&route.segments)?;
+        let url = self.url_with_query(route)?;
         let mut request = self.client.request(route.method.clone(), url.clone()).bearer_auth(&self.key);
         if let Some(body) = &route.body {
             request = request.json(body);

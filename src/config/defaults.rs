@@ -1,7 +1,7 @@
 //! The configuration `init` writes (and `reset` returns to): a new admin key, an MCP config `default_config` with no
 //! servers, a project `default_project` using it, a user `default@example.com` in that project, one API key for that
 //! user and project, and every gateway setting written out with its default so operators see what they can change;
-//! the secrets (`session_secret`, `audit_log.hmac_key`) are 32 random bytes from the operating system each.
+//! the secrets (`session_secret`, `secrets_key`, `audit_log.hmac_key`) are 32 random bytes from the operating system each.
 
 use std::io;
 use std::path::Path;
@@ -41,6 +41,7 @@ pub fn fresh_config(admin_key: Option<String>) -> Result<(ConfigFile, FreshKeys)
     let gateway_key = secrets::new_gateway_key()?;
     let session_secret = secrets::random_token()?;
     let audit_key = secrets::random_token()?;
+    let secrets_key = secrets::random_token()?;
     let now = timestamp();
     let (config_id, project_id, user_id) = (new_id(), new_id(), new_id());
     let value = json!({
@@ -75,6 +76,7 @@ pub fn fresh_config(admin_key: Option<String>) -> Result<(ConfigFile, FreshKeys)
             "gw_backup_dir": "backups",
             "config_store": {"type": "file"},
             "session_secret": session_secret,
+            "secrets_key": secrets_key,
             "audit_log": {"enabled": false, "path": "audit.jsonl", "hmac_key": audit_key}
         },
         "plugins": {

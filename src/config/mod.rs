@@ -11,11 +11,13 @@ pub mod per_snapshot;
 pub mod pins;
 pub mod redis_store;
 pub mod remote;
+pub mod secrets_key;
 pub mod server_credentials;
 pub mod settings;
 pub mod snapshot;
 pub mod store;
 pub mod sync;
+pub mod user_credentials;
 pub mod watch;
 
 pub use decode::Problems;

@@ -29,6 +29,9 @@ pub struct ConfigFile {
     pub projects: IndexMap<String, Project>,
     pub users: IndexMap<String, User>,
     pub apikeys: IndexMap<String, ApiKeyRecord>,
+    /// Each user's own upstream credentials, sealed (contract 16; `config/user_credentials.rs`).
+    #[serde(skip_serializing_if = "IndexMap::is_empty")]
+    pub user_credentials: super::user_credentials::UserCredentials,
     #[serde(flatten)]
     pub extra: Map<String, Value>,
 }
@@ -92,6 +95,12 @@ pub struct CommonConfig {
     /// What every replica derives the key that seals MCP session ids from (contract section 12). A secret.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub session_secret: Option<String>,
+    /// What users' upstream credentials are sealed under (contract 16; `config/secrets_key.rs`). A secret.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub secrets_key: Option<String>,
+    /// An absolute path to a file holding `secrets_key` (a mounted Kubernetes Secret); wins over `secrets_key`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub secrets_key_file: Option<String>,
     #[serde(flatten)]
     pub extra: Map<String, Value>,
 }

@@ -340,6 +340,9 @@ pub struct Settings {
     pub config_store: StoreKind,
     /// `session_secret`, when the file has one.
     pub session_secret: Option<SessionSecret>,
+    /// The key users' upstream credentials are sealed under (`MCPGW_SECRETS_KEY`, `secrets_key_file` or
+    /// `secrets_key`, contract 16), when one is configured.
+    pub secrets_key: Option<super::secrets_key::SecretsKey>,
 }
 
 /// The folder backups go to when `gw_backup_dir` is not set: `backups` beside the config file.
@@ -555,6 +558,7 @@ impl Settings {
                     None
                 }
             },
+            secrets_key: super::secrets_key::resolve(c, problems),
             tool_scan: match c.tool_scan.as_deref() {
                 None | Some("warn") => ScanMode::Warn,
                 Some("off") => ScanMode::Off,

@@ -65,6 +65,7 @@ impl Snapshot {
         let indexes = Indexes::build(&file, &mut problems);
         check_names_against_ids(&file, &mut problems);
         super::exposure::check(&file, &settings.exposure, &mut problems);
+        super::user_credentials::check(&file, settings.secrets_key.as_ref(), &mut problems);
         if !problems.is_empty() {
             return Err(problems);
         }

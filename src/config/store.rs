@@ -260,7 +260,7 @@ impl ConfigStore {
     }
 
     /// Reads the Redis store: a new version is installed (an invalid one is reported and ignored), an empty store is
-    /// seeded with the file's configuration (and a generated `session_secret` when the file has none).
+    /// seeded with the file's configuration (and a generated `session_secret` and `secrets_key` when the file has none).
     fn refresh_locked(&self, redis: &RedisStore) -> Result<ReloadOutcome, Unavailable> {
         if redis.read_version()?.is_some_and(|version| version == redis.version()) {
             return Ok(ReloadOutcome::Unchanged);
@@ -272,6 +272,9 @@ impl ConfigStore {
                 let common = seed.common_mcp_gateway_config.get_or_insert_with(Default::default);
                 if common.session_secret.is_none() {
                     common.session_secret = crate::secrets::random_token().ok();
+                }
+                if common.secrets_key.is_none() && common.secrets_key_file.is_none() {
+                    common.secrets_key = crate::secrets::random_token().ok();
                 }
                 let document = seed.to_bytes();
                 match redis.compare_and_set(0, &document)? {

@@ -6,8 +6,8 @@
 //! the server out for that user), the `gw_*` tools and transparent calls (through `upstream_spec`), prompts,
 //! resources, completion and tasks. Nothing starts a process for a user without all their values.
 //!
-//! The values live in the configuration's encrypted `user_credentials` section, which the vault (`src/credentials/`,
-//! branch `creds-vault`) reads; [`stored_values`] is the one place that asks it.
+//! The values live in the configuration's encrypted `user_credentials` section, which the vault (`src/credentials/`)
+//! opens; [`stored_values`] is the one place that asks it.
 
 use std::collections::HashMap;
 
@@ -49,19 +49,16 @@ impl UserSecrets for StoredSecrets {
     }
 }
 
-/// The values stored for (user, configuration, server).
-///
-/// Until the vault lands nothing is stored, so every `per_user` call answers `CREDENTIALS_REQUIRED`. At the merge
-/// with `creds-vault` the body becomes:
-/// `crate::credentials::user_values(snapshot, user_id, config_id, server_name).map_err(|e| e.to_string())`
+/// The values stored for (user, configuration, server), opened by the vault (`crate::credentials`).
 pub fn stored_values(
     snapshot: &Snapshot,
     user_id: &str,
     config_id: &str,
     server_name: &str,
 ) -> Result<Option<Values>, String> {
-    let _ = (snapshot, user_id, config_id, server_name);
-    Ok(None)
+    let opened =
+        crate::credentials::user_values(snapshot, user_id, config_id, server_name).map_err(|e| e.to_string())?;
+    Ok(opened.map(|values| values.iter().map(|(name, value)| (name.to_string(), value.to_string())).collect()))
 }
 
 /// The caller's values for `entry`: `None` for a server of shared credentials, else every name it declares. A user

@@ -80,6 +80,11 @@ pub fn delete(file: &mut ConfigFile, snap: &Snapshot, ident: &str) -> ManageResu
     }
     let view = views::config(file, &id);
     file.mcp_configs.shift_remove(&id);
+    // Users' credentials for its servers go with it (contract 16).
+    for configs in file.user_credentials.values_mut() {
+        configs.shift_remove(&id);
+    }
+    file.user_credentials.retain(|_, configs| !configs.is_empty());
     Ok(view)
 }
 

@@ -11,6 +11,7 @@ pub mod api_keys;
 pub mod backup;
 pub mod backup_files;
 pub mod configs;
+pub mod credentials;
 pub mod offer_pins;
 pub mod projects;
 pub mod system;

@@ -21,6 +21,7 @@ const ADMIN_LABEL: &str = "mcpgw-backup/1 admin_apikey";
 const APIKEY_LABEL: &str = "mcpgw-backup/1 apikey";
 const SESSION_SECRET_LABEL: &str = "mcpgw-backup/1 session_secret";
 const AUDIT_KEY_LABEL: &str = "mcpgw-backup/1 audit_log.hmac_key";
+const SECRETS_KEY_LABEL: &str = "mcpgw-backup/1 secrets_key";
 /// Top-level keys a backup adds around the configuration; a restore removes them.
 const BACKUP_META: [&str; 4] = ["backup_format", "created_at", "gateway_version", "encryption"];
 
@@ -134,7 +135,8 @@ pub fn backup(store: &ConfigStore, body: Value) -> ManageResult<String> {
         "encryption".into(),
         json!({"algorithm": "AES-256-GCM", "key_fingerprint": key.fingerprint(),
                "encrypted": ["admin_apikey", "apikeys", "common_mcp_gateway_config.session_secret",
-                             "common_mcp_gateway_config.audit_log.hmac_key"]}),
+                             "common_mcp_gateway_config.audit_log.hmac_key",
+                             "common_mcp_gateway_config.secrets_key"]}),
     );
     doc.insert("admin_apikey".into(), json!(admin));
     let section = |v: Value| if v.is_null() { json!({}) } else { v };
@@ -149,12 +151,21 @@ pub fn backup(store: &ConfigStore, body: Value) -> ManageResult<String> {
     {
         *audit_key = json!(key.encrypt(plain, AUDIT_KEY_LABEL)?);
     }
+    if let Some(secrets_key) = common.get_mut("secrets_key")
+        && let Some(plain) = secrets_key.as_str()
+    {
+        *secrets_key = json!(key.encrypt(plain, SECRETS_KEY_LABEL)?);
+    }
     doc.insert("common_mcp_gateway_config".into(), common);
     doc.insert("plugins".into(), section(json!(file.plugins)));
     doc.insert("mcp_configs".into(), json!(file.mcp_configs));
     doc.insert("projects".into(), json!(file.projects));
     doc.insert("users".into(), json!(file.users));
     doc.insert("apikeys".into(), Value::Object(apikeys));
+    // Users' credentials as stored: sealed under secrets_key already (contract 16).
+    if !file.user_credentials.is_empty() {
+        doc.insert("user_credentials".into(), json!(file.user_credentials));
+    }
     for (k, v) in &file.extra {
         doc.entry(k.clone()).or_insert_with(|| v.clone());
     }
@@ -213,6 +224,11 @@ fn read_backup(store: &ConfigStore, path: &Path) -> ManageResult<ConfigFile> {
         && let Some(sealed) = audit_key.as_str().filter(|s| s.starts_with(ENCRYPTED_PREFIX))
     {
         *audit_key = json!(key.decrypt(sealed, AUDIT_KEY_LABEL).ok_or_else(wrong_key)?);
+    }
+    if let Some(secrets_key) = doc.get_mut("common_mcp_gateway_config").and_then(|c| c.get_mut("secrets_key"))
+        && let Some(sealed) = secrets_key.as_str().filter(|s| s.starts_with(ENCRYPTED_PREFIX))
+    {
+        *secrets_key = json!(key.decrypt(sealed, SECRETS_KEY_LABEL).ok_or_else(wrong_key)?);
     }
     let Some(Value::Object(sealed_keys)) = doc.remove("apikeys") else {
         return Err(ManageError::Validation("backup apikeys must be an object".into()));

@@ -70,7 +70,8 @@ pub fn update(file: &mut ConfigFile, snap: &Snapshot, ident: &str, body: Value) 
     Ok(views::user(file, &id))
 }
 
-/// `DELETE /users/{user}`: also removes the user from every project and deletes their keys.
+/// `DELETE /users/{user}`: also removes the user from every project and deletes their keys and their own upstream
+/// credentials.
 pub fn delete(file: &mut ConfigFile, snap: &Snapshot, ident: &str) -> ManageResult {
     let id = resolve(snap, ident)?;
     let mut view = views::user(file, &id);
@@ -80,6 +81,7 @@ pub fn delete(file: &mut ConfigFile, snap: &Snapshot, ident: &str) -> ManageResu
     let before = file.apikeys.len();
     file.apikeys.retain(|_, k| k.user_id != id);
     file.users.shift_remove(&id);
+    file.user_credentials.shift_remove(&id);
     view["deleted_api_keys"] = json!(before - file.apikeys.len());
     Ok(view)
 }

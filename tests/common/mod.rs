@@ -536,6 +536,8 @@ pub fn base_command() -> Command {
         "GW_GATEWAY_ADDR",
         "GW_SHUTDOWN_GRACE_SECONDS",
         "GW_BACKUP_KEY",
+        "MCPGW_SECRETS_KEY",
+        "MCPGW_SECRETS_KEY_PREVIOUS",
         "MCP_TRANSPORT",
         "GW_GATEWAY_KEY",
         "GW_PROJECT_ID",

@@ -4,6 +4,7 @@
 //! `model.rs` holds one decoder per record of the model ([`super::model`]), built on it. [`super::ConfigFile::parse`]
 //! is the entry point: bytes -> JSON -> `decode_file` -> the model and the list of [`Problems`].
 
+mod credentials;
 mod fields;
 mod model;
 mod server_credentials;

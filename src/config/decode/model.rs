@@ -21,6 +21,7 @@ pub(in crate::config) fn decode_file(value: Value, problems: &mut Problems) -> O
     let projects = decode_section(&mut f, "projects", decode_project);
     let users = decode_section(&mut f, "users", decode_user);
     let apikeys = decode_apikeys(&mut f);
+    let user_credentials = super::credentials::decode_user_credentials(&mut f);
     Some(ConfigFile {
         admin_apikey,
         common_mcp_gateway_config,
@@ -29,6 +30,7 @@ pub(in crate::config) fn decode_file(value: Value, problems: &mut Problems) -> O
         projects,
         users,
         apikeys,
+        user_credentials,
         extra: f.rest(),
     })
 }
@@ -134,6 +136,8 @@ fn decode_common(mut f: Fields<'_>) -> CommonConfig {
         }),
         config_store: f.nested("config_store", |mut c| ConfigStoreConfig { kind: c.string("type"), extra: c.rest() }),
         session_secret: f.string("session_secret"),
+        secrets_key: f.string("secrets_key"),
+        secrets_key_file: f.string("secrets_key_file"),
         extra: f.rest(),
     }
 }
