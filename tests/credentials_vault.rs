@@ -43,10 +43,19 @@ fn with_stdin(args: &[&str], envs: &[(&str, &str)], stdin: &str) -> (bool, Strin
     (out.status.success(), String::from_utf8_lossy(&out.stdout).into(), String::from_utf8_lossy(&out.stderr).into())
 }
 
+/// The names the fixture's `echo` server takes per user (each referenced in its `env`, as validation asks).
+const NAMES: [&str; 5] = ["GITHUB_TOKEN", "OTHER", "TOKEN", "SECOND", "GOOD"];
+
 fn config_with(common_config: Value) -> (tempfile::TempDir, std::path::PathBuf) {
     let (dir, path) = fixture_dir();
     let mut doc = fixture();
     doc["common_mcp_gateway_config"] = common_config;
+    let echo = &mut doc["mcp_configs"][CONFIG_ID]["mcp_config"][0];
+    assert_eq!(echo["server_name"], json!("echo"));
+    echo["credentials"] = json!({"mode": "per_user", "kind": "secret", "names": NAMES});
+    for name in NAMES {
+        echo["config"]["env"][name] = json!(format!("${{user.{name}}}"));
+    }
     write_json(&path, &doc);
     (dir, path)
 }
@@ -57,6 +66,9 @@ fn set_list_delete_over_the_api_and_no_value_anywhere_in_clear() {
         config_with(json!({"gw_log_level": "DEBUG", "audit_log": {"enabled": true, "path": "audit.jsonl",
         "hmac_key": "audit-hmac-key-0123456789abcdefghijklmnopqrstu"}}));
     let gw = Gateway::start(&path);
+    // Only the names the server declares.
+    let undeclared = gw.put(&slot_path(ALICE_ID), &json!({"values": {"UNDECLARED": MARKER}}));
+    assert!(undeclared.err(400, "VALIDATION_ERROR").contains("not one of the names"));
     let set = gw.put(&slot_path(ALICE_ID), &json!({"values": {"GITHUB_TOKEN": MARKER}}));
     let data = set.ok(200).clone();
     assert_eq!(data["names"], json!(["GITHUB_TOKEN"]));
@@ -131,6 +143,9 @@ fn bad_input_is_400_or_404_and_changes_nothing() {
         assert!(!r.text.contains(MARKER), "a value in an error: {}", r.text);
     }
     let ok = json!({"values": {"TOKEN": MARKER}});
+    // The fixture's echo server has shared credentials: it takes no per-user values.
+    let shared = gw.put(&slot_path(ALICE_ID), &ok);
+    assert!(shared.err(400, "VALIDATION_ERROR").contains("does not take per-user secrets"));
     gw.put(&format!("/api/v1/users/nobody/credentials/{CONFIG_ID}/echo"), &ok).err(404, "NOT_FOUND");
     gw.put(&format!("/api/v1/users/{ALICE_ID}/credentials/no-config/echo"), &ok).err(404, "NOT_FOUND");
     gw.put(&format!("/api/v1/users/{ALICE_ID}/credentials/{CONFIG_ID}/nope"), &ok).err(404, "NOT_FOUND");

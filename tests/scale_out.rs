@@ -135,6 +135,11 @@ const PROPAGATION: Duration = Duration::from_secs(6);
 
 /// `n` replicas of one seed file whose `config_store` is Redis at `port`.
 fn redis_replicas(n: usize, port: u16, common: Value) -> (tempfile::TempDir, Vec<Gateway>) {
+    redis_replicas_of(n, port, common, mock_server("mock"))
+}
+
+/// [`redis_replicas`] with `server` as the configuration's one server.
+fn redis_replicas_of(n: usize, port: u16, common: Value, server: Value) -> (tempfile::TempDir, Vec<Gateway>) {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("gw_mcp_config.json");
     let mut settings = json!({"config_store": {"type": "redis"}, "gw_cache_host": "127.0.0.1", "gw_cache_port": port});
@@ -143,7 +148,7 @@ fn redis_replicas(n: usize, port: u16, common: Value) -> (tempfile::TempDir, Vec
             settings[k] = v;
         }
     }
-    write_json(&path, &config_with(vec![mock_server("mock")], settings));
+    write_json(&path, &config_with(vec![server], settings));
     let replicas = (0..n).map(|_| Gateway::start(&path)).collect();
     (dir, replicas)
 }
@@ -370,7 +375,10 @@ fn a_bad_store_or_session_secret_is_named_and_nothing_starts() {
 fn a_credential_set_on_one_replica_is_listed_on_the_other_and_stored_sealed() {
     const MARKER: &str = "MARKER-redis-credential-41c2";
     let redis = RedisServer::start(free_port(), None);
-    let (dir, replicas) = redis_replicas(2, redis.port, json!({}));
+    let mut server = mock_server("mock");
+    server["credentials"] = json!({"mode": "per_user", "kind": "secret", "names": ["TOKEN"]});
+    server["config"]["env"] = json!({"MOCK_TOKEN": "${user.TOKEN}"});
+    let (dir, replicas) = redis_replicas_of(2, redis.port, json!({}), server);
     // No secrets_key in the file: the store's seed gets one, shared by every replica.
     let key = stored_document(&redis)["common_mcp_gateway_config"]["secrets_key"].as_str().unwrap_or_default().len();
     assert!(key >= 43, "the seed has a secrets_key");

@@ -138,6 +138,19 @@ pub fn set(
 ) -> ManageResult {
     let (user_id, config_id, server_name) = resolve_slot(snap, user, config, server)?;
     let values = read_values(body)?;
+    // Only the names the server entry declares (`credentials.names` of a per_user secret entry) are taken.
+    let entry =
+        snap.file.mcp_configs.get(&config_id).and_then(|c| c.mcp_config.iter().find(|s| s.server_name == server));
+    let Some(declared) = entry.and_then(|entry| entry.user_secret_names()) else {
+        return Err(ManageError::Validation(format!(
+            "server {server:?} does not take per-user secrets (its credentials are not {{\"mode\": \"per_user\", \"kind\": \"secret\"}})"
+        )));
+    };
+    if let Some((name, _)) = values.iter().find(|(name, _)| !declared.contains(name)) {
+        return Err(ManageError::Validation(format!(
+            "{name:?} is not one of the names server {server:?} declares (credentials.names: {declared:?})"
+        )));
+    }
     let key = sealing_key(file, snap)?;
     let resealed = rotate::reseal(file, &key, key.current()).map_err(|e| ManageError::Internal(e.to_string()))?;
     if resealed > 0 {
