@@ -66,6 +66,10 @@ fn set_list_delete_over_the_api_and_no_value_anywhere_in_clear() {
         config_with(json!({"gw_log_level": "DEBUG", "audit_log": {"enabled": true, "path": "audit.jsonl",
         "hmac_key": "audit-hmac-key-0123456789abcdefghijklmnopqrstu"}}));
     let gw = Gateway::start(&path);
+    // Before any value: the server that takes them is listed, nothing set, every name missing.
+    let before = gw.get(&format!("/api/v1/users/{ALICE_ID}/credentials")).ok(200).clone();
+    assert_eq!(before.as_array().map(Vec::len), Some(1), "{before}");
+    assert_eq!((&before[0]["set"], &before[0]["missing"]), (&json!(false), &json!(NAMES)), "{before}");
     // Only the names the server declares.
     let undeclared = gw.put(&slot_path(ALICE_ID), &json!({"values": {"UNDECLARED": MARKER}}));
     assert!(undeclared.err(400, "VALIDATION_ERROR").contains("not one of the names"));
@@ -80,6 +84,7 @@ fn set_list_delete_over_the_api_and_no_value_anywhere_in_clear() {
     let listed = gw.get(&format!("/api/v1/users/{ALICE}/credentials")).ok(200).clone();
     assert_eq!(listed.as_array().unwrap().len(), 1, "{listed}");
     assert_eq!(listed[0]["names"], json!(["GITHUB_TOKEN", "OTHER"]));
+    assert_eq!(listed[0]["missing"], json!(["TOKEN", "SECOND", "GOOD"]), "declared, not set: {listed:?}");
     assert_eq!(listed[0]["mcp_config_id"], json!(CONFIG_ID));
     let one = gw.get(&slot_path(ALICE_ID));
     assert_eq!(one.ok(200)["set"], json!(true));
@@ -103,7 +108,8 @@ fn set_list_delete_over_the_api_and_no_value_anywhere_in_clear() {
     let one_name = gw.call(Method::DELETE, &format!("{}?name=OTHER", slot_path(ALICE_ID)), None);
     assert_eq!(one_name.ok(200)["names"], json!(["GITHUB_TOKEN"]));
     gw.delete(&slot_path(ALICE_ID)).ok(200);
-    assert_eq!(gw.get(&format!("/api/v1/users/{ALICE_ID}/credentials")).ok(200), &json!([]));
+    let after = gw.get(&format!("/api/v1/users/{ALICE_ID}/credentials")).ok(200).clone();
+    assert_eq!((&after[0]["set"], &after[0]["missing"]), (&json!(false), &json!(NAMES)), "{after}");
     gw.delete(&slot_path(ALICE_ID)).err(404, "NOT_FOUND");
     assert!(read_json(&path).get("user_credentials").is_none(), "an emptied section is left out of the file");
 

@@ -53,20 +53,40 @@ fn view(file: &ConfigFile, user_id: &str, config_id: &str, server_name: &str, sl
     })
 }
 
-/// `GET /users/{user}/credentials`: every slot of the user whose configuration and server exist.
+/// `GET /users/{user}/credentials`: per server of the configurations the user reaches (its projects', and any it has
+/// values in) that takes per-user values or holds some: the slot's view, with the `declared` names and those
+/// `missing` (a call of that server answers `CREDENTIALS_REQUIRED` until none is).
 pub fn list(snap: &Snapshot, user: &str) -> ManageResult {
     let user_id = users::resolve(snap, user)?;
     let file = &snap.file;
+    // The configurations of the user's projects first, then any other the user has values in (their order kept).
+    let mut configs: Vec<&str> = file
+        .projects
+        .values()
+        .filter(|project| project.users.contains(&user_id))
+        .filter_map(|project| project.mcp_config_id.as_deref())
+        .collect();
+    configs
+        .extend(file.user_credentials.get(&user_id).into_iter().flat_map(|stored| stored.keys().map(String::as_str)));
+    let mut seen = std::collections::HashSet::new();
+    configs.retain(|config| seen.insert(*config));
     let mut out = Vec::new();
-    for (config_id, servers) in file.user_credentials.get(&user_id).into_iter().flatten() {
-        for (server_name, slot) in servers {
-            let exists = file
-                .mcp_configs
-                .get(config_id)
-                .is_some_and(|c| c.mcp_config.iter().any(|s| s.server_name == *server_name));
-            if exists {
-                out.push(view(file, &user_id, config_id, server_name, Some(slot)));
+    for config_id in configs {
+        let Some(config) = file.mcp_configs.get(config_id) else { continue };
+        for entry in &config.mcp_config {
+            let slot = slot_of(file, &user_id, config_id, &entry.server_name);
+            let declared = entry.user_secret_names();
+            if declared.is_none() && slot.is_none() {
+                continue;
             }
+            let mut shown = view(file, &user_id, config_id, &entry.server_name, slot);
+            if let Some(declared) = declared {
+                let missing: Vec<&String> =
+                    declared.iter().filter(|name| slot.is_none_or(|slot| !slot.values.contains_key(*name))).collect();
+                shown["declared"] = json!(declared);
+                shown["missing"] = json!(missing);
+            }
+            out.push(shown);
         }
     }
     Ok(Value::Array(out))
