@@ -96,6 +96,11 @@ fn the_transparent_view_leaves_the_server_out_of_lists_and_answers_credentials_r
         let result = try_call(&client, "gh__env", json!({"name": "MOCK_TOKEN"})).await.unwrap();
         let message = assert_error(&answer_of(&result), "CREDENTIALS_REQUIRED");
         assert!(message.contains("\"gh\"") && message.contains("TOKEN"), "{message}");
+        // A prompt of that server: the same answer, as the JSON-RPC error's data.
+        let prompt = serde_json::from_value::<rmcp::model::GetPromptRequestParams>(json!({"name": "gh__any"})).unwrap();
+        let refused = client.get_prompt(prompt).await.expect_err("prompts/get without credentials");
+        let rmcp::ServiceError::McpError(refused) = refused else { panic!("{refused:?}") };
+        assert_eq!(refused.data.unwrap_or_default()["error_code"], json!("CREDENTIALS_REQUIRED"));
         let echoed = try_call(&client, "m1__echo", json!({"text": "still here"})).await.unwrap();
         assert_eq!(upstream_text(&echoed), "still here");
         client.cancel().await.unwrap();

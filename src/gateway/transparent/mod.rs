@@ -135,6 +135,9 @@ pub async fn get_prompt(
             let answer = GatewayError::new(ErrorCode::ToolQuarantined, why.clone()).answer();
             return Err(McpError::internal_error(why, Some(answer)));
         }
+        if let Some(required) = catalog::credentials_required(ctx, identity, name) {
+            return Err(McpError::internal_error(required.message.clone(), Some(required.answer())));
+        }
         return Err(McpError::invalid_params(format!("unknown prompt {name:?}"), None));
     };
     let upstream_name = prompt.upstream_name();
