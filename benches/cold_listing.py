@@ -17,22 +17,18 @@ import argparse
 import http.client
 import json
 import os
-import socket
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
 
+from bench_gateway import answer_of, free_port, wait_ready
+
 KEY = "gw_bench-key-0000000000000000000000000000000000000"
 HERE = os.path.dirname(os.path.abspath(__file__))
 DELAYS_MS = [1000, 2000, 3000, 4000, 5000]
 
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def config(mock, discovery_timeout):
@@ -55,17 +51,6 @@ def post(conn, headers, body):
     return response.read(), {k.lower(): v for k, v in response.getheaders()}
 
 
-def answer_of(data):
-    """The JSON-RPC answer of a JSON body, or of the first SSE event that is one."""
-    text = data.decode()
-    for line in [text] + [l[5:] for l in text.splitlines() if l.startswith("data:")]:
-        try:
-            message = json.loads(line)
-        except ValueError:
-            continue
-        if "result" in message or "error" in message:
-            return message
-    sys.exit("no answer in %r" % text[:300])
 
 
 def one_round(binary, mock, discovery_timeout):
@@ -79,18 +64,7 @@ def one_round(binary, mock, discovery_timeout):
              "127.0.0.1:0", "--metrics-addr", "127.0.0.1:%d" % metrics, "--shutdown-grace", "1"],
             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         try:
-            deadline = time.time() + 60
-            while True:
-                try:
-                    c = http.client.HTTPConnection("127.0.0.1", metrics, timeout=5)
-                    c.request("GET", "/readyz")
-                    if c.getresponse().status == 200:
-                        break
-                except OSError:
-                    pass
-                if time.time() > deadline:
-                    sys.exit("the gateway did not become ready")
-                time.sleep(0.1)
+            wait_ready(metrics, 60)
             conn = http.client.HTTPConnection("127.0.0.1", port, timeout=120)
             headers = {"Authorization": "Bearer " + KEY, "Content-Type": "application/json",
                        "Accept": "application/json, text/event-stream"}

@@ -22,11 +22,12 @@ import http.client
 import json
 import os
 import shutil
-import socket
 import subprocess
 import sys
 import tempfile
 import time
+
+from bench_gateway import free_port, wait_ready
 
 # The allocator options `mcpgw` would otherwise set by starting itself again (src/main.rs), which valgrind would not
 # follow.
@@ -36,11 +37,6 @@ KEY = "gw_bench-key-0000000000000000000000000000000000000"
 HERE = os.path.dirname(os.path.abspath(__file__))
 MOCK = os.environ.get("MCPGW_MOCK_UPSTREAM") or os.path.join(HERE, "..", "target", "release", "mcpgw-mock-upstream")
 
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def config(directory):
@@ -104,18 +100,7 @@ def measure(binary, kind, calls):
              "--metrics-addr", "127.0.0.1:%d" % metrics, "--shutdown-grace", "1"],
             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=dict(os.environ, _RJEM_MALLOC_CONF=JEMALLOC))
         try:
-            deadline = time.time() + 120
-            while True:
-                try:
-                    c = http.client.HTTPConnection("127.0.0.1", metrics, timeout=5)
-                    c.request("GET", "/readyz")
-                    if c.getresponse().status == 200:
-                        break
-                except OSError:
-                    pass
-                if time.time() > deadline:
-                    sys.exit("the gateway did not become ready under valgrind")
-                time.sleep(0.2)
+            wait_ready(metrics, 120, poll=0.2, what="the gateway under valgrind")
             session = Session(port)
             for n in range(200):
                 session.call(kind, n)

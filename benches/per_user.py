@@ -17,23 +17,19 @@ import argparse
 import http.client
 import json
 import os
-import socket
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
 
+from bench_gateway import answer_of, free_port, wait_ready
+
 ADMIN = "bench-admin-key-0123456789abcdefghijklmnop"
 HERE = os.path.dirname(os.path.abspath(__file__))
 TICK = os.sysconf("SC_CLK_TCK")
 PAGE = os.sysconf("SC_PAGE_SIZE")
 
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def config(mock):
@@ -63,16 +59,6 @@ def admin(port, method, path, body=None):
     return json.loads(data).get("data") if data else None
 
 
-def answer_of(data):
-    text = data.decode()
-    for line in [text] + [l[5:] for l in text.splitlines() if l.startswith("data:")]:
-        try:
-            message = json.loads(line)
-        except ValueError:
-            continue
-        if "result" in message or "error" in message:
-            return message
-    sys.exit("no answer in %r" % text[:300])
 
 
 class Session:
@@ -153,18 +139,7 @@ def main():
              "127.0.0.1:%d" % admin_port, "--metrics-addr", "127.0.0.1:%d" % metrics, "--shutdown-grace", "1"],
             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         try:
-            deadline = time.time() + 60
-            while True:
-                try:
-                    c = http.client.HTTPConnection("127.0.0.1", metrics, timeout=5)
-                    c.request("GET", "/readyz")
-                    if c.getresponse().status == 200:
-                        break
-                except OSError:
-                    pass
-                if time.time() > deadline:
-                    sys.exit("the gateway did not become ready")
-                time.sleep(0.1)
+            wait_ready(metrics, 60)
             keys = []
             for n in range(args.users):
                 user = admin(admin_port, "POST", "/api/v1/users", {"email": "u%d@example.com" % n})["user_id"]
