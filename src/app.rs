@@ -116,6 +116,7 @@ pub async fn serve(opts: ServeOptions) -> Result<(), ServeError> {
         pins: Arc::clone(&ctx.pins),
         audit: Arc::clone(&ctx.audit),
         refusals: telemetry::refusals::RefusalLog::new("admin"),
+        broker: Arc::clone(&ctx.broker),
     });
 
     let sessions = CancellationToken::new();

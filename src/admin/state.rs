@@ -26,4 +26,6 @@ pub struct AppState {
     pub audit: Arc<crate::audit::AuditLog>,
     /// The bound on the records of refused admin requests (`request_log.rs`).
     pub refusals: RefusalLog,
+    /// The OAuth broker of users' own tokens: a `DELETE` of a user's tokens revokes them (the gateway context owns it).
+    pub broker: Arc<crate::credentials::broker::Broker>,
 }

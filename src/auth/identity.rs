@@ -47,6 +47,9 @@ pub struct Identity {
     pub servers: Option<Arc<Vec<ServerEntry>>>,
     /// When the credential stops being valid (a token's `exp`, seconds since the epoch); `None` for an API key.
     pub expires_at: Option<u64>,
+    /// The client's own OAuth token (provider `oauth`, contract 10): what a `per_user` server of kind
+    /// `token_exchange` exchanges (contract 16), and sent nowhere else. `None` for an API key.
+    pub client_token: Option<crate::credentials::SecretValue>,
 }
 
 impl Identity {
@@ -205,6 +208,7 @@ fn from_remote(snapshot: &Arc<Snapshot>, digest: [u8; 32], answer: RemoteIdentit
         mcp_config_id,
         servers,
         expires_at: None,
+        client_token: None,
     })
 }
 
@@ -268,6 +272,7 @@ fn resolve(snapshot: &Arc<Snapshot>, key: &str, digest: [u8; 32]) -> Result<Iden
         mcp_config_id: entry.mcp_config_id.clone(),
         servers: None,
         expires_at: None,
+        client_token: None,
     })
 }
 

@@ -151,6 +151,7 @@ async fn verify(
         project_id,
         servers: None,
         expires_at: Some(exp),
+        client_token: Some(crate::credentials::SecretValue::from(token.to_string())),
     })
 }
 

@@ -101,6 +101,10 @@ pub struct CommonConfig {
     /// An absolute path to a file holding `secrets_key` (a mounted Kubernetes Secret); wins over `secrets_key`.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub secrets_key_file: Option<String>,
+    /// The gateway listener's URL as users' browsers and clients reach it (`https://mcpgw.example.com`): the base of
+    /// the OAuth broker's connect and callback URLs (contract 16).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub public_url: Option<String>,
     #[serde(flatten)]
     pub extra: Map<String, Value>,
 }

@@ -6,8 +6,9 @@
 //! name is used at least once (a name nobody references would be asked of every user for nothing); a `${user.` that
 //! is not a well-formed reference is refused rather than sent as it is; references need a `per_user` entry; and a
 //! `per_user` entry has no enabled `oauth_config` (two sources of credentials for one server). The kinds `oauth` and
-//! `token_exchange` are read and their fields checked, then refused as not supported yet, so that an entry that
-//! counts on them fails at load and never at a call.
+//! `token_exchange` carry one value per user, the access token, referenced as `${user.ACCESS_TOKEN}`: a local
+//! server must reference it (in `env` or `args`: nothing else would hand it the token); a remote server that does not
+//! reference it in a header gets it as `Authorization: Bearer`. Their URLs must be URLs and their required fields set.
 //!
 //! At a call, [`substitute`] puts the calling user's values in place of the references (`upstream/per_user.rs`).
 
@@ -27,6 +28,9 @@ pub const TOKEN_EXCHANGE: &str = "token_exchange";
 /// What opens a reference.
 const OPEN: &str = "${user.";
 
+/// The one name of kinds `oauth` and `token_exchange`: the user's access token for the server.
+pub const ACCESS_TOKEN: &str = "ACCESS_TOKEN";
+
 /// The longest name of a user's value.
 const MAX_NAME: usize = 128;
 
@@ -37,6 +41,12 @@ impl ServerEntry {
         let credentials = self.credentials.as_ref()?;
         let secret = credentials.mode.as_deref() == Some(PER_USER) && credentials.kind.as_deref() == Some(SECRET);
         secret.then(|| credentials.names.as_deref().unwrap_or_default())
+    }
+
+    /// Whether the entry's calls carry each user's own credentials (`mode: "per_user"`, any kind): such a server's
+    /// processes, sessions and caches are the user's own.
+    pub fn is_per_user(&self) -> bool {
+        self.credentials.as_ref().is_some_and(|c| c.mode.as_deref() == Some(PER_USER))
     }
 
     /// Whose credentials the entry's calls carry, as the audit log records it: `"shared"` or the per-user kind.
@@ -175,10 +185,7 @@ fn check_per_user(
         Some(SECRET) => check_secret(credentials, used, here, at, problems),
         Some(kind) => {
             check_broker(credentials, kind, here, problems);
-            refuse_references(used, at, problems);
-            problems.push(format!(
-                "{here}.kind: kind {kind:?} is not supported yet (only \"secret\" is); nothing would serve its calls"
-            ));
+            check_token_references(entry, kind, used, at, problems);
         }
         None => {}
     }
@@ -214,6 +221,22 @@ fn check_secret(
     }
 }
 
+/// A server of kind `oauth` or `token_exchange` references only `${user.ACCESS_TOKEN}`, and a local one must.
+fn check_token_references(entry: &ServerEntry, kind: &str, used: &BTreeSet<String>, at: &str, problems: &mut Problems) {
+    for name in used.iter().filter(|name| name.as_str() != ACCESS_TOKEN) {
+        problems.push(format!(
+            "{at}: ${{user.{name}}}: a server of kind {kind:?} has one value per user, ${{user.{ACCESS_TOKEN}}}"
+        ));
+    }
+    let remote = entry.config.url.as_deref().is_some_and(|url| !url.is_empty());
+    if !remote && !used.contains(ACCESS_TOKEN) {
+        problems.push(format!(
+            "{at}: a local server of kind {kind:?} needs the user's token handed to it: write ${{user.{ACCESS_TOKEN}}} \
+             in config.env (or config.args)"
+        ));
+    }
+}
+
 /// The fields of the kinds `oauth` and `token_exchange`: the required ones present, the URLs URLs.
 fn check_broker(credentials: &ServerCredentials, kind: &str, here: &str, problems: &mut Problems) {
     let mut required =
@@ -237,6 +260,28 @@ fn check_broker(credentials: &ServerCredentials, kind: &str, here: &str, problem
         {
             problems.push(format!("{here}.{field}: {why}"));
         }
+    }
+}
+
+/// What the OAuth broker needs of the whole configuration, for each entry of kind `oauth`: a `secrets_key` to seal
+/// the users' tokens (and the broker's `state`) under, and `public_url`, the base of its connect and callback URLs.
+pub fn check_broker_settings(file: &super::ConfigFile, settings: &super::settings::Settings, problems: &mut Problems) {
+    let brokered = file.mcp_configs.iter().find_map(|(id, config)| {
+        let entry = config.mcp_config.iter().find(|entry| entry.credential_kind() == OAUTH)?;
+        Some(format!("mcp_configs.{id} (server {:?})", entry.server_name))
+    });
+    let Some(at) = brokered else { return };
+    if settings.public_url.is_none() {
+        problems.push(format!(
+            "{at}: kind \"oauth\" needs common_mcp_gateway_config.public_url, the gateway's URL as users' browsers \
+             reach it ({{public_url}}/oauth/callback is the redirect URI to register with the authorization server)"
+        ));
+    }
+    if settings.secrets_key.is_none() {
+        problems.push(format!(
+            "{at}: kind \"oauth\" stores each user's tokens sealed under common_mcp_gateway_config.secrets_key (or \
+             secrets_key_file, MCPGW_SECRETS_KEY), and none is set (`mcpgw init` writes one)"
+        ));
     }
 }
 

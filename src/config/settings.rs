@@ -343,6 +343,8 @@ pub struct Settings {
     /// The key users' upstream credentials are sealed under (`MCPGW_SECRETS_KEY`, `secrets_key_file` or
     /// `secrets_key`, contract 16), when one is configured.
     pub secrets_key: Option<super::secrets_key::SecretsKey>,
+    /// `public_url` without a trailing `/`: the gateway as browsers reach it (the OAuth broker's URLs, contract 16).
+    pub public_url: Option<String>,
 }
 
 /// The folder backups go to when `gw_backup_dir` is not set: `backups` beside the config file.
@@ -559,6 +561,17 @@ impl Settings {
                 }
             },
             secrets_key: super::secrets_key::resolve(c, problems),
+            public_url: c.public_url.as_deref().and_then(|url| match super::remote::check_url(url) {
+                Ok(()) if !url.contains(['?', '#']) => Some(url.trim_end_matches('/').to_string()),
+                Ok(()) => {
+                    problems.push(format!("{p}.public_url: a base URL has no query or fragment, found {url:?}"));
+                    None
+                }
+                Err(why) => {
+                    problems.push(format!("{p}.public_url: {why}"));
+                    None
+                }
+            }),
             tool_scan: match c.tool_scan.as_deref() {
                 None | Some("warn") => ScanMode::Warn,
                 Some("off") => ScanMode::Off,

@@ -66,6 +66,7 @@ impl Snapshot {
         check_names_against_ids(&file, &mut problems);
         super::exposure::check(&file, &settings.exposure, &mut problems);
         super::user_credentials::check(&file, settings.secrets_key.as_ref(), &mut problems);
+        super::server_credentials::check_broker_settings(&file, &settings, &mut problems);
         if !problems.is_empty() {
             return Err(problems);
         }

@@ -34,8 +34,11 @@ use crate::secrets::{self, RandomError};
 /// user id -> MCP configuration id -> server name -> the slot.
 pub type UserCredentials = IndexMap<String, IndexMap<String, IndexMap<String, CredentialSlot>>>;
 
-/// The one kind stored here (OAuth tokens of contract 16 are a kind of their own, not this section's).
+/// A slot of values an admin (or the user) set, for a server of kind `secret`.
 pub const KIND_SECRET: &str = "secret";
+/// A slot of the OAuth broker's tokens (`access_token`, `refresh_token`, and `expires_at` beside them), for a server of
+/// kind `oauth`; written by the broker only.
+pub const KIND_OAUTH: &str = "oauth";
 /// The prefix of a sealed value.
 pub const SEALED_PREFIX: &str = "enc:v1:";
 /// The largest value accepted, in bytes.
@@ -53,6 +56,9 @@ pub struct CredentialSlot {
     /// Name to when it was last set (RFC 3339, UTC).
     #[serde(skip_serializing_if = "IndexMap::is_empty")]
     pub set_at: IndexMap<String, String>,
+    /// Kind `oauth`: when the access token expires (RFC 3339, UTC), when the authorization server said.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub expires_at: Option<String>,
     #[serde(flatten)]
     pub extra: Map<String, Value>,
 }

@@ -10,6 +10,7 @@
 //!
 //! This folder depends on `config` and the leaves only, so that `upstream` and `gateway` can use it.
 
+pub mod broker;
 pub mod rotate;
 mod values;
 

@@ -105,12 +105,21 @@ pub fn router(ctx: Arc<GatewayContext>, sessions: CancellationToken) -> Router {
         async move { protected_resource(&ctx, &headers) }
     })
     .layer(StepLayer(origin::HostAndOrigin(Arc::clone(&ctx))));
+    let (connect_ctx, callback_ctx) = (Arc::clone(&ctx), Arc::clone(&ctx));
+    let connect = axum::routing::get(move |state| super::oauth_routes::connect(Arc::clone(&connect_ctx), state))
+        .layer(StepLayer(origin::HostAndOrigin(Arc::clone(&ctx))));
+    let callback = axum::routing::get(move |query| super::oauth_routes::callback(Arc::clone(&callback_ctx), query))
+        .layer(StepLayer(origin::HostAndOrigin(Arc::clone(&ctx))));
     Router::new()
         .route_service("/mcp", stack.clone())
         .route_service("/mcp/", stack)
         // RFC 9728 metadata for clients of the `oauth` provider; public, like the issuer's own documents.
         .route("/.well-known/oauth-protected-resource", metadata.clone())
         .route("/.well-known/oauth-protected-resource/mcp", metadata)
+        // The OAuth broker of users' own upstream tokens (contract 16): for browsers, the sealed state their
+        // credential.
+        .route("/oauth/connect/{state}", connect)
+        .route(crate::credentials::broker::CALLBACK_PATH, callback)
         .fallback(|| async { GatewayError::new(ErrorCode::NotFound, "the MCP endpoint is /mcp/").response(None) })
 }
 

@@ -20,6 +20,7 @@ pub mod http;
 pub mod listen;
 pub mod middleware;
 pub mod notify;
+pub mod oauth_routes;
 pub mod session_id;
 pub mod sessions;
 pub mod stdio;
@@ -108,6 +109,8 @@ pub struct GatewayContext {
     pub me: std::sync::Weak<GatewayContext>,
     /// Where each user's own values for `per_user` servers come from (contract 16): the vault.
     pub user_secrets: Arc<dyn user_secrets::UserSecrets>,
+    /// Each user's own tokens for `per_user` servers of kinds `oauth` and `token_exchange` (contract 16).
+    pub broker: Arc<crate::credentials::broker::Broker>,
 }
 
 /// Counts work in progress so a drain can wait for it to finish.
@@ -227,6 +230,7 @@ impl GatewayContext {
             drain_begun: Default::default(),
             me: me.clone(),
             user_secrets: secrets,
+            broker: Arc::new(crate::credentials::broker::Broker::new(snapshot.settings.timeouts.auth)),
             store,
         });
         ctx.pool.set_max_calls_per_process(snapshot.settings.max_calls_per_process as usize);
@@ -409,7 +413,7 @@ impl GatewayContext {
     /// `per_user` ones.
     fn prestart(&self, snapshot: &Snapshot) {
         let servers = snapshot.file.mcp_configs.iter().flat_map(|(config_id, config)| {
-            let prestarted = |entry: &&ServerEntry| entry.oauth_config.is_none() && entry.user_secret_names().is_none();
+            let prestarted = |entry: &&ServerEntry| entry.oauth_config.is_none() && !entry.is_per_user();
             config.mcp_config.iter().filter(prestarted).map(|entry| {
                 (PoolKey::new(config_id.clone(), entry.server_name.clone()), ServerSpec::from_entry(entry))
             })

@@ -6,16 +6,22 @@
 //! the server out for that user), the `gw_*` tools and transparent calls (through `upstream_spec`), prompts,
 //! resources, completion and tasks. Nothing starts a process for a user without all their values.
 //!
-//! The values live in the configuration's encrypted `user_credentials` section, which the vault (`src/credentials/`)
-//! opens; [`stored_values`] is the one place that asks it.
+//! Kind `secret`: the values live in the configuration's encrypted `user_credentials` section, which the vault
+//! (`src/credentials/`) opens; [`stored_values`] is the one place that asks it. Kinds `oauth` and `token_exchange`:
+//! the broker (`src/credentials/broker/`) hands out the user's token, put in place of `${user.ACCESS_TOKEN}` (or sent
+//! as `Authorization: Bearer` to a remote server); a user without one gets `CREDENTIALS_REQUIRED` with the
+//! `authorize_url` that connects their account.
 
 use std::collections::HashMap;
 
 use crate::auth::Identity;
 use crate::config::model::ServerEntry;
+use crate::config::server_credentials;
 use crate::config::snapshot::Snapshot;
+use crate::credentials::broker::{BrokerError, SlotKey};
 use crate::error::{ErrorCode, GatewayError};
 use crate::gateway::GatewayContext;
+use crate::outbound::token_endpoint::TokenEndpointError;
 use crate::upstream::PoolKey;
 
 /// A user's values by name (`NAME` of `${user.NAME}`).
@@ -61,14 +67,25 @@ pub fn stored_values(
     Ok(opened.map(|values| values.iter().map(|(name, value)| (name.to_string(), value.to_string())).collect()))
 }
 
-/// The caller's values for `entry`: `None` for a server of shared credentials, else every name it declares. A user
-/// without all of them gets `CREDENTIALS_REQUIRED` (and no process is started for them).
-pub fn user_values(
+/// The caller's values for `entry`: `None` for a server of shared credentials; for kind `secret` every name it
+/// declares; for kinds `oauth` and `token_exchange` the user's token as `ACCESS_TOKEN`. A user without them gets
+/// `CREDENTIALS_REQUIRED` (and no process is started for them).
+pub async fn user_values(
     ctx: &GatewayContext,
     identity: &Identity,
     entry: &ServerEntry,
 ) -> Result<Option<Values>, GatewayError> {
-    let Some(names) = entry.user_secret_names() else { return Ok(None) };
+    match entry.credential_kind() {
+        server_credentials::SECRET => secret_values(ctx, identity, entry).map(Some),
+        server_credentials::OAUTH => brokered_token(ctx, identity, entry).await.map(Some),
+        server_credentials::TOKEN_EXCHANGE => exchanged_token(ctx, identity, entry).await.map(Some),
+        _ => Ok(None),
+    }
+}
+
+/// Kind `secret`: the stored values of every declared name.
+fn secret_values(ctx: &GatewayContext, identity: &Identity, entry: &ServerEntry) -> Result<Values, GatewayError> {
+    let names = entry.user_secret_names().unwrap_or_default();
     let config_id = identity.mcp_config_id.as_deref().unwrap_or_default();
     let server = &entry.server_name;
     let stored = ctx.user_secrets.values(&identity.snapshot, &identity.user_id, config_id, server).map_err(|why| {
@@ -86,32 +103,118 @@ pub fn user_values(
         .map(String::as_str)
         .collect();
     if !missing.is_empty() {
-        return Err(credentials_required(identity, server, &missing));
+        tracing::info!(server_name = %server, user_id = %identity.user_id, missing = %missing.join(","),
+            "the user has not set the credentials the server needs");
+        let message = format!(
+            "server {server:?} uses each user's own credentials, and yours are not set: {}; an admin sets them \
+             (PUT /api/v1/users/{{user}}/credentials/{{config}}/{{server}}), or you do in the console",
+            missing.join(", ")
+        );
+        return Err(credentials_required(server, message)
+            .with("missing", missing.iter().map(|name| serde_json::Value::from(*name)).collect::<Vec<_>>()));
     }
     values.retain(|name, _| names.contains(name));
-    Ok(Some(values))
+    Ok(values)
 }
 
-/// The `CREDENTIALS_REQUIRED` answer for `server`, naming the `missing` names.
-fn credentials_required(identity: &Identity, server: &str, missing: &[&str]) -> GatewayError {
-    tracing::info!(server_name = %server, user_id = %identity.user_id, missing = %missing.join(","),
-        "the user has not set the credentials the server needs");
+/// The (user, configuration, server) slot of the caller's tokens for `entry`.
+fn slot(identity: &Identity, entry: &ServerEntry) -> SlotKey {
+    SlotKey {
+        user_id: identity.user_id.clone(),
+        config_id: identity.mcp_config_id.clone().unwrap_or_default(),
+        server_name: entry.server_name.clone(),
+    }
+}
+
+fn token_values(token: &crate::credentials::SecretValue) -> Values {
+    Values::from([(server_credentials::ACCESS_TOKEN.to_string(), token.expose().to_string())])
+}
+
+/// Kind `oauth`: the user's token from the broker, or `CREDENTIALS_REQUIRED` with the `authorize_url` that
+/// connects their account.
+async fn brokered_token(
+    ctx: &GatewayContext,
+    identity: &Identity,
+    entry: &ServerEntry,
+) -> Result<Values, GatewayError> {
+    let slot = slot(identity, entry);
+    let server = &entry.server_name;
+    let token = ctx.broker.access_token(&ctx.store, &identity.snapshot, &slot, entry).await.map_err(|failure| {
+        tracing::warn!(server_name = %server, user_id = %identity.user_id, error = %failure,
+            "the user's upstream token could not be read or refreshed");
+        broker_failure(server, &failure)
+    })?;
+    if let Some(token) = token {
+        return Ok(token_values(&token));
+    }
+    let url = ctx.broker.connect_url(&identity.snapshot, &slot).map_err(|failure| broker_failure(server, &failure))?;
+    tracing::info!(server_name = %server, user_id = %identity.user_id,
+        "the user has not connected their account for the server: a connect URL was handed out");
     let message = format!(
-        "server {server:?} uses each user's own credentials, and yours are not set: {}; an admin sets them \
-         (PUT /api/v1/users/{{user}}/credentials/{{config}}/{{server}}), or you do in the console",
-        missing.join(", ")
+        "server {server:?} acts with your own account, which is not connected (or its access ended): open \
+         authorize_url in a browser within 10 minutes, then call again"
     );
-    // Kind `oauth` (not served yet) adds `authorize_url` here: the URL that connects the user's account.
-    GatewayError::new(ErrorCode::CredentialsRequired, message)
+    Err(credentials_required(server, message).with("authorize_url", url))
+}
+
+/// Kind `token_exchange`: the client's own OAuth token exchanged for one meant for the server (RFC 8693).
+async fn exchanged_token(
+    ctx: &GatewayContext,
+    identity: &Identity,
+    entry: &ServerEntry,
+) -> Result<Values, GatewayError> {
+    let server = &entry.server_name;
+    let Some(subject) = &identity.client_token else {
+        let message = format!(
+            "server {server:?} takes a token exchanged for your own OAuth token (RFC 8693); this call was \
+             authenticated with an API key: call with an OAuth access token of the gateway's issuer"
+        );
+        return Err(credentials_required(server, message));
+    };
+    let token = ctx.broker.exchange(&slot(identity, entry), entry, subject).await.map_err(|failure| {
+        tracing::warn!(server_name = %server, user_id = %identity.user_id, error = %failure,
+            "the client's token could not be exchanged for the server's");
+        match &failure {
+            BrokerError::Endpoint(TokenEndpointError::Rejected { status, error })
+                if *status < 500 && *status != 429 =>
+            {
+                credentials_required(
+                    server,
+                    format!(
+                        "the token exchange for server {server:?} refused your token ({}): sign in again",
+                        error.as_deref().unwrap_or("no reason given")
+                    ),
+                )
+            }
+            _ => broker_failure(server, &failure),
+        }
+    })?;
+    Ok(token_values(&token))
+}
+
+/// A broker failure other than a missing token: the authorization server unreachable or refusing, a configuration
+/// the broker cannot use.
+fn broker_failure(server: &str, failure: &BrokerError) -> GatewayError {
+    let code = match failure {
+        BrokerError::Endpoint(TokenEndpointError::Unreachable(_) | TokenEndpointError::Timeout(_)) => {
+            ErrorCode::UpstreamUnavailable
+        }
+        _ => ErrorCode::UpstreamError,
+    };
+    GatewayError::new(code, format!("your credentials for server {server:?} could not be obtained: {failure}"))
         .with("server_name", server.to_string())
-        .with("missing", missing.iter().map(|name| serde_json::Value::from(*name)).collect::<Vec<_>>())
+}
+
+/// The `CREDENTIALS_REQUIRED` answer for `server`.
+fn credentials_required(server: &str, message: String) -> GatewayError {
+    GatewayError::new(ErrorCode::CredentialsRequired, message).with("server_name", server.to_string())
 }
 
 /// The pool of `entry`'s processes the caller's calls use: the server's, or for a `per_user` server the user's own.
 pub fn pool_key(identity: &Identity, entry: &ServerEntry) -> PoolKey {
     let config_id = identity.mcp_config_id.clone().unwrap_or_default();
-    match entry.user_secret_names() {
-        Some(_) => PoolKey::for_user(config_id, entry.server_name.clone(), &identity.user_id),
-        None => PoolKey::new(config_id, entry.server_name.clone()),
+    match entry.is_per_user() {
+        true => PoolKey::for_user(config_id, entry.server_name.clone(), &identity.user_id),
+        false => PoolKey::new(config_id, entry.server_name.clone()),
     }
 }

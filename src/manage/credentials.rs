@@ -1,5 +1,7 @@
-//! Users' own upstream credentials of kind `secret` (contract 16): set, list and delete, for the admin API and the
-//! command line.
+//! Users' own upstream credentials (contract 16): set, list and delete, for the admin API and the command line.
+//! Values are set for servers of kind `secret`; the listing shows every `per_user` server, those of kind `oauth` with
+//! whether the user is `connected` and when the token `expires_at` (the broker writes those slots,
+//! `credentials/broker/`), and a `DELETE` removes either kind (the admin route revokes OAuth tokens first).
 //!
 //! A write seals each value under the snapshot's `secrets_key` with its slot as associated data
 //! (`config/user_credentials.rs`) and goes through [`crate::config::ConfigStore::update`] like every admin write.
@@ -14,7 +16,8 @@ use zeroize::Zeroizing;
 
 use super::{ManageError, ManageResult, users};
 use crate::config::secrets_key::{self, SecretsKey};
-use crate::config::user_credentials::{self, CredentialSlot, KIND_SECRET, MAX_VALUE_BYTES, SlotName};
+use crate::config::server_credentials::{OAUTH, TOKEN_EXCHANGE};
+use crate::config::user_credentials::{self, CredentialSlot, KIND_OAUTH, KIND_SECRET, MAX_VALUE_BYTES, SlotName};
 use crate::config::{ConfigFile, Snapshot};
 use crate::credentials::rotate;
 
@@ -46,11 +49,19 @@ fn view(file: &ConfigFile, user_id: &str, config_id: &str, server_name: &str, sl
         "mcp_config_id": config_id,
         "mcp_config_name": file.mcp_configs.get(config_id).map(|c| c.mcp_config_name.as_str()),
         "server_name": server_name,
-        "kind": slot.map_or(KIND_SECRET, |s| s.kind.as_str()),
+        "kind": slot.map_or_else(|| kind_of(file, config_id, server_name), |s| s.kind.as_str()),
         "set": !names.is_empty(),
         "names": names,
         "set_at": set_at,
+        "expires_at": slot.and_then(|s| s.expires_at.as_deref()),
     })
+}
+
+/// The per-user kind of a server entry (`secret` when it is not per-user: only such slots exist for it).
+fn kind_of(file: &ConfigFile, config_id: &str, server_name: &str) -> &'static str {
+    let entry =
+        file.mcp_configs.get(config_id).and_then(|c| c.mcp_config.iter().find(|e| e.server_name == server_name));
+    entry.filter(|entry| entry.is_per_user()).map_or(KIND_SECRET, |entry| entry.credential_kind())
 }
 
 /// `GET /users/{user}/credentials`: per server of the configurations the user reaches (its projects', and any it has
@@ -76,10 +87,16 @@ pub fn list(snap: &Snapshot, user: &str) -> ManageResult {
         for entry in &config.mcp_config {
             let slot = slot_of(file, &user_id, config_id, &entry.server_name);
             let declared = entry.user_secret_names();
-            if declared.is_none() && slot.is_none() {
+            if !entry.is_per_user() && slot.is_none() {
                 continue;
             }
             let mut shown = view(file, &user_id, config_id, &entry.server_name, slot);
+            match entry.credential_kind() {
+                OAUTH => shown["connected"] = json!(slot.is_some_and(|slot| slot.kind == KIND_OAUTH)),
+                // Nothing stored: the client's own token is exchanged at each call (cached in memory).
+                TOKEN_EXCHANGE => shown["connected"] = json!(null),
+                _ => {}
+            }
             if let Some(declared) = declared {
                 let missing: Vec<&String> =
                     declared.iter().filter(|name| slot.is_none_or(|slot| !slot.values.contains_key(*name))).collect();
@@ -90,6 +107,18 @@ pub fn list(snap: &Snapshot, user: &str) -> ManageResult {
         }
     }
     Ok(Value::Array(out))
+}
+
+/// The slot of the broker's tokens for (user, configuration, server), when one is stored: what a `DELETE` revokes.
+pub fn oauth_slot(
+    snap: &Snapshot,
+    user: &str,
+    config: &str,
+    server: &str,
+) -> Option<crate::credentials::broker::SlotKey> {
+    let (user_id, config_id, server_name) = resolve_slot(snap, user, config, server).ok()?;
+    let slot = slot_of(&snap.file, &user_id, &config_id, &server_name)?;
+    (slot.kind == KIND_OAUTH).then_some(crate::credentials::broker::SlotKey { user_id, config_id, server_name })
 }
 
 /// `GET /users/{user}/credentials/{config}/{server}`: one slot (`set: false` and no names when nothing is set).

@@ -1,5 +1,5 @@
 //! How records look in answers. Secrets never leave through here: upstream `env` values, a remote server's `headers`
-//! values and the OAuth client secret are masked, and API keys appear as `key_id` plus a masked form.
+//! values and the OAuth client secrets (`oauth_config`, a per-user `credentials`) are masked, and API keys appear as `key_id` plus a masked form.
 
 use serde_json::{Value, json};
 
@@ -18,6 +18,9 @@ pub fn server(entry: &ServerEntry) -> Value {
     if let Some(oauth) = masked.oauth_config.as_mut()
         && let Some(secret) = oauth.OAUTH_CLIENT_SECRET.as_mut()
     {
+        *secret = secrets::mask(secret);
+    }
+    if let Some(secret) = masked.credentials.as_mut().and_then(|c| c.client_secret.as_mut()) {
         *secret = secrets::mask(secret);
     }
     serde_json::to_value(&masked).unwrap_or(Value::Null)
@@ -45,6 +48,12 @@ pub fn unmask_server(new: &mut ServerEntry, old: &ServerEntry) {
         && oauth.OAUTH_CLIENT_SECRET.as_deref() == Some(secrets::mask(previous).as_str())
     {
         oauth.OAUTH_CLIENT_SECRET = Some(previous.clone());
+    }
+    let old_secret = old.credentials.as_ref().and_then(|c| c.client_secret.as_ref());
+    if let (Some(credentials), Some(previous)) = (new.credentials.as_mut(), old_secret)
+        && credentials.client_secret.as_deref() == Some(secrets::mask(previous).as_str())
+    {
+        credentials.client_secret = Some(previous.clone());
     }
 }
 

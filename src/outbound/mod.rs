@@ -5,6 +5,7 @@
 //! process, before the first client is built; every constructor here does it, so callers never have to remember.
 
 pub mod json_api;
+pub mod token_endpoint;
 
 use std::sync::Once;
 use std::time::Duration;

@@ -12,7 +12,7 @@ use std::sync::Arc;
 
 use super::{PoolKey, ServerSpec};
 use crate::config::model::ServerEntry;
-use crate::config::server_credentials::substitute;
+use crate::config::server_credentials::{ACCESS_TOKEN, substitute};
 
 /// The user a spec was made for, and the spec before their values were put in.
 #[derive(Clone, PartialEq, Eq, Hash)]
@@ -50,8 +50,17 @@ impl ServerSpec {
             *arg = substitute(arg, values);
         }
         if let Some(remote) = &mut spec.remote {
+            let reference = format!("${{user.{ACCESS_TOKEN}}}");
+            let referenced = remote.headers.iter().any(|(_, value)| value.contains(&reference));
             for (_, value) in &mut remote.headers {
                 *value = substitute(value, values);
+            }
+            // A user's token (kinds `oauth`, `token_exchange`) that no header places goes as a bearer credential.
+            if let (false, Some(token), false) =
+                (referenced, values.get(ACCESS_TOKEN), entry.user_secret_names().is_some())
+            {
+                remote.headers.retain(|(name, _)| !name.eq_ignore_ascii_case("authorization"));
+                remote.headers.push(("Authorization".to_string(), format!("Bearer {token}")));
             }
         }
         let mut masked: Vec<String> = values.values().filter(|value| !value.is_empty()).cloned().collect();
@@ -125,6 +134,24 @@ mod tests {
         let spec = ServerSpec::for_user(&entry(Some("https://mcp.example/mcp")), "u1", &values("tok-1"));
         let remote = spec.remote.as_ref().unwrap();
         assert_eq!(remote.headers, [("Authorization".to_string(), "Bearer tok-1".to_string())]);
+    }
+
+    #[test]
+    fn a_users_token_goes_to_a_remote_server_as_a_bearer_credential_unless_a_header_places_it() {
+        use crate::config::model::ServerCredentials;
+        let mut entry = entry(Some("https://mcp.example/mcp"));
+        entry.config.headers = Some(IndexMap::from([("authorization".to_string(), "Basic shared".to_string())]));
+        entry.credentials = Some(ServerCredentials {
+            mode: Some("per_user".into()),
+            kind: Some("oauth".into()),
+            ..ServerCredentials::default()
+        });
+        let token = HashMap::from([(ACCESS_TOKEN.to_string(), "tok-1".to_string())]);
+        let spec = ServerSpec::for_user(&entry, "u1", &token);
+        assert_eq!(spec.remote.as_ref().unwrap().headers, [("Authorization".to_string(), "Bearer tok-1".to_string())]);
+        entry.config.headers = Some(IndexMap::from([("X-Token".to_string(), "${user.ACCESS_TOKEN}".to_string())]));
+        let spec = ServerSpec::for_user(&entry, "u1", &token);
+        assert_eq!(spec.remote.as_ref().unwrap().headers, [("X-Token".to_string(), "tok-1".to_string())]);
     }
 
     #[test]

@@ -7,7 +7,9 @@ use indexmap::IndexMap;
 use serde_json::{Map, Value};
 
 use super::fields::{Fields, Problems, type_name};
-use crate::config::user_credentials::{CredentialSlot, KIND_SECRET, UserCredentials, check_name, is_sealed};
+use crate::config::user_credentials::{
+    CredentialSlot, KIND_OAUTH, KIND_SECRET, UserCredentials, check_name, is_sealed,
+};
 
 /// `user_credentials`; a missing section is empty.
 pub(super) fn decode_user_credentials(f: &mut Fields<'_>) -> UserCredentials {
@@ -49,8 +51,9 @@ fn decode_slot(mut f: Fields<'_>) -> Option<CredentialSlot> {
     let kind = f.required_string("kind");
     if let Some(kind) = kind.as_deref()
         && kind != KIND_SECRET
+        && kind != KIND_OAUTH
     {
-        f.problem("kind", format!("must be \"{KIND_SECRET}\", found {kind:?}"));
+        f.problem("kind", format!("must be \"{KIND_SECRET}\" or \"{KIND_OAUTH}\", found {kind:?}"));
     }
     let values = f.string_map("values").unwrap_or_default();
     for (name, value) in &values {
@@ -71,8 +74,9 @@ fn decode_slot(mut f: Fields<'_>) -> Option<CredentialSlot> {
     for name in set_at.keys().filter(|name| !values.contains_key(*name)) {
         f.problem("set_at", format!("{name:?}: has no value"));
     }
+    let expires_at = f.string("expires_at");
     let extra = f.rest();
-    Some(CredentialSlot { kind: kind?, values, set_at, extra })
+    Some(CredentialSlot { kind: kind?, values, set_at, expires_at, extra })
 }
 
 #[cfg(test)]
@@ -87,7 +91,7 @@ mod tests {
             "u1": {"c1": {
                 "github": {"kind": "secret", "values": {"TOKEN": "plain-marker-value", "1BAD": sealed},
                            "set_at": {"OTHER": "2026-01-01T00:00:00Z"}},
-                "oauthy": {"kind": "oauth", "values": {}, "valus": {}}}},
+                "oauthy": {"kind": "oauht", "values": {}, "valus": {}}}},
             "u2": []
         }});
         let text = ConfigFile::from_value(bad).unwrap_err().join("\n");
@@ -95,7 +99,7 @@ mod tests {
             "user_credentials.u1.c1.github.values: \"TOKEN\": must be a sealed value",
             "user_credentials.u1.c1.github.values: \"1BAD\" is not a credential name",
             "user_credentials.u1.c1.github.set_at: \"OTHER\": has no value",
-            "user_credentials.u1.c1.oauthy.kind: must be \"secret\"",
+            "user_credentials.u1.c1.oauthy.kind: must be \"secret\" or \"oauth\"",
             "user_credentials.u1.c1.oauthy.valus: unknown key; did you mean `values`?",
             "user_credentials.u2: must be an object",
         ] {

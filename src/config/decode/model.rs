@@ -138,6 +138,7 @@ fn decode_common(mut f: Fields<'_>) -> CommonConfig {
         session_secret: f.string("session_secret"),
         secrets_key: f.string("secrets_key"),
         secrets_key_file: f.string("secrets_key_file"),
+        public_url: f.string("public_url"),
         extra: f.rest(),
     }
 }

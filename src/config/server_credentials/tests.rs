@@ -114,7 +114,7 @@ fn unknown_modes_and_kinds_and_misplaced_fields_are_refused() {
 }
 
 #[test]
-fn oauth_and_token_exchange_are_checked_then_refused_as_not_supported_yet() {
+fn oauth_and_token_exchange_fields_and_their_one_reference_are_checked() {
     let oauth = Some(ServerCredentials {
         mode: Some(PER_USER.into()),
         kind: Some(OAUTH.into()),
@@ -127,7 +127,7 @@ fn oauth_and_token_exchange_are_checked_then_refused_as_not_supported_yet() {
         "authorization_url: is required",
         "scopes: is required",
         "token_url: \"not a url\" is not a URL",
-        "kind \"oauth\" is not supported yet",
+        "needs the user's token handed to it",
     ] {
         assert!(found.iter().any(|p| p.contains(expected)), "missing {expected:?} in {found:?}");
     }
@@ -138,7 +138,10 @@ fn oauth_and_token_exchange_are_checked_then_refused_as_not_supported_yet() {
         client_id: Some("c".into()),
         ..ServerCredentials::default()
     });
-    assert_eq!(problems(&entry(exchange, &[], &[])).len(), 1);
+    assert_eq!(problems(&entry(exchange.clone(), &[], &[])).len(), 1, "a local server must reference the token");
+    assert!(problems(&entry(exchange.clone(), &[("T", "${user.ACCESS_TOKEN}")], &[])).is_empty());
+    let other = problems(&entry(exchange, &[("T", "${user.ACCESS_TOKEN}"), ("U", "${user.OTHER}")], &[]));
+    assert!(other.len() == 1 && other[0].contains("one value per user"), "{other:?}");
 }
 
 #[test]

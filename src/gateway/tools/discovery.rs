@@ -186,7 +186,7 @@ pub async fn upstream_spec(
     identity: &Identity,
     entry: &ServerEntry,
 ) -> Result<ServerSpec, GatewayError> {
-    let mut spec = match user_values(ctx, identity, entry)? {
+    let mut spec = match user_values(ctx, identity, entry).await? {
         Some(values) => ServerSpec::for_user(entry, &identity.user_id, &values),
         None => ServerSpec::from_entry(entry),
     };
@@ -243,11 +243,11 @@ async fn discover_untraced(
     entry: &ServerEntry,
 ) -> Result<DiscoveryResult, GatewayError> {
     // A user without the values of a `per_user` server gets nothing of it, not even its cached tools (contract 16).
-    user_values(ctx, identity, entry)?;
+    user_values(ctx, identity, entry).await?;
     let key = pool_key(identity, entry);
     let settings = &identity.snapshot.settings;
     // A `per_user` server's tools are the user's own (cached locally under the user's pool key), never shared.
-    let shared = settings.use_external_cache && ctx.external_cache.enabled() && entry.user_secret_names().is_none();
+    let shared = settings.use_external_cache && ctx.external_cache.enabled() && !entry.is_per_user();
     let fingerprint = shared.then(|| fingerprint(entry, identity.snapshot.file.admin_apikey.as_deref()));
     // The shared cache bounds each Redis operation by `cache_timeout` itself (so it can count the failure and fall
     // back); the margin keeps this outer bound from cutting that short.

@@ -220,12 +220,15 @@ pub async fn is_quarantined(ctx: &GatewayContext, identity: &Identity, session: 
 /// The `CREDENTIALS_REQUIRED` answer for a call of `name` that no server claims, when a `per_user` server that could
 /// have made it was left out because the caller's user has not set their values (contract 16): the caller learns
 /// what to set rather than that the tool does not exist. Only asked after a name was not found.
-pub fn credentials_required(ctx: &GatewayContext, identity: &Identity, name: &str) -> Option<GatewayError> {
-    candidates(identity, Some(name))
-        .into_iter()
-        .filter(|(entry, _)| entry.user_secret_names().is_some())
-        .find_map(|(entry, _)| crate::gateway::user_secrets::user_values(ctx, identity, entry).err())
-        .filter(|failure| failure.code == ErrorCode::CredentialsRequired)
+pub async fn credentials_required(ctx: &GatewayContext, identity: &Identity, name: &str) -> Option<GatewayError> {
+    for (entry, _) in candidates(identity, Some(name)).into_iter().filter(|(entry, _)| entry.is_per_user()) {
+        if let Err(failure) = crate::gateway::user_secrets::user_values(ctx, identity, entry).await
+            && failure.code == ErrorCode::CredentialsRequired
+        {
+            return Some(failure);
+        }
+    }
+    None
 }
 
 /// Whether `name` is the exposed name of a prompt the review of its server's last listing quarantined (contract 14),

@@ -86,7 +86,7 @@ pub async fn call_tool_task(
             let why = format!("tool {name:?} is quarantined: its definition is under review");
             return Ok(CallAnswer::Gateway(GatewayError::new(ErrorCode::ToolQuarantined, why).answer()));
         }
-        if let Some(required) = catalog::credentials_required(ctx, identity, name) {
+        if let Some(required) = catalog::credentials_required(ctx, identity, name).await {
             return Ok(CallAnswer::Gateway(required.answer()));
         }
         return Err(UnknownTool(name.to_string()));
@@ -135,7 +135,7 @@ pub async fn get_prompt(
             let answer = GatewayError::new(ErrorCode::ToolQuarantined, why.clone()).answer();
             return Err(McpError::internal_error(why, Some(answer)));
         }
-        if let Some(required) = catalog::credentials_required(ctx, identity, name) {
+        if let Some(required) = catalog::credentials_required(ctx, identity, name).await {
             return Err(McpError::internal_error(required.message.clone(), Some(required.answer())));
         }
         return Err(McpError::invalid_params(format!("unknown prompt {name:?}"), None));

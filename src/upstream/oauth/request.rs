@@ -1,15 +1,10 @@
-//! The token endpoint's protocol: one client credentials request (RFC 6749 4.4.2) and its answer (5.1, 5.2), over a
-//! shared client or, for mutual TLS (RFC 8705) and extra trust roots, one built from the configured PEM files. Neither
+//! One client credentials request (RFC 6749 4.4.2) and its answer (5.1, 5.2), over a shared client or, for mutual TLS (RFC 8705) and extra trust roots, one built from the configured PEM files. Neither
 //! a response body nor the secret is ever quoted in an error.
 
 use std::time::Duration;
 
-use serde_json::{Map, Value};
-
 use super::{AccessToken, DEFAULT_LIFETIME, OAuthError, OAuthSettings};
-
-/// A token answer is small; a larger body is a misbehaving endpoint and is not buffered.
-const MAX_ANSWER_BYTES: usize = 64 * 1024;
+use crate::outbound::token_endpoint::{self, TokenEndpointError};
 
 /// A client carrying the client certificate and the extra trust roots of `settings`, built from the files anew for
 /// each acquisition so that rotated certificates are picked up without a reload.
@@ -47,70 +42,23 @@ async fn read_file(field: &str, path: &std::path::Path) -> Result<Vec<u8>, OAuth
     tokio::fs::read(path).await.map_err(|error| OAuthError::Config(format!("{field}: {}: {error}", path.display())))
 }
 
-/// One token request (RFC 6749 4.4.2) and its answer (5.1 or 5.2).
+/// One token request (RFC 6749 4.4.2) and its answer (5.1 or 5.2), by the one token-endpoint client
+/// (`outbound/token_endpoint.rs`).
 pub(super) async fn request_token(
     client: &reqwest::Client,
     settings: &OAuthSettings,
     timeout: Duration,
 ) -> Result<AccessToken, OAuthError> {
-    let transport_error = |error: reqwest::Error| {
-        if error.is_timeout() {
-            OAuthError::Timeout(timeout)
-        } else {
-            OAuthError::Unreachable(crate::outbound::describe(error))
-        }
-    };
-    let mut response = client
-        .post(settings.token_url.clone())
-        .header(reqwest::header::ACCEPT, "application/json")
-        .form(&settings.form())
-        .send()
+    let answer = token_endpoint::request(client, settings.token_url.as_str(), &settings.form(), timeout)
         .await
-        .map_err(transport_error)?;
-    let status = response.status();
-    let body = crate::outbound::read_body(&mut response, MAX_ANSWER_BYTES).await.map_err(|e| match e {
-        crate::outbound::BodyReadError::Transport(e) => transport_error(e),
-        crate::outbound::BodyReadError::TooLarge(limit) => {
-            OAuthError::BadAnswer(format!("the answer is longer than {limit} bytes"))
-        }
-    })?;
-    // The body is never quoted in an error: a success answer holds a token.
-    let answer: Option<Map<String, Value>> = serde_json::from_slice(&body).ok();
-    let field = |name: &str| answer.as_ref().and_then(|answer| answer.get(name));
-    let error_code = field("error").and_then(Value::as_str).map(error_code);
-    if !status.is_success() || error_code.is_some() {
-        return Err(OAuthError::Rejected { status: status.as_u16(), error: error_code });
-    }
-    let Some(answer) = &answer else {
-        return Err(OAuthError::BadAnswer("not a JSON object".into()));
-    };
-    let token = match answer.get("access_token") {
-        Some(Value::String(token)) if !token.is_empty() && !token.contains(|c: char| c.is_control()) => token,
-        Some(Value::String(_)) => {
-            return Err(OAuthError::BadAnswer("access_token is empty or has control characters".into()));
-        }
-        _ => return Err(OAuthError::BadAnswer("access_token missing".into())),
-    };
-    let token_type = match answer.get("token_type") {
-        None | Some(Value::Null) => "Bearer".to_string(),
-        Some(Value::String(kind)) if !kind.is_empty() && kind.chars().all(|c| c.is_ascii_graphic()) => kind.clone(),
-        Some(_) => return Err(OAuthError::BadAnswer("token_type is not a token type".into())),
-    };
-    // Some issuers send the number as a string.
-    let lifetime = match answer.get("expires_in") {
-        None | Some(Value::Null) => Some(DEFAULT_LIFETIME),
-        Some(Value::Number(seconds)) => seconds.as_f64().and_then(|s| Duration::try_from_secs_f64(s).ok()),
-        Some(Value::String(seconds)) => seconds.trim().parse().ok().and_then(|s| Duration::try_from_secs_f64(s).ok()),
-        Some(_) => None,
-    };
-    let lifetime = lifetime.ok_or_else(|| OAuthError::BadAnswer("expires_in is not a number of seconds".into()))?;
-    Ok(AccessToken::new(token.clone(), token_type, lifetime))
-}
-
-/// An issuer's `error` code as it may appear in our texts: RFC 6749 codes are short printable ASCII; anything else is
-/// cut and filtered so a hostile endpoint cannot write into our logs.
-fn error_code(code: &str) -> String {
-    code.chars().filter(|c| c.is_ascii_graphic() || *c == ' ').take(64).collect()
+        .map_err(|error| match error {
+            TokenEndpointError::Unreachable(why) => OAuthError::Unreachable(why),
+            TokenEndpointError::Timeout(after) => OAuthError::Timeout(after),
+            TokenEndpointError::Rejected { status, error } => OAuthError::Rejected { status, error },
+            TokenEndpointError::BadAnswer(why) => OAuthError::BadAnswer(why),
+        })?;
+    let lifetime = answer.expires_in.unwrap_or(DEFAULT_LIFETIME);
+    Ok(AccessToken::new(answer.access_token, answer.token_type, lifetime))
 }
 
 #[cfg(test)]
