@@ -258,3 +258,46 @@ fn kind_oauth_needs_public_url_and_a_secrets_key() {
     assert!(!status.success(), "check-config accepted it");
     assert!(err.contains("needs common_mcp_gateway_config.public_url"), "{err}");
 }
+
+/// A client that declared URL elicitation, recording what it is asked and accepting.
+#[derive(Clone, Default)]
+struct UrlClient(std::sync::Arc<std::sync::Mutex<Vec<Value>>>);
+
+impl rmcp::ClientHandler for UrlClient {
+    async fn create_elicitation(
+        &self,
+        request: rmcp::model::ElicitRequestParams,
+        _context: rmcp::service::RequestContext<rmcp::RoleClient>,
+    ) -> Result<rmcp::model::ElicitResult, rmcp::ErrorData> {
+        self.0.lock().unwrap().push(serde_json::to_value(request).unwrap());
+        Ok(serde_json::from_value(json!({"action": "accept"})).unwrap())
+    }
+
+    fn get_info(&self) -> rmcp::model::ClientConfig {
+        let capabilities = serde_json::from_value(json!({"elicitation": {"form": {}, "url": {}}})).unwrap();
+        rmcp::model::ClientConfig::new(capabilities, rmcp::model::Implementation::new("url-test", "1.0.0"))
+    }
+}
+
+#[test]
+fn in_transparent_mode_a_client_that_declared_url_elicitation_is_offered_the_connect_url() {
+    use rmcp::ServiceExt;
+    let server = AuthServer::start(AsOptions::default());
+    let common = json!({"tool_exposure": "transparent", "public_url": PUBLIC, "secrets_key": SECRETS_KEY});
+    let gw = TestGateway::start(&config_with(vec![oauth_server("gh", &server)], common));
+    let recorder = UrlClient::default();
+    let result = runtime().block_on(async {
+        let client = recorder.clone().serve(mcp::http_transport(&gw.mcp, API_KEY, &[])).await.expect("connect");
+        let args = json!({"name": "MOCK_TOKEN"}).as_object().unwrap().clone();
+        let params = rmcp::model::CallToolRequestParams::new("gh__env").with_arguments(args);
+        let result = client.call_tool(params).await.expect("tools/call");
+        client.cancel().await.unwrap();
+        serde_json::to_value(result).unwrap()
+    });
+    let answer = mcp::answer_of(&result);
+    let url = authorize_url(&answer);
+    let asked = recorder.0.lock().unwrap().clone();
+    assert_eq!(asked.len(), 1, "{asked:?}");
+    assert_eq!((&asked[0]["mode"], &asked[0]["url"]), (&json!("url"), &json!(url)), "{asked:?}");
+    assert!(asked[0]["elicitationId"].is_string(), "{asked:?}");
+}

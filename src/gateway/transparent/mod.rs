@@ -38,7 +38,7 @@ use crate::gateway::exposure::apps;
 use crate::gateway::middleware::guardrails::TaskAsk;
 use crate::guardrails::provider::Provider;
 use crate::telemetry::spans;
-use crate::upstream::relay::Relay;
+use crate::upstream::relay::{FromServer, Relay};
 
 /// A transparent call refused as the protocol refuses an unknown tool (JSON-RPC -32602).
 #[derive(Debug, thiserror::Error)]
@@ -87,10 +87,13 @@ pub async fn call_tool_task(
             return Ok(CallAnswer::Gateway(GatewayError::new(ErrorCode::ToolQuarantined, why).answer()));
         }
         if let Some(required) = catalog::credentials_required(ctx, identity, name).await {
-            return Ok(CallAnswer::Gateway(required.answer()));
+            let answer = required.answer();
+            offer_connection(relay.as_ref(), &answer).await;
+            return Ok(CallAnswer::Gateway(answer));
         }
         return Err(UnknownTool(name.to_string()));
     };
+    let asker = relay.clone();
     let started = std::time::Instant::now();
     let (project, config) = (&identity.project_id, identity.mcp_config_id.as_deref());
     let provider = ctx.guardrails.get(&identity.snapshot, Provider::from_snapshot);
@@ -110,7 +113,39 @@ pub async fn call_tool_task(
             apps::rewrite_result(&tool.prefix, &mut result);
             Ok(CallAnswer::Upstream(result))
         }
-        _ => Ok(CallAnswer::Gateway(item)),
+        _ => {
+            offer_connection(asker.as_ref(), &item).await;
+            Ok(CallAnswer::Gateway(item))
+        }
+    }
+}
+
+/// How long the caller's client has to answer the gateway's URL elicitation (it answers once the user has agreed, or
+/// declined, to open the URL; the connection itself is not waited for).
+const CONNECTION_OFFER_WAIT: std::time::Duration = std::time::Duration::from_secs(60);
+
+/// For a `CREDENTIALS_REQUIRED` answer with an `authorize_url` (contract 16): when the call has a relay to its client
+/// and the client declared URL elicitation, the URL is also offered as a URL-mode `elicitation/create`, so the client
+/// can open it for the user. The call still answers the error: the user calls again once connected.
+async fn offer_connection(relay: Option<&Relay>, answer: &Value) {
+    let Some(relay) = relay else { return };
+    let Some(url) = answer.get("authorize_url").and_then(Value::as_str) else { return };
+    if answer.get("error_code").and_then(Value::as_str) != Some("CREDENTIALS_REQUIRED") {
+        return;
+    }
+    let Ok(id) = crate::secrets::random_token() else { return };
+    let message = answer.get("message").cloned().unwrap_or_default();
+    let params = serde_json::json!({"mode": "url", "url": url, "elicitationId": id, "message": message});
+    let (asked, answered) = tokio::sync::oneshot::channel();
+    let request = FromServer::Request { method: "elicitation/create".to_string(), params, answer: asked };
+    if relay.messages.send(request).await.is_ok() {
+        let outcome = tokio::time::timeout(CONNECTION_OFFER_WAIT, answered).await;
+        let action = match &outcome {
+            Ok(Ok(Ok(answer))) => answer.get("action").and_then(Value::as_str).unwrap_or("none").to_string(),
+            Ok(Ok(Err(refused))) => format!("not asked ({})", refused.message),
+            _ => "no answer".to_string(),
+        };
+        tracing::info!(action = %action, "the client was offered the connect URL as a URL-mode elicitation");
     }
 }
 

@@ -71,7 +71,7 @@ impl Caller<'_> {
     }
 
     async fn ask(&self, method: &str, params: Value) -> Result<Value, RelayError> {
-        may_ask(self.capabilities.as_ref(), method)?;
+        may_ask(self.capabilities.as_ref(), method, &params)?;
         // As rmcp's type when it fits; otherwise (a newer schema than rmcp knows) as it came, untouched.
         let request = serde_json::from_value::<ServerRequest>(json!({"method": method, "params": params.clone()}))
             .unwrap_or_else(|_| ServerRequest::CustomRequest(CustomRequest::new(method, Some(params))));
@@ -86,10 +86,15 @@ impl Caller<'_> {
     }
 }
 
-/// Whether a client that declared `capabilities` may be asked `method` (an upstream's request during a call).
-pub fn may_ask(capabilities: Option<&ClientCapabilities>, method: &str) -> Result<(), RelayError> {
+/// Whether a client that declared `capabilities` may be asked `method` with `params` (an upstream's request during a
+/// call, or the gateway's own URL elicitation): a URL-mode elicitation needs `elicitation.url` declared.
+pub fn may_ask(capabilities: Option<&ClientCapabilities>, method: &str, params: &Value) -> Result<(), RelayError> {
+    let url_mode = params.get("mode").and_then(Value::as_str) == Some("url");
     let declared = match method {
         "sampling/createMessage" => capabilities.is_some_and(|c| c.sampling.is_some()),
+        "elicitation/create" if url_mode => {
+            capabilities.and_then(|c| c.elicitation.as_ref()).is_some_and(|e| e.url.is_some())
+        }
         "elicitation/create" => capabilities.is_some_and(|c| c.elicitation.is_some()),
         "roots/list" => capabilities.is_some_and(|c| c.roots.is_some()),
         _ => return Err(RelayError::method_not_found(method)),
@@ -130,9 +135,16 @@ mod tests {
     #[test]
     fn only_what_the_client_declared_is_asked_of_it() {
         let sampling: ClientCapabilities = serde_json::from_value(json!({"sampling": {}})).unwrap();
-        assert!(may_ask(Some(&sampling), "sampling/createMessage").is_ok());
-        assert_eq!(may_ask(Some(&sampling), "elicitation/create").map_err(|e| e.code), Err(-32601));
-        assert!(may_ask(None, "roots/list").is_err());
-        assert!(may_ask(Some(&sampling), "tools/call").is_err(), "not a request a server may make of a client");
+        let none = json!({});
+        assert!(may_ask(Some(&sampling), "sampling/createMessage", &none).is_ok());
+        assert_eq!(may_ask(Some(&sampling), "elicitation/create", &none).map_err(|e| e.code), Err(-32601));
+        assert!(may_ask(None, "roots/list", &none).is_err());
+        assert!(may_ask(Some(&sampling), "tools/call", &none).is_err(), "not a request a server may make of a client");
+        let url = json!({"mode": "url", "url": "https://example.com"});
+        let form: ClientCapabilities = serde_json::from_value(json!({"elicitation": {}})).unwrap();
+        let both: ClientCapabilities = serde_json::from_value(json!({"elicitation": {"form": {}, "url": {}}})).unwrap();
+        assert!(may_ask(Some(&form), "elicitation/create", &none).is_ok());
+        assert!(may_ask(Some(&form), "elicitation/create", &url).is_err(), "URL mode needs elicitation.url");
+        assert!(may_ask(Some(&both), "elicitation/create", &url).is_ok());
     }
 }

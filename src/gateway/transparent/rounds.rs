@@ -196,7 +196,7 @@ async fn next_round(
                     }
                     FromServer::Request { method, params, answer } => (method, params, answer),
                 };
-                if let Err(refused) = may_ask(pending.capabilities.as_ref(), &method) {
+                if let Err(refused) = may_ask(pending.capabilities.as_ref(), &method, &params) {
                     let _ = answer.send(Err(refused));
                     continue;
                 }

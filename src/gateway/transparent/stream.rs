@@ -231,7 +231,7 @@ impl Stream {
                 }
             }
             FromServer::Request { method, params, answer } => {
-                if let Err(refused) = may_ask(self.capabilities.as_ref(), &method) {
+                if let Err(refused) = may_ask(self.capabilities.as_ref(), &method, &params) {
                     let _ = answer.send(Err(refused));
                     return;
                 }
