@@ -168,6 +168,14 @@ fn a_user_connects_through_authorize_url_and_calls_with_their_own_token() {
     assert_eq!(server.revoked(), [server.issued_refresh()[0].clone()]);
     authorize_url(&token_call(&gw, API_KEY, "gh"));
 
+    let metrics = gw.gw.metrics_get("/metrics").text;
+    for counted in [
+        "mcpgw_user_credential_events_total{event=\"connected\",kind=\"oauth\"} 1",
+        "mcpgw_user_credential_events_total{event=\"connect_refused\",kind=\"oauth\"} 1",
+    ] {
+        assert!(metrics.contains(counted), "{counted} not in\n{metrics}");
+    }
+
     let records = std::fs::read_to_string(&audit).unwrap();
     assert!(records.contains("\"credentials_connected\""), "{records}");
     assert!(records.contains("\"credential\":\"oauth\""), "{records}");

@@ -230,7 +230,10 @@ impl GatewayContext {
             drain_begun: Default::default(),
             me: me.clone(),
             user_secrets: secrets,
-            broker: Arc::new(crate::credentials::broker::Broker::new(snapshot.settings.timeouts.auth)),
+            broker: Arc::new(crate::credentials::broker::Broker::new(
+                snapshot.settings.timeouts.auth,
+                Arc::clone(store.metrics()),
+            )),
             store,
         });
         ctx.pool.set_max_calls_per_process(snapshot.settings.max_calls_per_process as usize);

@@ -9,7 +9,8 @@
 //! Neither needs a gateway credential (a browser has none): the sealed state is the credential, issued only to an
 //! authenticated caller, good for 10 minutes and once. Both sit behind the `Host`/`Origin` step like `/mcp/`. Pages
 //! are plain, `no-store`, framed by nobody, with a policy that runs no script; what they say of a failure holds no
-//! token, code or state. Each completed connection is audited (`credentials_connected`), each refusal logged.
+//! token, code or state. Each completed connection is audited (`credentials_connected`); refusals are logged within
+//! the gateway's bound on records of refused requests.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -32,10 +33,12 @@ pub async fn connect(ctx: Arc<GatewayContext>, Path(state): Path<String>) -> Res
                     response.headers_mut().insert(header::LOCATION, location);
                     response
                 }
-                Err(_) => refused(&BrokerError::NotConfigured("the authorization URL is not a valid header".into())),
+                Err(_) => {
+                    refused(&ctx, &BrokerError::NotConfigured("the authorization URL is not a valid header".into()))
+                }
             }
         }
-        Err(failure) => refused(&failure),
+        Err(failure) => refused(&ctx, &failure),
     }
 }
 
@@ -60,13 +63,16 @@ pub async fn callback(ctx: Arc<GatewayContext>, Query(params): Query<HashMap<Str
                 ),
             )
         }
-        Err(failure) => refused(&failure),
+        Err(failure) => refused(&ctx, &failure),
     }
 }
 
 /// A refusal's page: 400 for what the browser brought, 502/503 for the authorization server or the gateway.
-fn refused(failure: &BrokerError) -> Response<Body> {
-    tracing::info!(error = %failure, "an OAuth broker request was refused");
+/// Logged within the gateway's bound on records of refused requests (anyone can send these).
+fn refused(ctx: &GatewayContext, failure: &BrokerError) -> Response<Body> {
+    if let Some(left_out) = ctx.refusals.admit() {
+        tracing::info!(error = %failure, left_out, "an OAuth broker request was refused");
+    }
     let status = match failure {
         BrokerError::BadState(_) | BrokerError::Denied(_) | BrokerError::Issuer(_) => StatusCode::BAD_REQUEST,
         BrokerError::Endpoint(_) => StatusCode::BAD_GATEWAY,

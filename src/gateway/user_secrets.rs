@@ -75,12 +75,17 @@ pub async fn user_values(
     identity: &Identity,
     entry: &ServerEntry,
 ) -> Result<Option<Values>, GatewayError> {
-    match entry.credential_kind() {
-        server_credentials::SECRET => secret_values(ctx, identity, entry).map(Some),
-        server_credentials::OAUTH => brokered_token(ctx, identity, entry).await.map(Some),
-        server_credentials::TOKEN_EXCHANGE => exchanged_token(ctx, identity, entry).await.map(Some),
-        _ => Ok(None),
+    let kind = entry.credential_kind();
+    let values = match kind {
+        server_credentials::SECRET => secret_values(ctx, identity, entry),
+        server_credentials::OAUTH => brokered_token(ctx, identity, entry).await,
+        server_credentials::TOKEN_EXCHANGE => exchanged_token(ctx, identity, entry).await,
+        _ => return Ok(None),
+    };
+    if values.as_ref().is_err_and(|failure| failure.code == ErrorCode::CredentialsRequired) {
+        ctx.store.metrics().user_credential_event(kind, "required");
     }
+    values.map(Some)
 }
 
 /// Kind `secret`: the stored values of every declared name.

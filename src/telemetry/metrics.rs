@@ -107,6 +107,10 @@ pub struct Metrics {
     /// `mcpgw_limit_hits_total{limit}`: requests, connections, sessions and tool calls stopped by one of the limits of
     /// `common_mcp_gateway_config.limits` (see [`LIMITS`]).
     pub limit_hits: IntCounterVec,
+    /// `mcpgw_user_credential_events_total{kind, event}`: each user's own upstream tokens (contract 16): `connected`,
+    /// `connect_refused`, `refreshed`, `refresh_refused` (kind `oauth`), `exchanged`, `exchange_refused` (kind
+    /// `token_exchange`), `required` (a call answered `CREDENTIALS_REQUIRED`, any kind). Never a value.
+    pub user_credential_events: IntCounterVec,
     /// `mcpgw_sessions`: MCP sessions open now.
     pub sessions: IntGauge,
     /// `mcpgw_connections{listener="gateway"|"admin"|"metrics"}`: client connections open now.
@@ -189,6 +193,12 @@ impl Metrics {
         for limit in LIMITS {
             limit_hits.with_label_values(&[limit]);
         }
+        let user_credential_events = counter_vec(
+            r,
+            "mcpgw_user_credential_events_total",
+            "Users' own upstream tokens connected, refreshed, exchanged or refused, and calls that required them",
+            &["kind", "event"],
+        );
         let sessions = register(r, IntGauge::new("mcpgw_sessions", "MCP sessions open"));
         let connections = register(
             r,
@@ -263,6 +273,7 @@ impl Metrics {
             upstream_start_failures,
             rate_limited,
             limit_hits,
+            user_credential_events,
             sessions,
             connections,
             trace_export_errors,
@@ -279,6 +290,11 @@ impl Metrics {
     /// Counts one hit of `limit` (one of [`LIMITS`]).
     pub fn limit_hit(&self, limit: &str) {
         self.limit_hits.with_label_values(&[limit]).inc();
+    }
+
+    /// Counts one `event` of users' own credentials of `kind` (see [`Metrics::user_credential_events`]).
+    pub fn user_credential_event(&self, kind: &str, event: &str) {
+        self.user_credential_events.with_label_values(&[kind, event]).inc();
     }
 
     /// Runs `hook` before every scrape (to copy in values that are counted elsewhere).

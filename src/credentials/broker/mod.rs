@@ -111,6 +111,8 @@ pub struct Broker {
     metadata: metadata::MetadataCache,
     refreshing: Mutex<HashMap<SlotKey, Arc<tokio::sync::Mutex<()>>>>,
     exchanged: Mutex<HashMap<SlotKey, Exchanged>>,
+    /// `mcpgw_user_credential_events_total`.
+    metrics: Arc<crate::telemetry::metrics::Metrics>,
 }
 
 fn unix_now() -> u64 {
@@ -151,8 +153,9 @@ fn token_url(credentials: &ServerCredentials) -> &str {
 
 impl Broker {
     /// A broker whose requests to authorization servers take at most `timeout` each.
-    pub fn new(timeout: Duration) -> Broker {
+    pub fn new(timeout: Duration, metrics: Arc<crate::telemetry::metrics::Metrics>) -> Broker {
         Broker {
+            metrics,
             client: std::sync::OnceLock::new(),
             timeout,
             used: UsedStates::default(),
@@ -212,6 +215,17 @@ impl Broker {
     /// Completes a connection from the callback's query parameters: checks the state and `iss`, redeems the code
     /// and stores the tokens for the state's user and server.
     pub async fn callback(
+        &self,
+        store: &Arc<ConfigStore>,
+        params: &HashMap<String, String>,
+    ) -> Result<Connected, BrokerError> {
+        let outcome = self.complete(store, params).await;
+        let event = if outcome.is_ok() { "connected" } else { "connect_refused" };
+        self.metrics.user_credential_event(OAUTH, event);
+        outcome
+    }
+
+    async fn complete(
         &self,
         store: &Arc<ConfigStore>,
         params: &HashMap<String, String>,
@@ -296,6 +310,7 @@ impl Broker {
         match token_endpoint::request(self.http()?, token_url(credentials), &form, self.timeout).await {
             Ok(answer) => {
                 tokens::write(store, slot, &answer, Some(refresh)).await?;
+                self.metrics.user_credential_event(OAUTH, "refreshed");
                 tracing::info!(user_id = %slot.user_id, server_name = %slot.server_name,
                     "a user's upstream token was refreshed (OAuth broker)");
                 Ok(Some(SecretValue::from(answer.access_token)))
@@ -304,6 +319,7 @@ impl Broker {
                 tracing::info!(user_id = %slot.user_id, server_name = %slot.server_name, status,
                     error = error.as_deref().unwrap_or_default(),
                     "the authorization server refused to refresh a user's token: the user connects again");
+                self.metrics.user_credential_event(OAUTH, "refresh_refused");
                 tokens::remove(store, slot).await?;
                 Ok(None)
             }
