@@ -74,25 +74,9 @@ fn authorize_url(result: &Value) -> String {
     url.to_string()
 }
 
-/// A browser: opens `url` and follows redirects (the gateway's public URL mapped to its address). Returns the last
-/// status, its body and every URL visited.
+/// The test's browser (`oauth_as::browse`) in front of `gw`.
 fn browse(gw: &TestGateway, url: &str) -> (u16, String, Vec<String>) {
-    mcpgw::outbound::ensure_crypto_provider();
-    let client = reqwest::blocking::Client::builder().redirect(reqwest::redirect::Policy::none()).build().unwrap();
-    let origin = format!("http://{}", gw.authority());
-    let mut visited = vec![url.to_string()];
-    let mut next = url.replace(PUBLIC, &origin);
-    for _ in 0..5 {
-        let response = client.get(&next).send().unwrap();
-        let status = response.status().as_u16();
-        let Some(location) = response.headers().get("location").map(|l| l.to_str().unwrap().to_string()) else {
-            return (status, response.text().unwrap(), visited);
-        };
-        assert_eq!(status, 302, "{next}");
-        visited.push(location.clone());
-        next = location.replace(PUBLIC, &origin);
-    }
-    panic!("too many redirects: {visited:?}");
+    oauth_as::browse(url, PUBLIC, &format!("http://{}", gw.authority()))
 }
 
 /// Connects `key`'s user to `server` through the browser; returns the callback URL used.

@@ -6,14 +6,16 @@
 //! test): the file seeds an empty store, writes on each replica reach the others within 2 s, concurrent writes on
 //! several replicas lose nothing, a key disabled on one is refused on all, Redis going away keeps the replicas serving
 //! (health degraded, writes 503 `CONFIG_STORE_UNAVAILABLE`) and coming back takes writes again, backup, restore
-//! and reset work on the store, and a user's credential set on one replica is listed on the other, sealed in the
-//! store (contract 16).
+//! and reset work on the store, a user's credential set on one replica is listed on the other, sealed in the store,
+//! and an OAuth connection started on one replica completes on another (contract 16).
 //!
 //! `redis-server` must be installed (`.ci/run` installs it): without it the Redis tests fail and say so.
 
 mod common;
 #[path = "common/mcp.rs"]
 mod mcp;
+#[path = "common/oauth_as.rs"]
+mod oauth_as;
 #[path = "common/redis.rs"]
 mod redis_server;
 
@@ -395,4 +397,41 @@ fn a_credential_set_on_one_replica_is_listed_on_the_other_and_stored_sealed() {
     for gw in &replicas {
         assert!(!gw.logs().contains(MARKER));
     }
+}
+
+#[test]
+fn an_oauth_connection_started_on_one_replica_completes_on_another() {
+    const PUBLIC: &str = "http://mcpgw.test";
+    let redis = RedisServer::start(free_port(), None);
+    let issuer = oauth_as::AuthServer::start(oauth_as::AsOptions::default());
+    let mut server = mock_server("mock");
+    server["config"]["env"] = json!({"MOCK_TOKEN": "${user.ACCESS_TOKEN}"});
+    server["credentials"] = json!({"mode": "per_user", "kind": "oauth", "authorization_url": issuer.authorize_url(),
+        "token_url": issuer.token_url(), "client_id": "gw-client", "client_secret": "gw-secret", "scopes": ["repo"]});
+    let common = json!({"public_url": PUBLIC, "secrets_key": "scale-out-secrets-key-0123456789abcdefghijk",
+                        "tool_exposure": "gateway"});
+    let (_dir, replicas) = redis_replicas_of(2, redis.port, common, server);
+    let token_call = |gw: &Gateway| {
+        runtime().block_on(async {
+            let client = connect(&format!("{}/mcp/", gw.gateway), API_KEY).await;
+            let args = calls("mock", &[("env", json!({"name": "MOCK_TOKEN"}))]);
+            let answer = call(&client, "gw_secure_call_tools", args).await;
+            client.cancel().await.unwrap();
+            answer["results"][0].clone()
+        })
+    };
+    let asked = token_call(&replicas[0]);
+    assert_error(&asked, "CREDENTIALS_REQUIRED");
+    let url = asked["authorize_url"].as_str().unwrap().to_string();
+    // The browser's requests reach the other replica (no affinity behind the proxy).
+    let (status, body, _) = oauth_as::browse(&url, PUBLIC, &replicas[1].gateway);
+    assert_eq!(status, 200, "{body}");
+    let token = issuer.issued()[0].clone();
+    let served = common::wait_until(PROPAGATION, || token_call(&replicas[0])["status"] == json!("success"));
+    assert!(served, "the token stored by the other replica did not reach this one");
+    assert_eq!(upstream_text(&token_call(&replicas[0])["response"]), token);
+    let stored = stored_document(&redis);
+    assert!(!stored.to_string().contains(&token), "the token is in the store in clear");
+    let slot = &stored["user_credentials"][common::ALICE_ID][common::CONFIG_ID]["mock"];
+    assert_eq!(slot["kind"], json!("oauth"), "{slot}");
 }

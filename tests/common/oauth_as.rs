@@ -523,3 +523,23 @@ fn json_response(status: StatusCode, body: &Value) -> Response {
     headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
     response
 }
+
+/// A browser for the tests: opens `url` and follows redirects, with the gateway's `public` URL mapped to `origin` (the
+/// address it listens on, as a proxy in front of it would). Returns the last status, its body and every URL visited.
+pub fn browse(url: &str, public: &str, origin: &str) -> (u16, String, Vec<String>) {
+    mcpgw::outbound::ensure_crypto_provider();
+    let client = reqwest::blocking::Client::builder().redirect(reqwest::redirect::Policy::none()).build().unwrap();
+    let mut visited = vec![url.to_string()];
+    let mut next = url.replace(public, origin);
+    for _ in 0..5 {
+        let response = client.get(&next).send().unwrap();
+        let status = response.status().as_u16();
+        let Some(location) = response.headers().get("location").map(|l| l.to_str().unwrap().to_string()) else {
+            return (status, response.text().unwrap(), visited);
+        };
+        assert_eq!(status, 302, "{next}");
+        visited.push(location.clone());
+        next = location.replace(public, origin);
+    }
+    panic!("too many redirects: {visited:?}");
+}
