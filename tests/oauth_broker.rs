@@ -293,3 +293,24 @@ fn in_transparent_mode_a_client_that_declared_url_elicitation_is_offered_the_con
     assert_eq!((&asked[0]["mode"], &asked[0]["url"]), (&json!("url"), &json!(url)), "{asked:?}");
     assert!(asked[0]["elicitationId"].is_string(), "{asked:?}");
 }
+
+#[test]
+fn the_command_line_lists_a_connection_and_revokes_it() {
+    let server = AuthServer::start(AsOptions::default());
+    let dir = tempfile::tempdir().unwrap();
+    let gw = start(vec![oauth_server("gh", &server)], &dir.path().join("audit.jsonl"));
+    connect_user(&gw, API_KEY, "gh");
+    let path = gw.config_path().to_str().unwrap().to_string();
+    let (status, out, err) = common::run_cli(&["user", "credentials", ALICE, "--config", &path], &[]);
+    assert!(status.success(), "{err}");
+    let row = out.lines().find(|line| line.contains("gh")).unwrap_or_else(|| panic!("{out}"));
+    assert!(row.contains("oauth") && row.contains("connected") && !row.contains("not connected"), "{out}");
+    assert_free_of(&out, &server.issued(), "the command's table");
+    let (status, out, err) =
+        common::run_cli(&["user", "delete-credential", ALICE, "default_config", "gh", "--config", &path], &[]);
+    assert!(status.success(), "{err}");
+    assert!(out.contains("revoked") && out.contains("true"), "{out}");
+    assert_eq!(server.revoked(), server.issued_refresh());
+    let (_, out, _) = common::run_cli(&["user", "credentials", ALICE, "--config", &path], &[]);
+    assert!(out.contains("not connected"), "{out}");
+}

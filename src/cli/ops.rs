@@ -110,13 +110,6 @@ const USER_COLUMNS: &[Column] = &[
     Column { header: "EMAIL", cell: |r| field(r, "email") },
     Column { header: "PROJECTS", cell: |r| field(r, "projects") },
 ];
-const CREDENTIAL_COLUMNS: &[Column] = &[
-    Column { header: "CONFIG", cell: |r| field(r, "mcp_config_name") },
-    Column { header: "SERVER", cell: |r| field(r, "server_name") },
-    Column { header: "KIND", cell: |r| field(r, "kind") },
-    Column { header: "NAMES", cell: |r| field(r, "names") },
-    Column { header: "SET AT", cell: |r| field(r, "set_at") },
-];
 const KEY_COLUMNS: &[Column] = &[
     Column { header: "KEY ID", cell: |r| field(r, "key_id") },
     Column { header: "KEY", cell: |r| r.get("api_key").map_or_else(|| field(r, "masked"), |_| field(r, "api_key")) },
@@ -264,7 +257,7 @@ impl Op {
             Op::ProjectMembers { .. } | Op::ProjectAddUser { .. } => Shape::Table(MEMBER_COLUMNS),
             Op::UserList => Shape::Table(USER_COLUMNS),
             Op::KeyList | Op::UserKeys { .. } => Shape::Table(KEY_COLUMNS),
-            Op::UserCredentials { .. } => Shape::Table(CREDENTIAL_COLUMNS),
+            Op::UserCredentials { .. } => Shape::Table(super::secrets::CREDENTIAL_COLUMNS),
             Op::ToolPins { .. } => Shape::Table(PIN_COLUMNS),
             Op::OfferPins { offers: Offers::Prompts, .. } => Shape::Table(PROMPT_PIN_COLUMNS),
             Op::OfferPins { offers: Offers::Resources, .. } => Shape::Table(RESOURCE_PIN_COLUMNS),
@@ -351,9 +344,16 @@ pub fn run_file(op: &Op, store: &ConfigStore) -> Result<Outcome, CliError> {
         Op::CredentialSet { user, config, server, .. } => {
             write(store, "user credentials set", |f, s| credentials::set(f, s, user, config, server, body))
         }
-        Op::CredentialDelete { user, config, server, name } => write(store, "user credentials deleted", |f, s| {
-            credentials::delete(f, s, user, config, server, name.as_deref())
-        }),
+        Op::CredentialDelete { user, config, server, name } => {
+            let revoked = name.is_none().then(|| super::secrets::revoke_before_delete(store, user, config, server));
+            let mut outcome = write(store, "user credentials deleted", |f, s| {
+                credentials::delete(f, s, user, config, server, name.as_deref())
+            })?;
+            if let (Some(Some(revoked)), Some(data)) = (revoked, outcome.data.as_mut()) {
+                data["revoked"] = Value::Bool(revoked);
+            }
+            Ok(outcome)
+        }
         Op::KeyCreate { user, .. } => write(store, "API key created; store it now, it is not shown again", |f, s| {
             users::create_key(f, s, user, body)
         }),

@@ -1,5 +1,6 @@
 //! `mcpgw secrets rotate-key`, and the value of `mcpgw user set-credential`, read from stdin (never from argv, where
-//! shell history and process listings would keep it).
+//! shell history and process listings would keep it); the table of `mcpgw user credentials`, and the revocation of a
+//! user's OAuth tokens before `mcpgw user delete-credential` removes them from a config file.
 //!
 //! Rotation works on the config file (file mode). With the key in `common_mcp_gateway_config.secrets_key`, a new key
 //! is generated and every stored credential sealed again under it, both in one write of the file. A key from
@@ -9,11 +10,13 @@
 
 use std::io::{IsTerminal, Read};
 use std::process::ExitCode;
+use std::sync::Arc;
 
 use clap::{Args, Subcommand};
+use serde_json::Value;
 
 use super::args::Target;
-use super::output::{CliError, Outcome, Shape};
+use super::output::{CliError, Column, Outcome, Shape, field};
 use crate::config::secrets_key::{self, KeySource, SECRETS_KEY_ENV, SECRETS_KEY_PREVIOUS_ENV};
 use crate::credentials::{SecretValue, rotate};
 use crate::manage::ManageError;
@@ -113,4 +116,56 @@ pub fn read_value() -> Result<SecretValue, CliError> {
         return Err(CliError::Usage("the value is read from stdin, which was empty".to_string()));
     }
     Ok(value)
+}
+
+/// `mcpgw user delete-credential` on a config file: a user's OAuth tokens are revoked at the authorization server
+/// before they are removed, as the admin route does (`Some(revoked)`; `None` when the slot holds no OAuth tokens).
+/// A revocation that fails is reported on stderr; the tokens are removed all the same.
+pub fn revoke_before_delete(
+    store: &crate::config::ConfigStore,
+    user: &str,
+    config: &str,
+    server: &str,
+) -> Option<bool> {
+    let snapshot = store.snapshot();
+    let slot = crate::manage::credentials::oauth_slot(&snapshot, user, config, server)?;
+    let broker = crate::credentials::broker::Broker::new(snapshot.settings.timeouts.auth, Arc::clone(store.metrics()));
+    let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build();
+    let revoked = runtime
+        .map_err(|e| e.to_string())
+        .and_then(|runtime| runtime.block_on(broker.revoke(&snapshot, &slot)).map_err(|failure| failure.to_string()));
+    Some(revoked.unwrap_or_else(|why| {
+        eprintln!(
+            "mcpgw: the OAuth tokens could not be revoked at the authorization server ({why}); removed here anyway"
+        );
+        false
+    }))
+}
+
+/// The table of `mcpgw user credentials`.
+pub const CREDENTIAL_COLUMNS: &[Column] = &[
+    Column { header: "CONFIG", cell: |r| field(r, "mcp_config_name") },
+    Column { header: "SERVER", cell: |r| field(r, "server_name") },
+    Column { header: "KIND", cell: |r| field(r, "kind") },
+    Column { header: "STATE", cell: credential_state },
+    Column { header: "NAMES", cell: |r| field(r, "names") },
+    Column {
+        header: "LAST SET",
+        cell: |r| field(r, "set_at").split('"').filter(|p| p.ends_with('Z')).max().unwrap_or("-").into(),
+    },
+    Column { header: "EXPIRES", cell: |r| field(r, "expires_at") },
+];
+
+/// A listed credential's state: missing names of a `secret` slot, or whether an OAuth account is connected.
+fn credential_state(r: &Value) -> String {
+    match (r.get("kind").and_then(Value::as_str), r.get("connected")) {
+        (Some("token_exchange"), _) => "exchanged at each call".into(),
+        (_, Some(Value::Bool(true))) => "connected".into(),
+        (_, Some(Value::Bool(false))) => "not connected".into(),
+        _ => match r.get("missing").and_then(Value::as_array) {
+            Some(missing) if !missing.is_empty() => format!("missing {}", field(r, "missing")),
+            _ if r.get("set") == Some(&Value::Bool(true)) => "set".into(),
+            _ => "not set".into(),
+        },
+    }
 }
