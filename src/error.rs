@@ -59,6 +59,8 @@ pub enum ErrorCode {
     UpstreamOutputTooLarge,
     /// The server takes each user's own credentials (contract 16) and the caller's user has not got them all.
     CredentialsRequired,
+    /// An authorization rule (or `policy_default`) denies the call (contract 17).
+    PolicyDenied,
     // The guardrails.
     GuardrailViolation,
     GuardrailUnavailable,
@@ -97,6 +99,7 @@ impl ErrorCode {
             ErrorCode::UpstreamUnavailable => "UPSTREAM_UNAVAILABLE",
             ErrorCode::UpstreamOutputTooLarge => "UPSTREAM_OUTPUT_TOO_LARGE",
             ErrorCode::CredentialsRequired => "CREDENTIALS_REQUIRED",
+            ErrorCode::PolicyDenied => "POLICY_DENIED",
             ErrorCode::GuardrailViolation => "GUARDRAIL_VIOLATION",
             ErrorCode::GuardrailUnavailable => "GUARDRAIL_UNAVAILABLE",
         }
@@ -126,6 +129,7 @@ impl ErrorCode {
             ErrorCode::Timeout => (StatusCode::GATEWAY_TIMEOUT, -32000, "Timeout"),
             ErrorCode::UpstreamUnavailable => (StatusCode::SERVICE_UNAVAILABLE, -32000, "Upstream unavailable"),
             ErrorCode::CredentialsRequired => (StatusCode::FORBIDDEN, -32000, "Credentials required"),
+            ErrorCode::PolicyDenied => (StatusCode::FORBIDDEN, -32000, "Denied by policy"),
             _ => (StatusCode::BAD_GATEWAY, -32000, "Gateway error"),
         }
     }

@@ -28,6 +28,7 @@ pub mod listener;
 pub mod manage;
 pub mod mcp_headers;
 pub mod outbound;
+pub mod policy;
 pub mod secrets;
 pub mod signal;
 pub mod telemetry;

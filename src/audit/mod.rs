@@ -66,6 +66,8 @@ pub struct Event<'a> {
     pub count: Option<u64>,
     /// Whose credentials an upstream call carried: `"shared"` or a per-user kind (written only when set).
     pub credential: Option<&'a str>,
+    /// The authorization rule that decided the call (contract 17; written only when a rule decided).
+    pub policy_rule: Option<&'a str>,
 }
 
 /// The hex form of a configuration digest.
@@ -193,6 +195,9 @@ impl AuditLog {
         }
         if let Some(credential) = event.credential {
             record["credential"] = json!(credential);
+        }
+        if let Some(rule) = event.policy_rule {
+            record["policy_rule"] = json!(rule);
         }
         let hash = hash_of(&record);
         record["hash"] = Value::String(hash.clone());

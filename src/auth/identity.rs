@@ -50,6 +50,11 @@ pub struct Identity {
     /// The client's own OAuth token (provider `oauth`, contract 10): what a `per_user` server of kind
     /// `token_exchange` exchanges (contract 16), and sent nowhere else. `None` for an API key.
     pub client_token: Option<crate::credentials::SecretValue>,
+    /// The claims of the client's OAuth token (provider `oauth`): what authorization rules read as `principal.claims`
+    /// (contract 17). `None` for an API key.
+    pub claims: Option<Arc<serde_json::Map<String, serde_json::Value>>>,
+    /// `principal` of authorization rules, built at the first decision and kept with the identity.
+    pub principal: std::sync::OnceLock<crate::policy::Principal>,
 }
 
 impl Identity {
@@ -209,6 +214,8 @@ fn from_remote(snapshot: &Arc<Snapshot>, digest: [u8; 32], answer: RemoteIdentit
         servers,
         expires_at: None,
         client_token: None,
+        claims: None,
+        principal: Default::default(),
     })
 }
 
@@ -273,6 +280,8 @@ fn resolve(snapshot: &Arc<Snapshot>, key: &str, digest: [u8; 32]) -> Result<Iden
         servers: None,
         expires_at: None,
         client_token: None,
+        claims: None,
+        principal: Default::default(),
     })
 }
 

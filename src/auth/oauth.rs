@@ -152,12 +152,14 @@ async fn verify(
         servers: None,
         expires_at: Some(exp),
         client_token: Some(crate::credentials::SecretValue::from(token.to_string())),
+        claims: Some(Arc::new(claims.clone())),
+        principal: Default::default(),
     })
 }
 
 /// The token's scopes: the space-separated `scope` string (RFC 8693, Keycloak, Auth0, Okta) and the `scp` claim
 /// (a string or an array, as Entra ID sends it).
-fn scopes(claims: &serde_json::Map<String, Value>) -> impl Iterator<Item = &str> {
+pub fn scopes(claims: &serde_json::Map<String, Value>) -> impl Iterator<Item = &str> {
     let scope = claims.get("scope").and_then(Value::as_str).into_iter().flat_map(str::split_whitespace);
     let scp = claims.get("scp").into_iter().flat_map(|value| -> Box<dyn Iterator<Item = &str>> {
         match value {

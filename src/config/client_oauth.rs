@@ -27,6 +27,10 @@ pub struct ClientOAuth {
     /// Whether that URL may come from `X-Forwarded-Host` and `X-Forwarded-Proto` (default false: a proxy in front
     /// sets them, but so can any client when there is none).
     pub trust_forwarded_headers: bool,
+    /// `claim_mappings.groups`: the claim whose values are `principal.groups` in authorization rules (contract 17).
+    pub groups_claim: Option<String>,
+    /// `claim_mappings.roles`: the claim whose values are `principal.roles`.
+    pub roles_claim: Option<String>,
 }
 
 /// The config's problems, each with its path (`plugins.auth.config.<field>`).
@@ -88,6 +92,28 @@ pub fn read(config: &Map<String, Value>, problems: &mut Vec<String>) -> Option<C
             default
         }
     };
+    let (groups_claim, roles_claim) = match config.get("claim_mappings") {
+        None | Some(Value::Null) => (None, None),
+        Some(Value::Object(mappings)) => {
+            let claim = |name: &str, problems: &mut Vec<String>| match mappings.get(name) {
+                None | Some(Value::Null) => None,
+                Some(Value::String(claim)) if !claim.trim().is_empty() => Some(claim.trim().to_string()),
+                Some(_) => {
+                    problems.push(format!("{path}.claim_mappings.{name}: must be the name of a claim"));
+                    None
+                }
+            };
+            if let Some(other) = mappings.keys().find(|k| !["groups", "roles"].contains(&k.as_str())) {
+                problems
+                    .push(format!("{path}.claim_mappings.{other}: unknown key (\"groups\" and \"roles\" are mapped)"));
+            }
+            (claim("groups", problems), claim("roles", problems))
+        }
+        Some(_) => {
+            problems.push(format!("{path}.claim_mappings: must be an object {{\"groups\": claim, \"roles\": claim}}"));
+            (None, None)
+        }
+    };
     let accept_api_keys = flag("accept_api_keys", true, problems);
     let trust_forwarded_headers = flag("trust_forwarded_headers", false, problems);
     if problems.len() > before {
@@ -105,6 +131,8 @@ pub fn read(config: &Map<String, Value>, problems: &mut Vec<String>) -> Option<C
         accept_api_keys,
         public_url,
         trust_forwarded_headers,
+        groups_claim,
+        roles_claim,
     })
 }
 

@@ -9,6 +9,7 @@ pub mod model;
 pub mod oauth;
 pub mod per_snapshot;
 pub mod pins;
+pub mod policies;
 pub mod redis_store;
 pub mod remote;
 pub mod secrets_key;

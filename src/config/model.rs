@@ -101,6 +101,12 @@ pub struct CommonConfig {
     /// An absolute path to a file holding `secrets_key` (a mounted Kubernetes Secret); wins over `secrets_key`.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub secrets_key_file: Option<String>,
+    /// Authorization rules (contract 17), evaluated before a configuration's and a project's.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub policies: Option<Vec<PolicyRule>>,
+    /// What no rule matching decides: `"allow"` (default) or `"deny"`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub policy_default: Option<String>,
     /// The gateway listener's URL as users' browsers and clients reach it (`https://mcpgw.example.com`): the base of
     /// the OAuth broker's connect and callback URLs (contract 16).
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -260,6 +266,21 @@ pub struct McpConfig {
     /// Overrides `common_mcp_gateway_config.tool_name_separator` for this configuration.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub tool_name_separator: Option<String>,
+    /// Authorization rules (contract 17) for this configuration's callers, after the common ones.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub policies: Option<Vec<PolicyRule>>,
+    #[serde(flatten)]
+    pub extra: Map<String, Value>,
+}
+
+/// One authorization rule (contract 17): `{"name", "effect": "allow"|"deny", "when": "<CEL>", "message"?}`.
+#[derive(Debug, Clone, Default, Serialize, PartialEq)]
+pub struct PolicyRule {
+    pub name: String,
+    pub effect: String,
+    pub when: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub message: Option<String>,
     #[serde(flatten)]
     pub extra: Map<String, Value>,
 }
@@ -551,6 +572,9 @@ pub struct Project {
     /// Which exposed tools (`{server_name}{sep}{tool_name}`) the project's callers may see and call.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub tool_filter: Option<ToolFilter>,
+    /// Authorization rules (contract 17) for this project's callers, after the common and the configuration's.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub policies: Option<Vec<PolicyRule>>,
     #[serde(flatten)]
     pub extra: Map<String, Value>,
 }

@@ -50,6 +50,8 @@ pub struct Snapshot {
     pub settings: Settings,
     /// SHA-256 of the bytes this snapshot was loaded from (all zero when built in memory).
     pub source_digest: [u8; 32],
+    /// The authorization rules (contract 17), compiled.
+    pub policies: super::policies::PolicyBook,
     keys: DigestMap<KeyEntry>,
     key_ids: HashMap<String, [u8; 32]>,
     config_names: HashMap<String, String>,
@@ -67,6 +69,7 @@ impl Snapshot {
         super::exposure::check(&file, &settings.exposure, &mut problems);
         super::user_credentials::check(&file, settings.secrets_key.as_ref(), &mut problems);
         super::server_credentials::check_broker_settings(&file, &settings, &mut problems);
+        let policies = super::policies::PolicyBook::compile(&file, &mut problems);
         if !problems.is_empty() {
             return Err(problems);
         }
@@ -74,6 +77,7 @@ impl Snapshot {
             file,
             settings,
             source_digest,
+            policies,
             keys: indexes.keys,
             key_ids: indexes.key_ids,
             config_names: indexes.config_names,

@@ -7,8 +7,8 @@ use serde_json::Value;
 use super::fields::{Fields, Problems, type_name};
 use crate::config::model::{
     ApiKeyRecord, AuditLogConfig, CommonConfig, ConfigFile, ConfigStoreConfig, GuardrailPolicy, LimitsConfig,
-    McpConfig, OAuthConfig, PluginChoice, Plugins, Project, RateLimits, ServerCommand, ServerEntry, TIMEOUT_NAMES,
-    TimeoutSettings, TlsConfig, ToolFilter, UpstreamPool, User,
+    McpConfig, OAuthConfig, PluginChoice, Plugins, PolicyRule, Project, RateLimits, ServerCommand, ServerEntry,
+    TIMEOUT_NAMES, TimeoutSettings, TlsConfig, ToolFilter, UpstreamPool, User,
 };
 
 /// The whole file, for [`ConfigFile::parse`]: each section decoded, the unknown top-level keys kept.
@@ -139,6 +139,8 @@ fn decode_common(mut f: Fields<'_>) -> CommonConfig {
         secrets_key: f.string("secrets_key"),
         secrets_key_file: f.string("secrets_key_file"),
         public_url: f.string("public_url"),
+        policies: decode_policies(&mut f),
+        policy_default: f.string("policy_default"),
         extra: f.rest(),
     }
 }
@@ -189,6 +191,7 @@ fn decode_mcp_config(mut f: Fields<'_>) -> Option<McpConfig> {
     };
     let tool_exposure = f.string("tool_exposure");
     let tool_name_separator = f.string("tool_name_separator");
+    let policies = decode_policies(&mut f);
     let extra = f.rest();
     Some(McpConfig {
         mcp_config_name: name?,
@@ -196,6 +199,7 @@ fn decode_mcp_config(mut f: Fields<'_>) -> Option<McpConfig> {
         mcp_config: servers,
         tool_exposure,
         tool_name_separator,
+        policies,
         extra,
     })
 }
@@ -335,8 +339,36 @@ fn decode_project(mut f: Fields<'_>) -> Option<Project> {
     let users = f.string_list("users").unwrap_or_default();
     let created_at = f.string("created_at");
     let tool_filter = f.nested("tool_filter", decode_tool_filter);
+    let policies = decode_policies(&mut f);
     let extra = f.rest();
-    Some(Project { project_name: project_name?, mcp_config_id, users, created_at, tool_filter, extra })
+    Some(Project { project_name: project_name?, mcp_config_id, users, created_at, tool_filter, policies, extra })
+}
+
+/// `policies`: a list of rules `{name, effect, when, message?}` (compiled with the snapshot, `config/policies.rs`).
+fn decode_policies(f: &mut Fields<'_>) -> Option<Vec<PolicyRule>> {
+    let items = match f.take("policies")? {
+        Value::Array(items) => items,
+        other => {
+            f.problem("policies", format!("must be an array of rules, found {}", type_name(&other)));
+            return None;
+        }
+    };
+    let base = f.path_of("policies");
+    let rules = items.into_iter().enumerate().filter_map(|(i, item)| {
+        Fields::record(
+            item,
+            f.problems(),
+            || format!("{base}[{i}]"),
+            |mut r| {
+                let (name, effect, when) =
+                    (r.required_string("name"), r.required_string("effect"), r.required_string("when"));
+                let message = r.string("message");
+                let extra = r.rest();
+                Some(PolicyRule { name: name?, effect: effect?, when: when?, message, extra })
+            },
+        )
+    });
+    Some(rules.collect())
 }
 
 fn decode_user(mut f: Fields<'_>) -> Option<User> {

@@ -19,6 +19,7 @@ use crate::auth::Identity;
 use crate::config::model::ServerEntry;
 use crate::gateway::GatewayContext;
 use crate::gateway::exposure::filter::Curation;
+use crate::gateway::exposure::policy;
 use crate::gateway::middleware::guardrails::GuardrailLayer;
 use crate::guardrails::provider::Provider;
 use crate::guardrails::stage::CallGuard;
@@ -37,6 +38,15 @@ impl Offered {
             Offered::Prompt => "name",
             Offered::Resource => "uri",
             Offered::Template => "uriTemplate",
+        }
+    }
+
+    /// The kind of target authorization rules see (contract 17).
+    fn policy_kind(self) -> policy::Kind {
+        match self {
+            Offered::Prompt => policy::Kind::Prompt,
+            Offered::Resource => policy::Kind::Resource,
+            Offered::Template => policy::Kind::Template,
         }
     }
 
@@ -65,10 +75,11 @@ pub async fn offered(
 ) -> Vec<Value> {
     let items = super::offer_review::review(ctx, identity, entry, kind, items);
     let curation = Curation::of(identity);
-    let mut items: Vec<Value> = items
-        .into_iter()
-        .filter(|item| item.get(kind.field()).and_then(Value::as_str).is_some_and(|name| curation.visible(entry, name)))
-        .collect();
+    let visible = |item: &Value| {
+        item.get(kind.field()).and_then(Value::as_str).is_some_and(|name| curation.visible(entry, name))
+            && policy::listed(identity, kind.policy_kind(), entry, item)
+    };
+    let mut items: Vec<Value> = items.into_iter().filter(visible).collect();
     if !checks_output(entry) {
         return items;
     }

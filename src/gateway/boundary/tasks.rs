@@ -88,6 +88,6 @@ impl<'a> TaskBoundary<'a> {
 /// server and the task's tool, and how it ended (`outcome`'s `status` and `error_code`).
 pub fn audit(ctx: &GatewayContext, identity: &Identity, event: &str, entry: &ServerEntry, tool: &str, outcome: &Value) {
     if ctx.audit.enabled() {
-        audit_call(ctx, identity, (event, entry, tool), None, outcome);
+        audit_call(ctx, identity, (event, entry, tool), None, outcome, None);
     }
 }

@@ -12,6 +12,7 @@
 pub mod apps;
 pub mod filter;
 pub mod names;
+pub mod policy;
 
 /// The request header with which a client picks its view of the servers (`gateway`, `transparent`, `both`), where
 /// its configuration's `tool_exposure` is `"both"`.

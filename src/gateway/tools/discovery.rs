@@ -20,6 +20,7 @@ use crate::config::model::ServerEntry;
 use crate::error::{ErrorCode, GatewayError};
 use crate::gateway::boundary::listing;
 use crate::gateway::exposure::filter::Curation;
+use crate::gateway::exposure::policy;
 use crate::gateway::user_secrets::{pool_key, user_values};
 use crate::gateway::{CachedTools, GatewayContext};
 use crate::guardrails::strings::{self, UPSTREAM_ERROR_LIMIT};
@@ -77,7 +78,11 @@ pub async fn discover_visible(
 ) -> Result<DiscoveryResult, GatewayError> {
     let mut found = discover(ctx, identity, session, entry).await?;
     let curation = Curation::of(identity);
-    let hidden = |t: &Value| !curation.visible(entry, t.get("name").and_then(Value::as_str).unwrap_or(""));
+    // Curation, then the caller's authorization rules (contract 17): a listing shows what a call could be allowed for.
+    let hidden = |t: &Value| {
+        !curation.visible(entry, t.get("name").and_then(Value::as_str).unwrap_or(""))
+            || !policy::listed(identity, policy::Kind::Tool, entry, t)
+    };
     if found.tools.iter().any(hidden) {
         found.tools = Arc::new(found.tools.iter().filter(|t| !hidden(t)).cloned().collect());
     }

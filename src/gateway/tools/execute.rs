@@ -19,6 +19,7 @@ use crate::config::model::ServerEntry;
 use crate::error::{ErrorCode, GatewayError};
 use crate::gateway::GatewayContext;
 use crate::gateway::exposure::filter::Curation;
+use crate::gateway::exposure::policy;
 use crate::gateway::middleware::budgets::{self, Building};
 use crate::gateway::middleware::guardrails::{CallOutcome, GuardrailLayer, Guardrails, TaskAsk, UpstreamCall};
 use crate::guardrails::provider::{Provider, ProviderChoice};
@@ -108,6 +109,8 @@ pub struct ServerCalls<'a> {
     built: Building,
     /// A task-augmented call (contract 15; transparent mode).
     task: Option<TaskAsk>,
+    /// The authorization rule that allowed the call in progress (contract 17), for its audit record.
+    decided_by: Option<String>,
 }
 
 /// What one call of the per-call stack asks the upstream for.
@@ -148,6 +151,7 @@ impl<'a> ServerCalls<'a> {
             relay: None,
             built: Building::new(&ctx.key_budgets, &identity.key_digest),
             task: None,
+            decided_by: None,
         }
     }
 
@@ -177,37 +181,61 @@ impl<'a> ServerCalls<'a> {
         // The audit log keeps a keyed digest of the arguments, never the arguments (`None`: the log is off).
         let args_hmac =
             self.ctx.audit.enabled().then(|| self.ctx.audit.args_hmac(call.args.as_ref().unwrap_or(&Value::Null)));
-        let result = match self.check(&call.name).await {
+        let result = match self.check(&call.name, call.args.as_ref()).await {
             Ok(()) => self.upstream(Operation::CallTool, call).await,
             Err(refused) => Err(refused),
         };
         let result = self.gathered(result);
         record_upstream_call(self.ctx, &self.entry.server_name, &tool_name, started.elapsed(), &result);
         if let Some(args_hmac) = args_hmac {
-            audit_call(self.ctx, self.identity, ("tool_call", self.entry, &tool_name), args_hmac, &result);
+            let rule = self.decided_by.take();
+            audit_call(
+                self.ctx,
+                self.identity,
+                ("tool_call", self.entry, &tool_name),
+                args_hmac,
+                &result,
+                rule.as_deref(),
+            );
         }
         result
     }
 
     /// A request other than a tool call through the same stack (transparent `prompts/get`, `resources/read`): its
     /// result object as [`ServerCalls::call`] gives it, the upstream's result in `response`.
-    pub async fn relay(&mut self, operation: Operation, call: ToolCall) -> Value {
+    /// `definition` is the prompt as listed (`None`: a resource, known by its URI); the caller's authorization rules
+    /// decide the request first (contract 17).
+    pub async fn relay(&mut self, operation: Operation, call: ToolCall, definition: Option<&Value>) -> Value {
         let name = call.name.clone();
         // Audited like a tool call (contract 14): the prompt's name or the resource's URI, a keyed digest of the
         // prompt's arguments.
         let args_hmac =
             self.ctx.audit.enabled().then(|| self.ctx.audit.args_hmac(call.args.as_ref().unwrap_or(&Value::Null)));
-        let result = self.upstream(operation, call).await;
+        let (kind, method, field) = match operation {
+            Operation::GetPrompt => (policy::Kind::Prompt, "prompts/get", "name"),
+            _ => (policy::Kind::Resource, "resources/read", "uri"),
+        };
+        let minimal = serde_json::json!({field: name});
+        let item = definition.unwrap_or(&minimal);
+        let result = match policy::check_call(self.identity, kind, self.entry, item, method, call.args.as_ref()) {
+            Ok(rule) => {
+                self.decided_by = rule;
+                self.upstream(operation, call).await
+            }
+            Err(denied) => Err(denied),
+        };
         let result = self.gathered(result);
         if let Some(args_hmac) = args_hmac {
             let event = if operation == Operation::GetPrompt { "prompt_get" } else { "resource_read" };
-            audit_call(self.ctx, self.identity, (event, self.entry, &name), args_hmac, &result);
+            let rule = self.decided_by.take();
+            audit_call(self.ctx, self.identity, (event, self.entry, &name), args_hmac, &result, rule.as_deref());
         }
         result
     }
 
-    /// Whether tool `name` may be called: curation lets the caller see it, and the server has it.
-    async fn check(&mut self, name: &str) -> Result<(), GatewayError> {
+    /// Whether tool `name` may be called with `args`: curation lets the caller see it, the server has it, and the
+    /// caller's authorization rules allow the call (contract 17).
+    async fn check(&mut self, name: &str, args: Option<&Value>) -> Result<(), GatewayError> {
         let server = &self.entry.server_name;
         if !self.curation.visible(self.entry, name) {
             let message = format!("tool {name:?} of server {server:?} is not allowed (tool_filter)");
@@ -228,13 +256,14 @@ impl<'a> ServerCalls<'a> {
             Some(Err(failure)) => return Err(failure.clone()),
             None => return Err(GatewayError::new(ErrorCode::UpstreamError, "the server's tools were not discovered")),
         };
-        if !found.tools.iter().any(|t| t.get("name").and_then(Value::as_str) == Some(name)) {
+        let Some(tool) = found.tools.iter().find(|t| t.get("name").and_then(Value::as_str) == Some(name)) else {
             if found.quarantined.iter().any(|q| q == name) {
                 let why = format!("tool {name:?} of server {server:?} is quarantined: its definition is under review");
                 return Err(GatewayError::new(ErrorCode::ToolQuarantined, why));
             }
             return Err(GatewayError::new(ErrorCode::ToolNotFound, format!("server {server:?} has no tool {name:?}")));
-        }
+        };
+        self.decided_by = policy::check_call(self.identity, policy::Kind::Tool, self.entry, tool, "tools/call", args)?;
         Ok(())
     }
 
@@ -278,7 +307,10 @@ pub fn audit_call(
     (event, entry, name): (&str, &ServerEntry, &str),
     args_hmac: Option<String>,
     result: &Value,
+    rule: Option<&str>,
 ) {
+    // The rule that allowed the call, or the one that denied it (named in the POLICY_DENIED answer).
+    let policy_rule = rule.or_else(|| result.get("rule").and_then(Value::as_str));
     ctx.audit.record(audit::Event {
         event,
         project_id: Some(&identity.project_id),
@@ -291,6 +323,7 @@ pub fn audit_call(
         outcome: result.get("status").and_then(Value::as_str),
         error_code: result.get("error_code").and_then(Value::as_str),
         config_revision: Some(audit::revision(&identity.snapshot.source_digest)),
+        policy_rule,
         ..Default::default()
     });
 }

@@ -22,6 +22,7 @@ use crate::gateway::capabilities::Capability;
 use crate::gateway::exposure::apps;
 use crate::gateway::exposure::filter::Curation;
 use crate::gateway::exposure::names::{self, MAX_NAME};
+use crate::gateway::exposure::policy;
 use crate::gateway::notify::List;
 use crate::gateway::tools::{DiscoveryResult, discover_visible, visible_servers};
 use crate::telemetry::metrics::GW_TOOLS;
@@ -215,6 +216,37 @@ pub async fn is_quarantined(ctx: &GatewayContext, identity: &Identity, session: 
         }
     }
     false
+}
+
+/// The `POLICY_DENIED` answer for a call of `name` that no listing shows because the caller's authorization rules
+/// hide it (contract 17): the caller learns that it is denied, and by which rule, rather than that it does not exist.
+/// Only asked after a name was not found.
+pub async fn policy_denial(
+    ctx: &GatewayContext,
+    identity: &Identity,
+    session: Option<&str>,
+    name: &str,
+) -> Option<GatewayError> {
+    if !policy::applies(identity) {
+        return None;
+    }
+    let curation = Curation::of(identity);
+    for (entry, prefix) in candidates(identity, Some(name)) {
+        let Ok(found) = crate::gateway::tools::discover(ctx, identity, session, entry).await else {
+            continue;
+        };
+        for tool in found.tools.iter() {
+            let upstream = tool.get("name").and_then(Value::as_str).unwrap_or("");
+            if names::exposes(&prefix, upstream, name) && curation.visible(entry, upstream) {
+                let target = policy::Target::of(identity, policy::Kind::Tool, entry, tool);
+                let decision = policy::decide(identity, &target, None);
+                if !decision.allowed {
+                    return Some(policy::denied(&target, &decision));
+                }
+            }
+        }
+    }
+    None
 }
 
 /// The `CREDENTIALS_REQUIRED` answer for a call of `name` that no server claims, when a `per_user` server that could

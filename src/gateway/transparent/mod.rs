@@ -86,6 +86,9 @@ pub async fn call_tool_task(
             let why = format!("tool {name:?} is quarantined: its definition is under review");
             return Ok(CallAnswer::Gateway(GatewayError::new(ErrorCode::ToolQuarantined, why).answer()));
         }
+        if let Some(denied) = catalog::policy_denial(ctx, identity, session, name).await {
+            return Ok(CallAnswer::Gateway(denied.answer()));
+        }
         if let Some(required) = catalog::credentials_required(ctx, identity, name).await {
             let answer = required.answer();
             offer_connection(relay.as_ref(), &answer).await;
@@ -176,7 +179,8 @@ pub async fn get_prompt(
         return Err(McpError::invalid_params(format!("unknown prompt {name:?}"), None));
     };
     let upstream_name = prompt.upstream_name();
-    relay_request(ctx, identity, session, prompt.entry, (Operation::GetPrompt, upstream_name, args), relay).await
+    let request = (Operation::GetPrompt, upstream_name, args, Some(&prompt.definition));
+    relay_request(ctx, identity, session, prompt.entry, request, relay).await
 }
 
 /// A request other than a tool call to `entry`'s server through its guardrails ([`ServerCalls::relay`]): the
@@ -186,13 +190,13 @@ async fn relay_request(
     identity: &Identity,
     session: Option<&str>,
     entry: &ServerEntry,
-    (operation, name, args): (Operation, &str, Map<String, Value>),
+    (operation, name, args, definition): (Operation, &str, Map<String, Value>, Option<&Value>),
     relay: Option<Relay>,
 ) -> Result<Value, McpError> {
     let provider = ctx.guardrails.get(&identity.snapshot, Provider::from_snapshot);
     let mut calls = ServerCalls::open(ctx, identity, session, entry, &provider).with_relay(relay);
     let call = ToolCall { name: name.to_string(), args: Some(Value::Object(args)) };
-    let mut item = calls.relay(operation, call).await;
+    let mut item = calls.relay(operation, call, definition).await;
     if item.get("status").and_then(Value::as_str) == Some("success") {
         return Ok(item.get_mut("response").map(Value::take).unwrap_or(Value::Null));
     }

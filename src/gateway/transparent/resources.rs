@@ -124,7 +124,7 @@ pub async fn read(
     let Some((entry, upstream)) = found.and_then(|entry| Some((entry, upstream_uri(identity, entry, uri)?))) else {
         return Err(not_served(uri));
     };
-    let request = (super::Operation::ReadResource, upstream.as_str(), Map::new());
+    let request = (super::Operation::ReadResource, upstream.as_str(), Map::new(), None);
     let mut result = super::relay_request(ctx, identity, session, entry, request, relay).await?;
     apps::rewrite_result(&prefix_of(identity, entry), &mut result);
     Ok(result)
@@ -286,7 +286,7 @@ pub async fn complete(
             Ok(_) => json!({"status": "success"}),
             Err(failure) => failure.answer(),
         };
-        audit_call(ctx, identity, ("completion", entry, &name), args_hmac, &outcome);
+        audit_call(ctx, identity, ("completion", entry, &name), args_hmac, &outcome, None);
     }
     match answered {
         Ok(Some(result)) => Ok(listing::completion(ctx, identity, entry, result).await),

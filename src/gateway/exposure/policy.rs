@@ -1,0 +1,191 @@
+//! The caller's authorization rules applied to one target (contract 17): the variables the rules read, built from
+//! the identity and the target, and the one decision that listings and calls share.
+//!
+//! `principal` is built once per identity (`user_id`, `email`, `project_id`, `key_id`, `auth`, `claims`, `groups`
+//! and `roles` from the claims `claim_mappings` names, `scopes`) and kept with it. `target` is `{kind, server, name,
+//! exposed_name, annotations}`; `request` (`{method, args}`) only at a call. A configuration without rules and with
+//! the default `allow` decides nothing and costs one check.
+//!
+//! A denial is `POLICY_DENIED` with the rule's `message` (or a default naming the target) and its `name` in `rule`;
+//! listings leave denied targets out. Decisions are logged at DEBUG.
+
+use std::borrow::Cow;
+
+use serde_json::{Map, Value};
+
+use crate::auth::Identity;
+use crate::config::model::ServerEntry;
+use crate::error::{ErrorCode, GatewayError};
+use crate::policy::{self, Decision, Input, Principal};
+
+/// What kind of target a decision is about.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kind {
+    Tool,
+    Prompt,
+    Resource,
+    Template,
+}
+
+impl Kind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Kind::Tool => "tool",
+            Kind::Prompt => "prompt",
+            Kind::Resource => "resource",
+            Kind::Template => "template",
+        }
+    }
+}
+
+/// One target: an upstream tool, prompt, resource or template.
+pub struct Target<'a> {
+    pub kind: Kind,
+    pub entry: &'a ServerEntry,
+    /// The upstream's name (a resource's URI, a template's URI template).
+    pub name: &'a str,
+    /// The name the caller sees it by.
+    pub exposed_name: String,
+    /// The item's `annotations` as the upstream declared them; a tool's with the MCP defaults of the hints it left out
+    /// (`readOnlyHint` false, `destructiveHint` true unless read-only, `idempotentHint` false, `openWorldHint` true).
+    pub annotations: Cow<'a, Value>,
+}
+
+impl<'a> Target<'a> {
+    /// `item` of `entry` as a target of kind `kind`: a tool or prompt by its `name` (exposed as
+    /// `{prefix}{name}` in the caller's configuration), a resource by its `uri`, a template by its `uriTemplate`.
+    pub fn of(identity: &Identity, kind: Kind, entry: &'a ServerEntry, item: &'a Value) -> Target<'a> {
+        let field = match kind {
+            Kind::Tool | Kind::Prompt => "name",
+            Kind::Resource => "uri",
+            Kind::Template => "uriTemplate",
+        };
+        let name = item.get(field).and_then(Value::as_str).unwrap_or_default();
+        let exposed_name = match kind {
+            Kind::Tool | Kind::Prompt => {
+                let separator = identity.snapshot.exposure(identity.mcp_config_id.as_deref()).separator;
+                let prefix = super::names::prefix_of(&entry.server_name, entry.tool_prefix.as_deref(), &separator);
+                super::names::exposed_name(&prefix, name)
+            }
+            Kind::Resource | Kind::Template => name.to_string(),
+        };
+        let declared = item.get("annotations").filter(|a| a.is_object());
+        let annotations = match (kind, declared) {
+            (Kind::Tool, declared) => Cow::Owned(tool_hints(declared)),
+            (_, Some(declared)) => Cow::Borrowed(declared),
+            (_, None) => Cow::Owned(Value::Object(Map::new())),
+        };
+        Target { kind, entry, name, exposed_name, annotations }
+    }
+}
+
+/// A tool's annotations with the defaults of the MCP specification for the hints left out.
+fn tool_hints(declared: Option<&Value>) -> Value {
+    let mut hints = declared.and_then(Value::as_object).cloned().unwrap_or_default();
+    let read_only = hints.get("readOnlyHint").and_then(Value::as_bool).unwrap_or(false);
+    for (hint, default) in
+        [("readOnlyHint", false), ("destructiveHint", !read_only), ("idempotentHint", false), ("openWorldHint", true)]
+    {
+        if !hints.get(hint).is_some_and(Value::is_boolean) {
+            hints.insert(hint.to_string(), Value::Bool(default));
+        }
+    }
+    Value::Object(hints)
+}
+
+/// Whether `identity` may see `item` of `entry` in a listing (always, without rules).
+pub fn listed(identity: &Identity, kind: Kind, entry: &ServerEntry, item: &Value) -> bool {
+    !applies(identity) || decide(identity, &Target::of(identity, kind, entry, item), None).allowed
+}
+
+/// The call of `item` of `entry` with `args` (`method` its JSON-RPC method): `Err(POLICY_DENIED)` when denied,
+/// else the name of the rule that allowed it (`None`: no rule decided, or there are none).
+pub fn check_call(
+    identity: &Identity,
+    kind: Kind,
+    entry: &ServerEntry,
+    item: &Value,
+    method: &str,
+    args: Option<&Value>,
+) -> Result<Option<String>, GatewayError> {
+    if !applies(identity) {
+        return Ok(None);
+    }
+    let target = Target::of(identity, kind, entry, item);
+    let empty = Value::Object(Map::new());
+    let decision = decide(identity, &target, Some((method, args.unwrap_or(&empty))));
+    if decision.allowed { Ok(decision.rule.map(|rule| rule.name.clone())) } else { Err(denied(&target, &decision)) }
+}
+
+/// Whether `identity`'s rules decide anything at all (no rules and the default `allow`: nothing to evaluate).
+pub fn applies(identity: &Identity) -> bool {
+    !identity.snapshot.policies.allows_everything()
+}
+
+/// The decision for `target`: for a listing (`request: None`) or a call (`Some((method, args))`).
+pub fn decide<'s>(identity: &'s Identity, target: &Target<'_>, request: Option<(&str, &Value)>) -> Decision<'s> {
+    let book = &identity.snapshot.policies;
+    let principal = identity.principal.get_or_init(|| principal(identity));
+    let input = Input {
+        principal: &principal.0,
+        target: policy::map([
+            ("kind", policy::string(target.kind.as_str())),
+            ("server", policy::string(&target.entry.server_name)),
+            ("name", policy::string(target.name)),
+            ("exposed_name", policy::string(&target.exposed_name)),
+            ("annotations", policy::from_json(&target.annotations)),
+        ]),
+        request: request
+            .map(|(method, args)| policy::map([("method", policy::string(method)), ("args", policy::from_json(args))])),
+        now: chrono::Utc::now().fixed_offset(),
+    };
+    let rules = book.rules(identity.mcp_config_id.as_deref(), &identity.project_id);
+    let decision = policy::decide(rules, book.default_allow, &input);
+    tracing::debug!(kind = target.kind.as_str(), server_name = %target.entry.server_name, target = target.name,
+        call = request.is_some(), allowed = decision.allowed, rule = decision.rule.map(|r| r.name.as_str()),
+        "authorization rules decided");
+    decision
+}
+
+/// The `POLICY_DENIED` answer of a denial.
+pub fn denied(target: &Target<'_>, decision: &Decision<'_>) -> GatewayError {
+    let rule = decision.rule.map(|r| r.name.as_str());
+    let message = decision.rule.and_then(|r| r.message.clone()).unwrap_or_else(|| match rule {
+        Some(rule) => format!("{} {:?} is denied by rule {rule:?}", target.kind.as_str(), target.exposed_name),
+        None => format!("{} {:?} is denied by policy_default", target.kind.as_str(), target.exposed_name),
+    });
+    let error = GatewayError::new(ErrorCode::PolicyDenied, message);
+    match rule {
+        Some(rule) => error.with("rule", rule.to_string()),
+        None => error.with("rule", Value::Null),
+    }
+}
+
+/// `principal` of `identity`.
+fn principal(identity: &Identity) -> Principal {
+    let claims = identity.claims.as_deref();
+    let oauth = identity.snapshot.settings.client_oauth.as_deref();
+    let listed = |claim: Option<&String>| -> Vec<&str> {
+        let value = claim.and_then(|claim| claims?.get(claim));
+        match value {
+            Some(Value::Array(items)) => items.iter().filter_map(Value::as_str).collect(),
+            Some(Value::String(text)) => text.split_whitespace().collect(),
+            _ => Vec::new(),
+        }
+    };
+    let groups = listed(oauth.and_then(|o| o.groups_claim.as_ref()));
+    let roles = listed(oauth.and_then(|o| o.roles_claim.as_ref()));
+    let scopes: Vec<&str> = claims.map(|c| crate::auth::oauth::scopes(c).collect()).unwrap_or_default();
+    let empty = Map::new();
+    Principal(policy::map([
+        ("user_id", policy::string(&identity.user_id)),
+        ("email", policy::string(&identity.email)),
+        ("project_id", policy::string(&identity.project_id)),
+        ("key_id", policy::string(&identity.key_id)),
+        ("auth", policy::string(if identity.claims.is_some() { "oauth" } else { "apikey" })),
+        ("claims", policy::from_json(&Value::Object(claims.unwrap_or(&empty).clone()))),
+        ("groups", policy::strings(groups)),
+        ("roles", policy::strings(roles)),
+        ("scopes", policy::strings(scopes)),
+    ]))
+}
