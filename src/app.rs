@@ -117,6 +117,7 @@ pub async fn serve(opts: ServeOptions) -> Result<(), ServeError> {
         audit: Arc::clone(&ctx.audit),
         refusals: telemetry::refusals::RefusalLog::new("admin"),
         broker: Arc::clone(&ctx.broker),
+        meter: Arc::clone(&ctx.meter),
     });
 
     let sessions = CancellationToken::new();

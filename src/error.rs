@@ -61,6 +61,8 @@ pub enum ErrorCode {
     CredentialsRequired,
     /// An authorization rule (or `policy_default`) denies the call (contract 17).
     PolicyDenied,
+    /// A quota has no room for the call (contract 17).
+    QuotaExceeded,
     // The guardrails.
     GuardrailViolation,
     GuardrailUnavailable,
@@ -100,6 +102,7 @@ impl ErrorCode {
             ErrorCode::UpstreamOutputTooLarge => "UPSTREAM_OUTPUT_TOO_LARGE",
             ErrorCode::CredentialsRequired => "CREDENTIALS_REQUIRED",
             ErrorCode::PolicyDenied => "POLICY_DENIED",
+            ErrorCode::QuotaExceeded => "QUOTA_EXCEEDED",
             ErrorCode::GuardrailViolation => "GUARDRAIL_VIOLATION",
             ErrorCode::GuardrailUnavailable => "GUARDRAIL_UNAVAILABLE",
         }
@@ -130,6 +133,7 @@ impl ErrorCode {
             ErrorCode::UpstreamUnavailable => (StatusCode::SERVICE_UNAVAILABLE, -32000, "Upstream unavailable"),
             ErrorCode::CredentialsRequired => (StatusCode::FORBIDDEN, -32000, "Credentials required"),
             ErrorCode::PolicyDenied => (StatusCode::FORBIDDEN, -32000, "Denied by policy"),
+            ErrorCode::QuotaExceeded => (StatusCode::TOO_MANY_REQUESTS, -32000, "Quota exceeded"),
             _ => (StatusCode::BAD_GATEWAY, -32000, "Gateway error"),
         }
     }

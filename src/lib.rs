@@ -27,6 +27,7 @@ pub mod json_strict;
 pub mod listener;
 pub mod manage;
 pub mod mcp_headers;
+pub mod meter;
 pub mod outbound;
 pub mod policy;
 pub mod secrets;

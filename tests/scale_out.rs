@@ -435,3 +435,33 @@ fn an_oauth_connection_started_on_one_replica_completes_on_another() {
     let slot = &stored["user_credentials"][common::ALICE_ID][common::CONFIG_ID]["mock"];
     assert_eq!(slot["kind"], json!("oauth"), "{slot}");
 }
+
+#[test]
+fn a_quota_of_n_a_minute_lets_exactly_n_through_across_two_replicas() {
+    const N: usize = 5;
+    let redis = RedisServer::start(free_port(), None);
+    let quotas = json!({"tool_exposure": "transparent",
+                        "quotas": [{"name": "five-a-minute", "per": "project", "rate": "5/minute"}]});
+    let (_dir, replicas) = redis_replicas(2, redis.port, quotas);
+    let client = http();
+    let mut through = 0;
+    let mut refused = 0;
+    // Stateless calls, alternating between the replicas, more than the quota allows.
+    for i in 0..(2 * N + 2) {
+        let url = format!("{}/mcp/", replicas[i % 2].gateway);
+        let body = json!({"jsonrpc": "2.0", "id": i, "method": "tools/call",
+                          "params": {"name": "mock__echo", "arguments": {"text": "x"}, "_meta": stateless_meta()}});
+        let r = post(&client, &url, Some(API_KEY), &stateless_headers("tools/call", Some("mock__echo")), &body);
+        match r.status {
+            200 => through += 1,
+            429 => {
+                refused += 1;
+                assert!(r.text.contains("QUOTA_EXCEEDED") && r.header("retry-after").is_some(), "{}", r.text);
+            }
+            other => panic!("{other} {}", r.text),
+        }
+    }
+    assert_eq!((through, refused), (N, N + 2));
+    let keys: Vec<String> = redis::cmd("KEYS").arg("mcpgw:quota:*").query(&mut redis.connection().unwrap()).unwrap();
+    assert_eq!(keys.len(), 1, "{keys:?}");
+}

@@ -20,6 +20,7 @@ mod state;
 mod api_keys;
 mod configs;
 mod credentials;
+mod policy;
 mod projects;
 mod system;
 mod users;
@@ -47,6 +48,7 @@ pub fn router(state: Arc<AppState>) -> Router {
         .merge(projects::routes())
         .merge(users::routes())
         .merge(credentials::routes())
+        .merge(policy::routes())
         .merge(api_keys::routes())
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)

@@ -28,4 +28,6 @@ pub struct AppState {
     pub refusals: RefusalLog,
     /// The OAuth broker of users' own tokens: a `DELETE` of a user's tokens revokes them (the gateway context owns it).
     pub broker: Arc<crate::credentials::broker::Broker>,
+    /// The quotas' counters and the usage figures (the gateway context owns them).
+    pub meter: Arc<crate::meter::Meter>,
 }

@@ -68,6 +68,12 @@ pub struct Event<'a> {
     pub credential: Option<&'a str>,
     /// The authorization rule that decided the call (contract 17; written only when a rule decided).
     pub policy_rule: Option<&'a str>,
+    /// A call's target as the authorization rules saw it (`{kind, exposed_name, annotations}`; written only when
+    /// set), for the simulator.
+    pub target: Option<Value>,
+    /// What of the caller the rules read that is not elsewhere in the record (`{auth, groups, roles, scopes}`;
+    /// written only when set), for the simulator.
+    pub principal: Option<Value>,
 }
 
 /// The hex form of a configuration digest.
@@ -116,6 +122,11 @@ impl AuditLog {
             },
             (None, _) => *writer = None,
         }
+    }
+
+    /// The file events are recorded in, if any.
+    pub fn path(&self) -> Option<PathBuf> {
+        self.lock().as_ref().map(|writer| writer.path.clone())
     }
 
     /// Whether events are being recorded.
@@ -198,6 +209,12 @@ impl AuditLog {
         }
         if let Some(rule) = event.policy_rule {
             record["policy_rule"] = json!(rule);
+        }
+        if let Some(target) = event.target {
+            record["target"] = target;
+        }
+        if let Some(principal) = event.principal {
+            record["principal"] = principal;
         }
         let hash = hash_of(&record);
         record["hash"] = Value::String(hash.clone());

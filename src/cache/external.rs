@@ -62,9 +62,27 @@ impl std::fmt::Debug for Target {
     }
 }
 
+/// What a connection is for: which settings switch it on, and how its log records name it.
+#[derive(Debug, Clone, Copy)]
+pub struct Role {
+    /// How log records name it: `external cache`.
+    pub name: &'static str,
+    /// What callers do while Redis is down, as the warning says it.
+    pub fallback: &'static str,
+    /// Whether the settings want this connection.
+    pub wanted: fn(&Settings) -> bool,
+}
+
+/// The shared cache of `gw_mcp_use_external_cache`.
+pub const SHARED_CACHE: Role = Role {
+    name: "external cache",
+    fallback: "using the local cache until it answers again",
+    wanted: |settings| settings.use_external_cache,
+};
+
 impl Target {
-    fn from_settings(settings: &Settings) -> Option<Target> {
-        settings.use_external_cache.then(|| Target {
+    fn from_settings(settings: &Settings, role: &Role) -> Option<Target> {
+        (role.wanted)(settings).then(|| Target {
             host: settings.cache_host.clone(),
             port: settings.cache_port,
             db: settings.cache_db,
@@ -118,6 +136,7 @@ struct State {
 
 /// See the module documentation.
 pub struct ExternalCache {
+    role: Role,
     state: Mutex<State>,
     health: AtomicU8,
     errors: AtomicU64,
@@ -126,7 +145,13 @@ pub struct ExternalCache {
 impl ExternalCache {
     /// A shared cache configured from `settings`, with its probe task (needs a Tokio runtime).
     pub fn new(settings: &Settings) -> Arc<ExternalCache> {
+        ExternalCache::with_role(settings, SHARED_CACHE)
+    }
+
+    /// A connection to the same Redis for another purpose (`role`), with its own probe task.
+    pub fn with_role(settings: &Settings, role: Role) -> Arc<ExternalCache> {
         let cache = Arc::new(ExternalCache {
+            role,
             state: Mutex::new(State {
                 target: None,
                 generation: 0,
@@ -149,7 +174,7 @@ impl ExternalCache {
 
     /// Follows a new snapshot: a changed target (or the switch) rebuilds the client.
     pub fn configure(&self, settings: &Settings) {
-        let target = Target::from_settings(settings);
+        let target = Target::from_settings(settings, &self.role);
         let mut state = self.state();
         state.timeout = settings.timeouts.cache;
         state.connect_timeout = settings.timeouts.connectivity;
@@ -157,7 +182,7 @@ impl ExternalCache {
             return;
         }
         if let Some(t) = &target {
-            tracing::info!(host = %t.host, port = t.port, db = t.db, "external cache (redis) configured");
+            tracing::info!(host = %t.host, port = t.port, db = t.db, "{} (redis) configured", self.role.name);
         }
         state.target = target;
         state.generation += 1;
@@ -260,7 +285,7 @@ impl ExternalCache {
         if self.health.swap(UP, Ordering::Relaxed) == DOWN
             && let Some(t) = &state.target
         {
-            tracing::info!(host = %t.host, port = t.port, "external cache (redis) reachable again; using the shared cache");
+            tracing::info!(host = %t.host, port = t.port, "{} (redis) reachable again", self.role.name);
         }
     }
 
@@ -280,7 +305,7 @@ impl ExternalCache {
         {
             tracing::warn!(
                 host = %t.host, port = t.port, error = %error,
-                "external cache (redis) unreachable; using the local cache until it answers again"
+                "{} (redis) unreachable; {}", self.role.name, self.role.fallback
             );
         }
     }

@@ -24,6 +24,7 @@ pub mod inject;
 pub mod manage;
 pub mod ops;
 pub mod output;
+pub mod policy;
 pub mod remote;
 pub mod secrets;
 pub mod server_edit;
@@ -78,6 +79,11 @@ pub enum Command {
         #[command(subcommand)]
         action: AuditAction,
     },
+    /// Authorization rules and quotas (contract 17): `check FILE` compiles them without a gateway, `test FILE` replays
+    /// the audited calls against them and lists what they would change (nothing is applied).
+    ///
+    /// Example: mcpgw policy check ./rules.json
+    Policy(policy::PolicyCommand),
     /// Manage projects and their members.
     ///
     /// Example: mcpgw project create payments --mcp-config default_config
@@ -190,6 +196,7 @@ pub fn run(args: impl IntoIterator<Item = OsString>) -> ExitCode {
         Command::Serve(args) => serve(args),
         Command::Config(cmd) => manage::config(*cmd),
         Command::Audit { action: AuditAction::Verify { path } } => audit_verify(&path),
+        Command::Policy(cmd) => policy::run(cmd),
         Command::Project(cmd) => manage::project(cmd),
         Command::User(cmd) => manage::user(cmd),
         Command::Key(cmd) => manage::key(cmd),

@@ -107,6 +107,9 @@ pub struct CommonConfig {
     /// What no rule matching decides: `"allow"` (default) or `"deny"`.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub policy_default: Option<String>,
+    /// How often keys, users or projects may call upstream tools, prompts and resources (contract 17).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub quotas: Option<Vec<QuotaRule>>,
     /// The gateway listener's URL as users' browsers and clients reach it (`https://mcpgw.example.com`): the base of
     /// the OAuth broker's connect and callback URLs (contract 16).
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -281,6 +284,24 @@ pub struct PolicyRule {
     pub when: String,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub message: Option<String>,
+    #[serde(flatten)]
+    pub extra: Map<String, Value>,
+}
+
+/// One quota (contract 17): `{"name", "per", "when"?, "rate"?, "burst"?, "limit"?}` (checked by
+/// `crate::policy::quota::Quota::compile`).
+#[derive(Debug, Clone, Default, Serialize, PartialEq)]
+pub struct QuotaRule {
+    pub name: String,
+    pub per: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub when: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub rate: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub burst: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub limit: Option<String>,
     #[serde(flatten)]
     pub extra: Map<String, Value>,
 }

@@ -44,6 +44,7 @@ use super::GatewayContext;
 use super::envelope;
 use super::exposure::EXPOSURE_HEADER;
 use super::middleware::jsonrpc::ParsedMessage;
+use super::middleware::quota_status::RetryAfter;
 use super::tools::ToolInvocation;
 use super::transparent::stream::{self, SessionCall};
 use crate::auth::Identity;
@@ -267,10 +268,16 @@ where
         // One boxed future per route: boxing a future copies the whole of it, and a future holding either route's work
         // would be as large as the larger (the transparent relay's) for every call.
         match route {
-            Route::Gateway { id, invocation, identity, session, stateless } => Box::pin(async move {
-                let result = invocation.run(&ctx, &identity, session.as_deref()).await;
-                Ok(answer(id, result, stateless))
-            }),
+            Route::Gateway { id, invocation, identity, session, stateless } => {
+                let slot = req.extensions().get::<RetryAfter>().cloned();
+                Box::pin(async move {
+                    let result = invocation.run(&ctx, &identity, session.as_deref()).await;
+                    if let Some(slot) = slot {
+                        slot.note(&result);
+                    }
+                    Ok(answer(id, result, stateless))
+                })
+            }
             Route::Upstream(call) => Box::pin(async move { Ok(stream::answer(ctx, *call).await) }),
         }
     }

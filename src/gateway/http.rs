@@ -24,7 +24,9 @@ use super::GatewayContext;
 use super::fast_path::FastToolCallLayer;
 use super::handler::GatewayHandler;
 use super::middleware::step::StepLayer;
-use super::middleware::{admission, drain, jsonrpc, limits, origin, param_headers, request_metrics, sessions};
+use super::middleware::{
+    admission, drain, jsonrpc, limits, origin, param_headers, quota_status, request_metrics, sessions,
+};
 use super::transparent::task_route::TaskRouteLayer;
 use crate::error::{ErrorCode, GatewayError, jsonrpc_error};
 
@@ -95,6 +97,8 @@ pub fn router(ctx: Arc<GatewayContext>, sessions: CancellationToken) -> Router {
         // Tasks (contract 15) next to rmcp, whose types cannot carry the 2025-11-25 shapes; before the fast route,
         // which leaves task-augmented calls alone (see transparent/task_route.rs).
         .layer(TaskRouteLayer(Arc::clone(&ctx)))
+        // A stateless single call over a quota answers 429: the routes below mark it (quota_status.rs).
+        .layer(quota_status::QuotaStatusLayer)
         // A plain tools/call is answered next to rmcp rather than through it (see fast_path.rs).
         .layer(FastToolCallLayer::new(Arc::clone(&ctx), sessions))
         // rmcp: every other message of the protocol, then the handler (gateway/handler/).

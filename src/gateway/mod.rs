@@ -111,6 +111,8 @@ pub struct GatewayContext {
     pub user_secrets: Arc<dyn user_secrets::UserSecrets>,
     /// Each user's own tokens for `per_user` servers of kinds `oauth` and `token_exchange` (contract 16).
     pub broker: Arc<crate::credentials::broker::Broker>,
+    /// The quotas' counters and the usage figures (contract 17), in Redis when the gateway has one.
+    pub meter: Arc<crate::meter::Meter>,
 }
 
 /// Counts work in progress so a drain can wait for it to finish.
@@ -207,6 +209,7 @@ impl GatewayContext {
             tool_cache: TtlCache::new(snapshot.settings.tool_cache_expiry),
             config_cache: GatewayConfigCache::new(snapshot.settings.gateway_cache_expiry),
             external_cache: ExternalCache::new(&snapshot.settings),
+            meter: crate::meter::Meter::new(&snapshot.settings),
             timeouts: TimeoutsByTenant::default(),
             sessions: SessionRegistry::default(),
             remote_auth: Default::default(),
@@ -356,6 +359,7 @@ impl GatewayContext {
         self.config_cache.set_lifetime(settings.gateway_cache_expiry);
         self.config_cache.clear();
         self.external_cache.configure(settings);
+        self.meter.configure(settings);
         let live = live_servers(snapshot);
         self.tool_cache.remove_where(|key, cached| {
             server_entry(snapshot, &key.mcp_config_id, &key.server_name)

@@ -13,6 +13,7 @@ pub mod backup_files;
 pub mod configs;
 pub mod credentials;
 pub mod offer_pins;
+pub mod policy;
 pub mod projects;
 pub mod system;
 pub mod users;

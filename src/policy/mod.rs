@@ -23,6 +23,8 @@ use cel::objects::{Key, Map};
 use cel::{Context, Env, Program, Value as Cel};
 use serde_json::Value;
 
+pub mod quota;
+
 /// The variables a rule may read.
 pub const VARIABLES: [&str; 4] = ["principal", "target", "request", "now"];
 
@@ -91,34 +93,110 @@ pub struct Decision<'r> {
 
 /// Runs `rules` in order on `input`; the first that matches decides, else `default_allow`.
 pub fn decide<'r>(rules: impl IntoIterator<Item = &'r Rule>, default_allow: bool, input: &Input<'_>) -> Decision<'r> {
-    let mut context = Context::with_env(Arc::clone(&ENV));
-    context.add_variable_from_value("principal", input.principal.clone());
-    context.add_variable_from_value("target", input.target.clone());
-    context.add_variable_from_value("now", Cel::Timestamp(input.now));
-    if let Some(request) = &input.request {
-        context.add_variable_from_value("request", request.clone());
-    }
-    let call = input.request.is_some();
-    for rule in rules {
-        if rule.reads_request && !call {
-            // A listing: could some call be allowed by it (an allow rule), or escape it (a deny rule)?
-            if rule.allow {
-                return Decision { allowed: true, rule: Some(rule) };
-            }
-            continue;
+    Scope::new(input).decide(rules, default_allow)
+}
+
+/// The variables of one evaluation, bound once for every rule and quota that reads them.
+pub struct Scope {
+    context: Context<'static, 'static>,
+    call: bool,
+}
+
+impl Scope {
+    /// `input`'s variables.
+    pub fn new(input: &Input<'_>) -> Scope {
+        let mut context = Context::with_env(Arc::clone(&ENV));
+        context.add_variable_from_value("principal", input.principal.clone());
+        context.add_variable_from_value("target", input.target.clone());
+        context.add_variable_from_value("now", Cel::Timestamp(input.now));
+        if let Some(request) = &input.request {
+            context.add_variable_from_value("request", request.clone());
         }
-        let matched = match rule.program.execute(&context) {
+        Scope { context, call: input.request.is_some() }
+    }
+
+    /// See [`decide`].
+    pub fn decide<'r>(&self, rules: impl IntoIterator<Item = &'r Rule>, default_allow: bool) -> Decision<'r> {
+        for rule in rules {
+            if rule.reads_request && !self.call {
+                // A listing: could some call be allowed by it (an allow rule), or escape it (a deny rule)?
+                if rule.allow {
+                    return Decision { allowed: true, rule: Some(rule) };
+                }
+                continue;
+            }
+            if self.matches(rule) {
+                return Decision { allowed: rule.allow, rule: Some(rule) };
+            }
+        }
+        Decision { allowed: default_allow, rule: None }
+    }
+
+    /// `rule`'s condition, or `None` when it fails or is not a boolean (a rule reading a variable this scope does not
+    /// bind fails unless the rest of the condition decides it: what a replay without arguments can know).
+    pub fn evaluate(&self, rule: &Rule) -> Option<bool> {
+        match rule.program.execute(&self.context) {
+            Ok(Cel::Bool(matched)) => Some(matched),
+            Ok(_) | Err(_) => None,
+        }
+    }
+
+    /// Whether `rule`'s condition holds; one that fails or is not a boolean fails closed (a `deny` rule, or a quota's
+    /// condition, matches; an `allow` rule does not).
+    pub fn matches(&self, rule: &Rule) -> bool {
+        match rule.program.execute(&self.context) {
             Ok(Cel::Bool(matched)) => matched,
             Ok(_) | Err(_) => {
                 tracing::debug!(rule = %rule.name, "a policy rule did not evaluate to a boolean; it fails closed");
                 !rule.allow
             }
-        };
-        if matched {
-            return Decision { allowed: rule.allow, rule: Some(rule) };
         }
     }
-    Decision { allowed: default_allow, rule: None }
+}
+
+/// Who a caller is, as `principal` reads it.
+pub struct Who<'a> {
+    pub user_id: &'a str,
+    pub email: &'a str,
+    pub project_id: &'a str,
+    pub key_id: &'a str,
+    /// `"apikey"` or `"oauth"`.
+    pub auth: &'a str,
+    pub claims: &'a serde_json::Map<String, Value>,
+    pub groups: &'a [&'a str],
+    pub roles: &'a [&'a str],
+    pub scopes: &'a [&'a str],
+}
+
+/// `principal` of `who`.
+pub fn principal(who: &Who<'_>) -> Principal {
+    Principal(map([
+        ("user_id", string(who.user_id)),
+        ("email", string(who.email)),
+        ("project_id", string(who.project_id)),
+        ("key_id", string(who.key_id)),
+        ("auth", string(who.auth)),
+        ("claims", map(who.claims.iter().map(|(k, v)| (k.as_str(), from_json(v))))),
+        ("groups", strings(who.groups.iter().copied())),
+        ("roles", strings(who.roles.iter().copied())),
+        ("scopes", strings(who.scopes.iter().copied())),
+    ]))
+}
+
+/// `target`: `{kind, server, name, exposed_name, annotations}`.
+pub fn target(kind: &str, server: &str, name: &str, exposed_name: &str, annotations: &Value) -> Cel {
+    map([
+        ("kind", string(kind)),
+        ("server", string(server)),
+        ("name", string(name)),
+        ("exposed_name", string(exposed_name)),
+        ("annotations", from_json(annotations)),
+    ])
+}
+
+/// `request`: `{method, args}`.
+pub fn request(method: &str, args: &Value) -> Cel {
+    map([("method", string(method)), ("args", from_json(args))])
 }
 
 /// JSON as a CEL value (numbers as integers when they are, else as doubles).

@@ -111,6 +111,8 @@ pub struct Metrics {
     /// `connect_refused`, `refreshed`, `refresh_refused` (kind `oauth`), `exchanged`, `exchange_refused` (kind
     /// `token_exchange`), `required` (a call answered `CREDENTIALS_REQUIRED`, any kind). Never a value.
     pub user_credential_events: IntCounterVec,
+    /// `mcpgw_quota_rejections_total{quota}`: calls refused with `QUOTA_EXCEEDED`, by quota name (contract 17).
+    pub quota_rejections: IntCounterVec,
     /// `mcpgw_sessions`: MCP sessions open now.
     pub sessions: IntGauge,
     /// `mcpgw_connections{listener="gateway"|"admin"|"metrics"}`: client connections open now.
@@ -199,6 +201,8 @@ impl Metrics {
             "Users' own upstream tokens connected, refreshed, exchanged or refused, and calls that required them",
             &["kind", "event"],
         );
+        let quota_rejections =
+            counter_vec(r, "mcpgw_quota_rejections_total", "Calls refused because a quota had no room", &["quota"]);
         let sessions = register(r, IntGauge::new("mcpgw_sessions", "MCP sessions open"));
         let connections = register(
             r,
@@ -274,6 +278,7 @@ impl Metrics {
             rate_limited,
             limit_hits,
             user_credential_events,
+            quota_rejections,
             sessions,
             connections,
             trace_export_errors,

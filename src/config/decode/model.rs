@@ -7,8 +7,8 @@ use serde_json::Value;
 use super::fields::{Fields, Problems, type_name};
 use crate::config::model::{
     ApiKeyRecord, AuditLogConfig, CommonConfig, ConfigFile, ConfigStoreConfig, GuardrailPolicy, LimitsConfig,
-    McpConfig, OAuthConfig, PluginChoice, Plugins, PolicyRule, Project, RateLimits, ServerCommand, ServerEntry,
-    TIMEOUT_NAMES, TimeoutSettings, TlsConfig, ToolFilter, UpstreamPool, User,
+    McpConfig, OAuthConfig, PluginChoice, Plugins, PolicyRule, Project, QuotaRule, RateLimits, ServerCommand,
+    ServerEntry, TIMEOUT_NAMES, TimeoutSettings, TlsConfig, ToolFilter, UpstreamPool, User,
 };
 
 /// The whole file, for [`ConfigFile::parse`]: each section decoded, the unknown top-level keys kept.
@@ -141,6 +141,7 @@ fn decode_common(mut f: Fields<'_>) -> CommonConfig {
         public_url: f.string("public_url"),
         policies: decode_policies(&mut f),
         policy_default: f.string("policy_default"),
+        quotas: decode_quotas(&mut f),
         extra: f.rest(),
     }
 }
@@ -369,6 +370,33 @@ fn decode_policies(f: &mut Fields<'_>) -> Option<Vec<PolicyRule>> {
         )
     });
     Some(rules.collect())
+}
+
+/// `quotas`: a list of `{name, per, when?, rate?, burst?, limit?}` (checked with the snapshot, `config/policies.rs`).
+fn decode_quotas(f: &mut Fields<'_>) -> Option<Vec<QuotaRule>> {
+    let items = match f.take("quotas")? {
+        Value::Array(items) => items,
+        other => {
+            f.problem("quotas", format!("must be an array of quotas, found {}", type_name(&other)));
+            return None;
+        }
+    };
+    let base = f.path_of("quotas");
+    let quotas = items.into_iter().enumerate().filter_map(|(i, item)| {
+        Fields::record(
+            item,
+            f.problems(),
+            || format!("{base}[{i}]"),
+            |mut r| {
+                let (name, per) = (r.required_string("name"), r.required_string("per"));
+                let (when, rate, limit) = (r.string("when"), r.string("rate"), r.string("limit"));
+                let burst = r.integer("burst", crate::policy::quota::MAX_COUNT);
+                let extra = r.rest();
+                Some(QuotaRule { name: name?, per: per?, when, rate, burst, limit, extra })
+            },
+        )
+    });
+    Some(quotas.collect())
 }
 
 fn decode_user(mut f: Fields<'_>) -> Option<User> {

@@ -16,7 +16,8 @@ use serde_json::{Map, Value};
 use crate::auth::Identity;
 use crate::config::model::ServerEntry;
 use crate::error::{ErrorCode, GatewayError};
-use crate::policy::{self, Decision, Input, Principal};
+use crate::meter::{self, Charge};
+use crate::policy::{self, Decision, Input, Principal, Scope};
 
 /// What kind of target a decision is about.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -98,23 +99,74 @@ pub fn listed(identity: &Identity, kind: Kind, entry: &ServerEntry, item: &Value
     !applies(identity) || decide(identity, &Target::of(identity, kind, entry, item), None).allowed
 }
 
-/// The call of `item` of `entry` with `args` (`method` its JSON-RPC method): `Err(POLICY_DENIED)` when denied,
-/// else the name of the rule that allowed it (`None`: no rule decided, or there are none).
+/// What a call the rules allow counts against: the rule that allowed it (`None`: none decided, or there are none) and
+/// the quotas it matches (contract 17).
+#[derive(Debug, Default)]
+pub struct Admitted {
+    pub rule: Option<String>,
+    pub charges: Vec<Charge>,
+    /// What the audit record keeps of the target and the caller for the simulator (asked for with `audited`).
+    pub audit: Option<(Value, Value)>,
+}
+
+/// The call of `item` of `entry` with `args` (`method` its JSON-RPC method): `Err(POLICY_DENIED)` when denied, else
+/// what allowed it and the quotas it counts against (the counting itself is the caller's: `Meter::admit`). With
+/// `audited`, also what the call's audit record keeps for `POST /api/v1/policy/simulate` ([`audit_fields`]).
 pub fn check_call(
     identity: &Identity,
-    kind: Kind,
-    entry: &ServerEntry,
-    item: &Value,
+    (kind, entry, item): (Kind, &ServerEntry, &Value),
     method: &str,
     args: Option<&Value>,
-) -> Result<Option<String>, GatewayError> {
-    if !applies(identity) {
-        return Ok(None);
+    audited: bool,
+) -> Result<Admitted, GatewayError> {
+    let book = &identity.snapshot.policies;
+    let rules = applies(identity);
+    if !rules && book.quotas.is_empty() && !audited {
+        return Ok(Admitted::default());
     }
     let target = Target::of(identity, kind, entry, item);
+    let audit = audited.then(|| audit_fields(identity, &target));
+    if !rules && book.quotas.is_empty() {
+        return Ok(Admitted { audit, ..Admitted::default() });
+    }
     let empty = Value::Object(Map::new());
-    let decision = decide(identity, &target, Some((method, args.unwrap_or(&empty))));
-    if decision.allowed { Ok(decision.rule.map(|rule| rule.name.clone())) } else { Err(denied(&target, &decision)) }
+    let scope = Scope::new(&input(identity, &target, Some((method, args.unwrap_or(&empty)))));
+    let mut admitted = Admitted { audit, ..Admitted::default() };
+    if rules {
+        let decision = decided(identity, &target, true, &scope);
+        if !decision.allowed {
+            return Err(denied(&target, &decision));
+        }
+        admitted.rule = decision.rule.map(|rule| rule.name.clone());
+    }
+    let now = chrono::Utc::now();
+    let (key, user, project) = (&identity.key_id, &identity.user_id, &identity.project_id);
+    admitted.charges = book
+        .quotas
+        .iter()
+        .filter(|quota| quota.when.as_ref().is_none_or(|when| scope.matches(when)))
+        .map(|quota| Charge::new(quota, meter::subject(quota.per, key, user, project), now))
+        .collect();
+    Ok(admitted)
+}
+
+/// What a call's audit record keeps for the simulator (contract 17): the target (`{kind, exposed_name,
+/// annotations}`) and what of the caller is not elsewhere in the record (`{auth, groups, roles, scopes}`). Never a
+/// claim's value beyond those lists, never an argument.
+fn audit_fields(identity: &Identity, target: &Target<'_>) -> (Value, Value) {
+    let target = serde_json::json!({
+        "kind": target.kind.as_str(),
+        "exposed_name": target.exposed_name,
+        "annotations": target.annotations,
+    });
+    let lists = lists(identity);
+    let principal = serde_json::json!({
+        "auth": if identity.claims.is_some() { "oauth" } else { "apikey" },
+        "groups": lists.groups,
+        "roles": lists.roles,
+        "scopes": lists.scopes,
+    });
+    (target, principal)
 }
 
 /// Whether `identity`'s rules decide anything at all (no rules and the default `allow`: nothing to evaluate).
@@ -124,27 +176,36 @@ pub fn applies(identity: &Identity) -> bool {
 
 /// The decision for `target`: for a listing (`request: None`) or a call (`Some((method, args))`).
 pub fn decide<'s>(identity: &'s Identity, target: &Target<'_>, request: Option<(&str, &Value)>) -> Decision<'s> {
+    let scope = Scope::new(&input(identity, target, request));
+    decided(identity, target, request.is_some(), &scope)
+}
+
+/// The rules of `identity` run in `scope`, the decision logged.
+fn decided<'s>(identity: &'s Identity, target: &Target<'_>, call: bool, scope: &Scope) -> Decision<'s> {
     let book = &identity.snapshot.policies;
-    let principal = identity.principal.get_or_init(|| principal(identity));
-    let input = Input {
-        principal: &principal.0,
-        target: policy::map([
-            ("kind", policy::string(target.kind.as_str())),
-            ("server", policy::string(&target.entry.server_name)),
-            ("name", policy::string(target.name)),
-            ("exposed_name", policy::string(&target.exposed_name)),
-            ("annotations", policy::from_json(&target.annotations)),
-        ]),
-        request: request
-            .map(|(method, args)| policy::map([("method", policy::string(method)), ("args", policy::from_json(args))])),
-        now: chrono::Utc::now().fixed_offset(),
-    };
     let rules = book.rules(identity.mcp_config_id.as_deref(), &identity.project_id);
-    let decision = policy::decide(rules, book.default_allow, &input);
+    let decision = scope.decide(rules, book.default_allow);
     tracing::debug!(kind = target.kind.as_str(), server_name = %target.entry.server_name, target = target.name,
-        call = request.is_some(), allowed = decision.allowed, rule = decision.rule.map(|r| r.name.as_str()),
+        call, allowed = decision.allowed, rule = decision.rule.map(|r| r.name.as_str()),
         "authorization rules decided");
     decision
+}
+
+/// The variables of a decision about `target` for `identity`.
+fn input<'i>(identity: &'i Identity, target: &Target<'_>, request: Option<(&str, &Value)>) -> Input<'i> {
+    let principal = identity.principal.get_or_init(|| principal(identity));
+    Input {
+        principal: &principal.0,
+        target: policy::target(
+            target.kind.as_str(),
+            &target.entry.server_name,
+            target.name,
+            &target.exposed_name,
+            &target.annotations,
+        ),
+        request: request.map(|(method, args)| policy::request(method, args)),
+        now: chrono::Utc::now().fixed_offset(),
+    }
 }
 
 /// The `POLICY_DENIED` answer of a denial.
@@ -161,8 +222,14 @@ pub fn denied(target: &Target<'_>, decision: &Decision<'_>) -> GatewayError {
     }
 }
 
-/// `principal` of `identity`.
-fn principal(identity: &Identity) -> Principal {
+/// The caller's groups, roles and scopes, read from its claims (empty for API keys).
+struct Lists<'a> {
+    groups: Vec<&'a str>,
+    roles: Vec<&'a str>,
+    scopes: Vec<&'a str>,
+}
+
+fn lists(identity: &Identity) -> Lists<'_> {
     let claims = identity.claims.as_deref();
     let oauth = identity.snapshot.settings.client_oauth.as_deref();
     let listed = |claim: Option<&String>| -> Vec<&str> {
@@ -173,19 +240,26 @@ fn principal(identity: &Identity) -> Principal {
             _ => Vec::new(),
         }
     };
-    let groups = listed(oauth.and_then(|o| o.groups_claim.as_ref()));
-    let roles = listed(oauth.and_then(|o| o.roles_claim.as_ref()));
-    let scopes: Vec<&str> = claims.map(|c| crate::auth::oauth::scopes(c).collect()).unwrap_or_default();
+    Lists {
+        groups: listed(oauth.and_then(|o| o.groups_claim.as_ref())),
+        roles: listed(oauth.and_then(|o| o.roles_claim.as_ref())),
+        scopes: claims.map(|c| crate::auth::oauth::scopes(c).collect()).unwrap_or_default(),
+    }
+}
+
+/// `principal` of `identity`.
+fn principal(identity: &Identity) -> Principal {
+    let lists = lists(identity);
     let empty = Map::new();
-    Principal(policy::map([
-        ("user_id", policy::string(&identity.user_id)),
-        ("email", policy::string(&identity.email)),
-        ("project_id", policy::string(&identity.project_id)),
-        ("key_id", policy::string(&identity.key_id)),
-        ("auth", policy::string(if identity.claims.is_some() { "oauth" } else { "apikey" })),
-        ("claims", policy::from_json(&Value::Object(claims.unwrap_or(&empty).clone()))),
-        ("groups", policy::strings(groups)),
-        ("roles", policy::strings(roles)),
-        ("scopes", policy::strings(scopes)),
-    ]))
+    policy::principal(&policy::Who {
+        user_id: &identity.user_id,
+        email: &identity.email,
+        project_id: &identity.project_id,
+        key_id: &identity.key_id,
+        auth: if identity.claims.is_some() { "oauth" } else { "apikey" },
+        claims: identity.claims.as_deref().unwrap_or(&empty),
+        groups: &lists.groups,
+        roles: &lists.roles,
+        scopes: &lists.scopes,
+    })
 }

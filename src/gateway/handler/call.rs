@@ -12,7 +12,7 @@ use tokio::sync::mpsc;
 use super::GatewayHandler;
 use crate::error::{ErrorCode, GatewayError};
 use crate::gateway::envelope::tool_result;
-use crate::gateway::middleware::admission;
+use crate::gateway::middleware::{admission, quota_status};
 use crate::gateway::tools;
 use crate::gateway::transparent::relay::Caller;
 use crate::gateway::transparent::rounds::{self, Round};
@@ -59,7 +59,12 @@ impl GatewayHandler {
                 };
                 return match round {
                     Round::Done(Ok(CallAnswer::Upstream(result))) => Ok(upstream_result(result).into()),
-                    Round::Done(Ok(CallAnswer::Gateway(answer))) => Ok(tool_result(answer).into()),
+                    Round::Done(Ok(CallAnswer::Gateway(answer))) => {
+                        if let Some(parts) = context.extensions.get::<axum::http::request::Parts>() {
+                            quota_status::note(&parts.extensions, &answer);
+                        }
+                        Ok(tool_result(answer).into())
+                    }
                     Round::Done(Err(unknown)) => Err(McpError::invalid_params(unknown.to_string(), None)),
                     Round::Input { requests, request_state } => {
                         Ok(InputRequiredResult::new(Some(requests), Some(request_state)).into())

@@ -23,6 +23,7 @@ pub mod jsonrpc;
 pub mod limits;
 pub mod origin;
 pub mod param_headers;
+pub mod quota_status;
 pub mod rate_limit;
 pub mod request_metrics;
 pub mod sessions;

@@ -24,6 +24,7 @@ use crate::gateway::middleware::budgets::{self, Building};
 use crate::gateway::middleware::guardrails::{CallOutcome, GuardrailLayer, Guardrails, TaskAsk, UpstreamCall};
 use crate::guardrails::provider::{Provider, ProviderChoice};
 use crate::json_strict::object;
+use crate::meter::usage::Sample;
 use crate::telemetry::spans;
 use crate::timeouts::TimeoutKind;
 use crate::upstream::relay::Relay;
@@ -111,6 +112,8 @@ pub struct ServerCalls<'a> {
     task: Option<TaskAsk>,
     /// The authorization rule that allowed the call in progress (contract 17), for its audit record.
     decided_by: Option<String>,
+    /// What the audit record of the call in progress keeps for the simulator: its target and caller.
+    audit_fields: Option<(Value, Value)>,
 }
 
 /// What one call of the per-call stack asks the upstream for.
@@ -152,6 +155,7 @@ impl<'a> ServerCalls<'a> {
             built: Building::new(&ctx.key_budgets, &identity.key_digest),
             task: None,
             decided_by: None,
+            audit_fields: None,
         }
     }
 
@@ -181,60 +185,73 @@ impl<'a> ServerCalls<'a> {
         // The audit log keeps a keyed digest of the arguments, never the arguments (`None`: the log is off).
         let args_hmac =
             self.ctx.audit.enabled().then(|| self.ctx.audit.args_hmac(call.args.as_ref().unwrap_or(&Value::Null)));
+        let args_bytes = call.args.as_ref().map_or(0, |args| json_size(args) as u64);
         let result = match self.check(&call.name, call.args.as_ref()).await {
             Ok(()) => self.upstream(Operation::CallTool, call).await,
             Err(refused) => Err(refused),
         };
-        let result = self.gathered(result);
+        let (result, bytes) = self.gathered(result);
         record_upstream_call(self.ctx, &self.entry.server_name, &tool_name, started.elapsed(), &result);
-        if let Some(args_hmac) = args_hmac {
-            let rule = self.decided_by.take();
-            audit_call(
-                self.ctx,
-                self.identity,
-                ("tool_call", self.entry, &tool_name),
-                args_hmac,
-                &result,
-                rule.as_deref(),
-            );
-        }
+        self.account(("tool_call", &tool_name), args_hmac, &result, args_bytes + bytes);
         result
     }
 
     /// A request other than a tool call through the same stack (transparent `prompts/get`, `resources/read`): its
     /// result object as [`ServerCalls::call`] gives it, the upstream's result in `response`.
     /// `definition` is the prompt as listed (`None`: a resource, known by its URI); the caller's authorization rules
-    /// decide the request first (contract 17).
+    /// decide the request first, then its quotas count it (contract 17).
     pub async fn relay(&mut self, operation: Operation, call: ToolCall, definition: Option<&Value>) -> Value {
         let name = call.name.clone();
         // Audited like a tool call (contract 14): the prompt's name or the resource's URI, a keyed digest of the
         // prompt's arguments.
         let args_hmac =
             self.ctx.audit.enabled().then(|| self.ctx.audit.args_hmac(call.args.as_ref().unwrap_or(&Value::Null)));
+        let args_bytes = call.args.as_ref().map_or(0, |args| json_size(args) as u64);
         let (kind, method, field) = match operation {
             Operation::GetPrompt => (policy::Kind::Prompt, "prompts/get", "name"),
             _ => (policy::Kind::Resource, "resources/read", "uri"),
         };
         let minimal = serde_json::json!({field: name});
         let item = definition.unwrap_or(&minimal);
-        let result = match policy::check_call(self.identity, kind, self.entry, item, method, call.args.as_ref()) {
-            Ok(rule) => {
-                self.decided_by = rule;
-                self.upstream(operation, call).await
-            }
-            Err(denied) => Err(denied),
+        let audited = args_hmac.is_some();
+        let admitted = policy::check_call(self.identity, (kind, self.entry, item), method, call.args.as_ref(), audited);
+        let result = match self.admit(admitted).await {
+            Ok(()) => self.upstream(operation, call).await,
+            Err(refused) => Err(refused),
         };
-        let result = self.gathered(result);
-        if let Some(args_hmac) = args_hmac {
-            let event = if operation == Operation::GetPrompt { "prompt_get" } else { "resource_read" };
-            let rule = self.decided_by.take();
-            audit_call(self.ctx, self.identity, (event, self.entry, &name), args_hmac, &result, rule.as_deref());
-        }
+        let (result, bytes) = self.gathered(result);
+        let event = if operation == Operation::GetPrompt { "prompt_get" } else { "resource_read" };
+        self.account((event, &name), args_hmac, &result, args_bytes + bytes);
         result
     }
 
-    /// Whether tool `name` may be called with `args`: curation lets the caller see it, the server has it, and the
-    /// caller's authorization rules allow the call (contract 17).
+    /// What a call that ended leaves behind: its usage (contract 17) and, when the audit log is on (`args_hmac` is
+    /// `Some`), its audit record with the rule that decided it.
+    fn account(&mut self, (event, name): (&str, &str), args_hmac: Option<Option<String>>, result: &Value, bytes: u64) {
+        let rule = self.decided_by.take();
+        let fields = self.audit_fields.take();
+        let sample = Sample {
+            project: &self.identity.project_id,
+            user: &self.identity.user_id,
+            server: &self.entry.server_name,
+            tool: name,
+            status: result.get("status").and_then(Value::as_str).unwrap_or("error"),
+            error_code: result.get("error_code").and_then(Value::as_str),
+            bytes,
+        };
+        self.ctx.meter.usage.record(&sample, self.ctx.meter.shared());
+        if let Some(args_hmac) = args_hmac {
+            let (target, principal) = fields.unzip();
+            self.ctx.audit.record(audit::Event {
+                target,
+                principal,
+                ..call_event(self.identity, (event, self.entry, name), args_hmac, result, rule.as_deref())
+            });
+        }
+    }
+
+    /// Whether tool `name` may be called with `args`: curation lets the caller see it, the server has it, the
+    /// caller's authorization rules allow the call and its quotas have room (contract 17).
     async fn check(&mut self, name: &str, args: Option<&Value>) -> Result<(), GatewayError> {
         let server = &self.entry.server_name;
         if !self.curation.visible(self.entry, name) {
@@ -263,15 +280,35 @@ impl<'a> ServerCalls<'a> {
             }
             return Err(GatewayError::new(ErrorCode::ToolNotFound, format!("server {server:?} has no tool {name:?}")));
         };
-        self.decided_by = policy::check_call(self.identity, policy::Kind::Tool, self.entry, tool, "tools/call", args)?;
-        Ok(())
+        let audited = self.ctx.audit.enabled();
+        let target = (policy::Kind::Tool, self.entry, tool);
+        let admitted = policy::check_call(self.identity, target, "tools/call", args, audited);
+        self.admit(admitted).await
     }
 
-    /// A call's result object, its size counted against the key's results being built.
-    fn gathered(&mut self, result: Result<Value, GatewayError>) -> Value {
+    /// A call the rules decided on: denied, or counted against its quotas (`QUOTA_EXCEEDED` when one has no room).
+    async fn admit(&mut self, admitted: Result<policy::Admitted, GatewayError>) -> Result<(), GatewayError> {
+        let admitted = admitted?;
+        self.decided_by = admitted.rule;
+        self.audit_fields = admitted.audit;
+        let Err(over) = self.ctx.meter.admit(&admitted.charges).await else { return Ok(()) };
+        self.ctx.store.metrics().quota_rejections.with_label_values(&[&over.quota]).inc();
+        let seconds = over.retry_after_seconds();
+        tracing::info!(key_id = %self.identity.key_id, quota = %over.quota, retry_after_seconds = seconds,
+            "call refused: a quota has no room");
+        let message = format!("quota {:?} has no room for this call; try again in {seconds} s", over.quota);
+        Err(GatewayError::new(ErrorCode::QuotaExceeded, message)
+            .with("quota", over.quota)
+            .with("retry_after_seconds", seconds)
+            .retry_after(seconds))
+    }
+
+    /// A call's result object and its size, counted against the key's results being built.
+    fn gathered(&mut self, result: Result<Value, GatewayError>) -> (Value, u64) {
         let result = result.unwrap_or_else(|f| f.answer());
-        self.built.add(json_size(&result) as u64);
-        result
+        let bytes = json_size(&result) as u64;
+        self.built.add(bytes);
+        (result, bytes)
     }
 
     /// The call through the guardrails to the upstream, traced; not run while the key's results being built or its
@@ -304,14 +341,25 @@ impl<'a> ServerCalls<'a> {
 pub fn audit_call(
     ctx: &GatewayContext,
     identity: &Identity,
-    (event, entry, name): (&str, &ServerEntry, &str),
+    what: (&str, &ServerEntry, &str),
     args_hmac: Option<String>,
     result: &Value,
     rule: Option<&str>,
 ) {
+    ctx.audit.record(call_event(identity, what, args_hmac, result, rule));
+}
+
+/// The audit record of a call of `name` of `entry` (`event`: `tool_call`, …) whose result is `result`.
+fn call_event<'a>(
+    identity: &'a Identity,
+    (event, entry, name): (&'a str, &'a ServerEntry, &'a str),
+    args_hmac: Option<String>,
+    result: &'a Value,
+    rule: Option<&'a str>,
+) -> audit::Event<'a> {
     // The rule that allowed the call, or the one that denied it (named in the POLICY_DENIED answer).
     let policy_rule = rule.or_else(|| result.get("rule").and_then(Value::as_str));
-    ctx.audit.record(audit::Event {
+    audit::Event {
         event,
         project_id: Some(&identity.project_id),
         user_id: Some(&identity.user_id),
@@ -325,7 +373,7 @@ pub fn audit_call(
         config_revision: Some(audit::revision(&identity.snapshot.source_digest)),
         policy_rule,
         ..Default::default()
-    });
+    }
 }
 
 /// About the bytes `value` takes as JSON text (strings and keys by their length; no escapes counted): what a result
