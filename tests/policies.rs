@@ -157,3 +157,50 @@ fn a_rule_that_does_not_compile_is_named_by_check_config() {
         assert!(err.contains(expected), "{expected} not in {err}");
     }
 }
+
+#[test]
+fn rules_on_roles_and_scopes_decide_resources_and_templates_alike_when_listed_and_read() {
+    let issuer = JwtIssuer::start();
+    let conformance =
+        json!({"server_name": "conf", "config": {"command": env!("CARGO_BIN_EXE_mcpgw-conformance-upstream")}});
+    let common = json!({"tool_exposure": "transparent", "policies": [
+        {"name": "templates-for-readers", "effect": "deny",
+         "when": "target.kind == 'template' && !('reader' in principal.roles)"},
+        {"name": "binary-needs-scope", "effect": "deny",
+         "when": "target.kind == 'resource' && target.name == 'test://static-binary' && !('files:read' in principal.scopes)"}]});
+    let mut config = config_with(vec![conformance], common);
+    config["plugins"]["auth"] = json!({"provider": "oauth", "config": {"issuer": issuer.issuer, "audience": AUDIENCE,
+        "required_scopes": ["mcp"], "claim_mappings": {"roles": "realm_roles"}}});
+    let gw = TestGateway::start(&config);
+    let token = |user: &str, roles: Value, scope: &str| {
+        let mut claims = issuer.claims(user, PROJECT_NAME);
+        claims["realm_roles"] = roles;
+        claims["scope"] = json!(scope);
+        issuer.sign(&claims)
+    };
+    let alice = token(ALICE, json!(["reader"]), "openid mcp files:read");
+    let bob = token(BOB, json!([]), "openid mcp");
+    runtime().block_on(async {
+        let client = connect(&gw.mcp, &alice).await;
+        let resources = serde_json::to_value(client.list_all_resources().await.unwrap()).unwrap().to_string();
+        let templates = serde_json::to_value(client.list_all_resource_templates().await.unwrap()).unwrap();
+        assert!(resources.contains("test://static-binary"), "{resources}");
+        assert_eq!(templates.as_array().unwrap().len(), 1, "{templates}");
+        assert!(read_ok(&client, "test://static-binary").await && read_ok(&client, "test://template/5/data").await);
+        client.cancel().await.unwrap();
+
+        let client = connect(&gw.mcp, &bob).await;
+        let resources = serde_json::to_value(client.list_all_resources().await.unwrap()).unwrap().to_string();
+        let templates = serde_json::to_value(client.list_all_resource_templates().await.unwrap()).unwrap();
+        assert!(!resources.contains("test://static-binary") && resources.contains("test://static-text"), "{resources}");
+        assert_eq!(templates, json!([]));
+        assert!(!read_ok(&client, "test://static-binary").await, "a hidden resource was read");
+        assert!(!read_ok(&client, "test://template/5/data").await, "a hidden template was read");
+        assert!(read_ok(&client, "test://static-text").await);
+        client.cancel().await.unwrap();
+    });
+}
+
+async fn read_ok(client: &McpClient, uri: &str) -> bool {
+    client.read_resource(rmcp::model::ReadResourceRequestParams::new(uri)).await.is_ok()
+}

@@ -198,8 +198,8 @@ impl<'a> ServerCalls<'a> {
 
     /// A request other than a tool call through the same stack (transparent `prompts/get`, `resources/read`): its
     /// result object as [`ServerCalls::call`] gives it, the upstream's result in `response`.
-    /// `definition` is the prompt as listed (`None`: a resource, known by its URI); the caller's authorization rules
-    /// decide the request first, then its quotas count it (contract 17).
+    /// `definition` is the prompt or resource as listed, or the template a resource's URI matches (`None`: known by its
+    /// URI only); the caller's authorization rules decide the request first, then its quotas count it (contract 17).
     pub async fn relay(&mut self, operation: Operation, call: ToolCall, definition: Option<&Value>) -> Value {
         let name = call.name.clone();
         // Audited like a tool call (contract 14): the prompt's name or the resource's URI, a keyed digest of the
@@ -207,8 +207,10 @@ impl<'a> ServerCalls<'a> {
         let args_hmac =
             self.ctx.audit.enabled().then(|| self.ctx.audit.args_hmac(call.args.as_ref().unwrap_or(&Value::Null)));
         let args_bytes = call.args.as_ref().map_or(0, |args| json_size(args) as u64);
+        let template = definition.is_some_and(|d| d.get("uriTemplate").is_some());
         let (kind, method, field) = match operation {
             Operation::GetPrompt => (policy::Kind::Prompt, "prompts/get", "name"),
+            _ if template => (policy::Kind::Template, "resources/read", "uri"),
             _ => (policy::Kind::Resource, "resources/read", "uri"),
         };
         let minimal = serde_json::json!({field: name});

@@ -92,21 +92,32 @@ pub async fn owner<'a>(
     session: Option<&str>,
     uri: &str,
 ) -> Option<&'a ServerEntry> {
+    owner_of(ctx, identity, session, uri).await.map(|(entry, _)| entry)
+}
+
+/// [`owner`], with the item that matched: the resource as listed, or the template that matches the URI (the target
+/// the caller's authorization rules decide a read of it by: contract 17).
+async fn owner_of<'a>(
+    ctx: &GatewayContext,
+    identity: &'a Identity,
+    session: Option<&str>,
+    uri: &str,
+) -> Option<(&'a ServerEntry, Value)> {
     let listed = merged(ctx, identity, session, "resources/list", "resources").await;
-    if let Some((entry, _)) = listed.iter().find(|(_, r)| r.get("uri").and_then(Value::as_str) == Some(uri)) {
-        return Some(entry);
+    if let Some((entry, item)) = listed.into_iter().find(|(_, r)| r.get("uri").and_then(Value::as_str) == Some(uri)) {
+        return Some((entry, item));
     }
     let templates = merged(ctx, identity, session, "resources/templates/list", "resourceTemplates").await;
-    let mut matching = templates.iter().filter(|(_, t)| {
+    let mut matching = templates.into_iter().filter(|(_, t)| {
         t.get("uriTemplate").and_then(Value::as_str).is_some_and(|template| template_matches(template, uri))
     });
-    let (first, _) = matching.next()?;
+    let (first, template) = matching.next()?;
     let others: Vec<&str> = matching.map(|(e, _)| e.server_name.as_str()).filter(|s| *s != first.server_name).collect();
     if !others.is_empty() {
         tracing::warn!(uri, chosen = %first.server_name, also = %others.join(", "),
             "transparent mode: resource templates of several servers match the URI; the first in configuration order serves it");
     }
-    Some(first)
+    Some((first, template))
 }
 
 /// `resources/read` of `uri` on the server it belongs to, through that server's guardrails.
@@ -117,14 +128,15 @@ pub async fn read(
     uri: &str,
     relay: Option<Relay>,
 ) -> Result<Value, McpError> {
-    let found = owner(ctx, identity, session, uri).await;
+    let found = owner_of(ctx, identity, session, uri).await;
+    let (found, item) = found.unzip();
     if quarantined(ctx, identity, uri, found) {
         return Err(quarantine_error(uri));
     }
     let Some((entry, upstream)) = found.and_then(|entry| Some((entry, upstream_uri(identity, entry, uri)?))) else {
         return Err(not_served(uri));
     };
-    let request = (super::Operation::ReadResource, upstream.as_str(), Map::new(), None);
+    let request = (super::Operation::ReadResource, upstream.as_str(), Map::new(), item.as_ref());
     let mut result = super::relay_request(ctx, identity, session, entry, request, relay).await?;
     apps::rewrite_result(&prefix_of(identity, entry), &mut result);
     Ok(result)
