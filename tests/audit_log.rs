@@ -235,10 +235,14 @@ fn failed_logins_are_audited_at_most_ten_a_second_per_address_with_what_was_left
         // Once the second has passed, the next failure from the address is recorded with the count left out.
         std::thread::sleep(std::time::Duration::from_millis(1100));
         assert_eq!(refused(front, &wrong(999)), 401);
-        let last = records(&path).into_iter().rfind(|r| r["event"] == json!(event)).unwrap();
+        let all: Vec<Value> = records(&path).into_iter().filter(|r| r["event"] == json!(event)).collect();
+        let last = all.last().unwrap();
         assert_eq!(last["source_address"], json!("127.0.0.1"), "{last}");
-        let suppressed = last["suppressed"].as_u64().unwrap_or_default();
-        assert_eq!(suppressed as usize + written, 200, "every failure written or counted: {last}");
+        assert!(last["suppressed"].as_u64().unwrap_or_default() > 0, "the count left out: {last}");
+        // Each failure is a record or counted in a later record's `suppressed` (on a loaded machine the 200 can span
+        // several windows, each of whose left-out count rides on the next record written).
+        let suppressed: u64 = all.iter().map(|r| r["suppressed"].as_u64().unwrap_or_default()).sum();
+        assert_eq!(all.len() + suppressed as usize, 201, "every failure written or counted: {all:?}");
     }
     let text = std::fs::read_to_string(&path).unwrap();
     assert!(!text.contains("wrong-credential"), "a presented credential is in the audit log");
