@@ -79,7 +79,8 @@ fn a_rate_per_key_refuses_the_call_past_it_and_usage_counts_it() {
 fn the_simulator_reports_exactly_the_audited_calls_a_rule_would_change() {
     let dir = tempfile::tempdir().unwrap();
     let audit = dir.path().join("audit.jsonl");
-    let common = json!({"tool_exposure": "gateway", "audit_log": {"enabled": true, "path": audit.to_str().unwrap()}});
+    let common = json!({"tool_exposure": "gateway", "audit_log": {"enabled": true, "path": audit.to_str().unwrap()},
+                        "policies": [{"name": "no-env", "effect": "deny", "when": "target.name == 'env'"}]});
     let gw = TestGateway::start(&config_with(vec![mock_server("m")], common));
     let client = http();
     for (key, text) in [(API_KEY, "a1"), (KEY_B, "b1"), (API_KEY, "a2")] {
@@ -114,13 +115,19 @@ fn the_simulator_reports_exactly_the_audited_calls_a_rule_would_change() {
         (&json!("allow"), &json!("deny"), &json!("no-echo-for-alice"))
     );
     // A quota of one echo per user: the second echo of alice would be refused; nothing else.
-    let quota = json!({"policies": [], "quotas": [{"name": "one-echo", "per": "user", "when": "target.name == 'echo'", "rate": "1/hour"}]});
+    let quota = json!({"policies": [{"name": "no-env", "effect": "deny", "when": "target.name == 'env'"}], "quotas": [{"name": "one-echo", "per": "user", "when": "target.name == 'echo'", "rate": "1/hour"}]});
     let simulated = admin(&gw, Method::POST, "/api/v1/policy/simulate", Some(&quota)).ok(200).clone();
     assert_eq!(simulated["changed"].as_array().unwrap().len(), 1, "{simulated}");
     assert_eq!(
         (&simulated["changed"][0]["seq"], &simulated["changed"][0]["after"]),
         (&alice_echoes[1], &json!("quota_exceeded"))
     );
+    // No rules at all: only bob's env call, denied when made, would change.
+    let none = admin(&gw, Method::POST, "/api/v1/policy/simulate", Some(&json!({"policies": []}))).ok(200).clone();
+    let env_seq = seqs_of(BOB_ID, "env");
+    assert_eq!(none["changed"].as_array().unwrap().len(), 1, "{none}");
+    let change = &none["changed"][0];
+    assert_eq!((&change["seq"], &change["before"], &change["after"]), (&env_seq[0], &json!("deny"), &json!("allow")));
     // A proposal that does not compile is refused, named; nothing changed in the gateway.
     let broken = admin(
         &gw,

@@ -45,12 +45,12 @@ async fn usage(State(st): St, Query(query): Query<UsageQuery>) -> Response {
     let by = query.by.as_deref().unwrap_or("project");
     let Some(dimension) = DIMENSIONS.iter().position(|d| *d == by) else {
         let detail = format!("by: must be one of {}, found {by:?}", DIMENSIONS.join(", "));
-        return answer(Err(ApiError::new(StatusCode::BAD_REQUEST, "validation_error", detail)), "");
+        return answer(Err(ApiError::new(StatusCode::BAD_REQUEST, "VALIDATION_ERROR", detail)), "");
     };
     let now = chrono::Utc::now();
     let since = match query.since.as_deref().map(|s| since(s, now)).unwrap_or(Ok(now - chrono::Duration::hours(24))) {
         Ok(since) => since,
-        Err(detail) => return answer(Err(ApiError::new(StatusCode::BAD_REQUEST, "validation_error", detail)), ""),
+        Err(detail) => return answer(Err(ApiError::new(StatusCode::BAD_REQUEST, "VALIDATION_ERROR", detail)), ""),
     };
     let (groups, source) = st.meter.usage(dimension, since.timestamp()).await;
     let data = json!({

@@ -3,7 +3,8 @@
 //!
 //! A proposal is `{"policies", "policy_default"?, "quotas"?, "last"?}`: `policies` takes the place of
 //! `common_mcp_gateway_config.policies` (the rules of MCP configurations and projects stay as they are),
-//! `policy_default` of the current default when given, `quotas` of the current quotas when given. It is compiled as the
+//! `policy_default` of the current default when given (else the current one stands), `quotas` of the current quotas
+//! when given. It is compiled as the
 //! configuration would be (the same problems, the same names).
 //!
 //! [`simulate`] replays the last `last` (default 1,000, at most [`MAX_LAST`]) audited calls of tools, prompts and
@@ -44,6 +45,8 @@ const BEFORE_RULES: [&str; 4] = ["TOOL_NOT_FOUND", "TOOL_NOT_ALLOWED", "TOOL_QUA
 /// A compiled proposal.
 pub struct Proposal {
     book: PolicyBook,
+    /// Whether the proposal has its own `policy_default`.
+    default: bool,
     /// Whether the proposal has its own `quotas`.
     quotas: bool,
     last: usize,
@@ -67,11 +70,12 @@ pub fn proposal(body: Value) -> ManageResult<Proposal> {
         return Err(ManageError::Validation("policies: is required (a list of rules, maybe empty)".into()));
     }
     let quotas = body.contains_key("quotas");
+    let default = body.get("policy_default").is_some_and(|d| !d.is_null());
     let (book, problems) = compile(Value::Object(body));
     if !problems.is_empty() {
         return Err(ManageError::Invalid(problems));
     }
-    Ok(Proposal { book, quotas, last })
+    Ok(Proposal { book, default, quotas, last })
 }
 
 /// Compiles a rules document (`{"policies", "policy_default", "quotas"}`) or a whole configuration file: the rules
@@ -102,6 +106,14 @@ pub fn compile(document: Value) -> (PolicyBook, Vec<String>) {
     }
     let book = PolicyBook::compile(&file, &mut problems);
     (book, problems)
+}
+
+/// A record's `timestamp` (UTC, written without a zone: `2026-12-01T10:00:00.123456`; one with a zone is read too).
+fn recorded_at(text: &str) -> Option<chrono::DateTime<chrono::FixedOffset>> {
+    chrono::DateTime::parse_from_rfc3339(text).ok().or_else(|| {
+        let naive = chrono::NaiveDateTime::parse_from_str(text, "%Y-%m-%dT%H:%M:%S%.f").ok()?;
+        Some(naive.and_utc().fixed_offset())
+    })
 }
 
 /// What a replayed call met, or meets under the proposal.
@@ -160,8 +172,7 @@ pub fn simulate(snapshot: &Snapshot, audit: Option<&Path>, proposal: &Proposal) 
             Some("resource_read") => "resources/read",
             _ => "tools/call",
         };
-        let when =
-            record.get("timestamp").and_then(Value::as_str).and_then(|t| chrono::DateTime::parse_from_rfc3339(t).ok());
+        let when = record.get("timestamp").and_then(Value::as_str).and_then(recorded_at);
         let now = when.unwrap_or_else(|| chrono::Utc::now().fixed_offset());
         let input = Input {
             principal: &principal.0,
@@ -178,7 +189,8 @@ pub fn simulate(snapshot: &Snapshot, audit: Option<&Path>, proposal: &Proposal) 
         };
         let scope = Scope::new(&input);
         let rules: Vec<_> = book.rules(None, "").chain(current.scoped(config_id, project_id)).collect();
-        let Some((allowed, rule)) = replay(&scope, &rules, book.default_allow) else {
+        let default_allow = if proposal.default { book.default_allow } else { current.default_allow };
+        let Some((allowed, rule)) = replay(&scope, &rules, default_allow) else {
             undecided += 1;
             continue;
         };

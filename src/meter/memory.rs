@@ -2,7 +2,7 @@
 //! same arithmetic as the Redis script (`crate::policy::quota::gcra`, and a count per calendar period).
 //!
 //! At most [`MAX_COUNTERS`] counters of each kind: a full table first drops the counters that have run out (a rate's
-//! whose arrival time has passed, a limit's whose period has ended); a subject that still finds no place is let
+//! whose arrival time has passed, a limit's whose period has ended; at most once a second); a subject that still finds no place is let
 //! through uncounted (with a warning at most once a minute) rather than denied, so that a flood of new identities
 //! cannot lock out the callers already counted.
 
@@ -23,6 +23,9 @@ pub struct Counters {
     counts: HashMap<String, (u64, i64)>,
     /// When the last "table full" warning was logged (microseconds).
     warned: u64,
+    /// When a full table was last pruned (microseconds): at most once a second, so that a full table costs no scan
+    /// per call.
+    pruned: u64,
 }
 
 impl Counters {
@@ -76,6 +79,10 @@ impl Counters {
         if !full {
             return true;
         }
+        if now.saturating_sub(self.pruned) < 1_000_000 {
+            return false;
+        }
+        self.pruned = now;
         if rate {
             self.tats.retain(|_, tat| *tat > now);
         } else {

@@ -107,10 +107,12 @@ pub struct Admitted {
     pub charges: Vec<Charge>,
     /// What the audit record keeps of the target and the caller for the simulator (asked for with `audited`).
     pub audit: Option<(Value, Value)>,
+    /// Set when the rules deny the call: its `POLICY_DENIED` answer (the audit fields are kept for its record).
+    pub denied: Option<GatewayError>,
 }
 
-/// The call of `item` of `entry` with `args` (`method` its JSON-RPC method): `Err(POLICY_DENIED)` when denied, else
-/// what allowed it and the quotas it counts against (the counting itself is the caller's: `Meter::admit`). With
+/// The call of `item` of `entry` with `args` (`method` its JSON-RPC method): what denied it (`denied`) or allowed it,
+/// and the quotas it counts against (the counting itself is the caller's: `Meter::admit`). With
 /// `audited`, also what the call's audit record keeps for `POST /api/v1/policy/simulate` ([`audit_fields`]).
 pub fn check_call(
     identity: &Identity,
@@ -118,16 +120,16 @@ pub fn check_call(
     method: &str,
     args: Option<&Value>,
     audited: bool,
-) -> Result<Admitted, GatewayError> {
+) -> Admitted {
     let book = &identity.snapshot.policies;
     let rules = applies(identity);
     if !rules && book.quotas.is_empty() && !audited {
-        return Ok(Admitted::default());
+        return Admitted::default();
     }
     let target = Target::of(identity, kind, entry, item);
     let audit = audited.then(|| audit_fields(identity, &target));
     if !rules && book.quotas.is_empty() {
-        return Ok(Admitted { audit, ..Admitted::default() });
+        return Admitted { audit, ..Admitted::default() };
     }
     let empty = Value::Object(Map::new());
     let scope = Scope::new(&input(identity, &target, Some((method, args.unwrap_or(&empty)))));
@@ -135,7 +137,8 @@ pub fn check_call(
     if rules {
         let decision = decided(identity, &target, true, &scope);
         if !decision.allowed {
-            return Err(denied(&target, &decision));
+            admitted.denied = Some(denied(&target, &decision));
+            return admitted;
         }
         admitted.rule = decision.rule.map(|rule| rule.name.clone());
     }
@@ -147,7 +150,7 @@ pub fn check_call(
         .filter(|quota| quota.when.as_ref().is_none_or(|when| scope.matches(when)))
         .map(|quota| Charge::new(quota, meter::subject(quota.per, key, user, project), now))
         .collect();
-    Ok(admitted)
+    admitted
 }
 
 /// What a call's audit record keeps for the simulator (contract 17): the target (`{kind, exposed_name,

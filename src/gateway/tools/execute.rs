@@ -289,10 +289,12 @@ impl<'a> ServerCalls<'a> {
     }
 
     /// A call the rules decided on: denied, or counted against its quotas (`QUOTA_EXCEEDED` when one has no room).
-    async fn admit(&mut self, admitted: Result<policy::Admitted, GatewayError>) -> Result<(), GatewayError> {
-        let admitted = admitted?;
-        self.decided_by = admitted.rule;
+    async fn admit(&mut self, admitted: policy::Admitted) -> Result<(), GatewayError> {
         self.audit_fields = admitted.audit;
+        if let Some(denied) = admitted.denied {
+            return Err(denied);
+        }
+        self.decided_by = admitted.rule;
         let Err(over) = self.ctx.meter.admit(&admitted.charges).await else { return Ok(()) };
         self.ctx.store.metrics().quota_rejections.with_label_values(&[&over.quota]).inc();
         let seconds = over.retry_after_seconds();

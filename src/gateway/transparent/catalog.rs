@@ -218,15 +218,16 @@ pub async fn is_quarantined(ctx: &GatewayContext, identity: &Identity, session: 
     false
 }
 
-/// The `POLICY_DENIED` answer for a call of `name` that no listing shows because the caller's authorization rules
-/// hide it (contract 17): the caller learns that it is denied, and by which rule, rather than that it does not exist.
-/// Only asked after a name was not found.
-pub async fn policy_denial(
+/// The tool exposed as `name` that no listing shows because the caller's authorization rules hide it (contract 17),
+/// with its upstream name: its call runs through the per-call pipeline, which denies it (`POLICY_DENIED`, naming the
+/// rule), audits and counts it, so that the caller learns that it is denied rather than that it does not exist. Only
+/// asked after a name was not found.
+pub async fn policy_hidden<'a>(
     ctx: &GatewayContext,
-    identity: &Identity,
+    identity: &'a Identity,
     session: Option<&str>,
     name: &str,
-) -> Option<GatewayError> {
+) -> Option<(&'a ServerEntry, String)> {
     if !policy::applies(identity) {
         return None;
     }
@@ -239,9 +240,8 @@ pub async fn policy_denial(
             let upstream = tool.get("name").and_then(Value::as_str).unwrap_or("");
             if names::exposes(&prefix, upstream, name) && curation.visible(entry, upstream) {
                 let target = policy::Target::of(identity, policy::Kind::Tool, entry, tool);
-                let decision = policy::decide(identity, &target, None);
-                if !decision.allowed {
-                    return Some(policy::denied(&target, &decision));
+                if !policy::decide(identity, &target, None).allowed {
+                    return Some((entry, upstream.to_string()));
                 }
             }
         }

@@ -86,8 +86,12 @@ pub async fn call_tool_task(
             let why = format!("tool {name:?} is quarantined: its definition is under review");
             return Ok(CallAnswer::Gateway(GatewayError::new(ErrorCode::ToolQuarantined, why).answer()));
         }
-        if let Some(denied) = catalog::policy_denial(ctx, identity, session, name).await {
-            return Ok(CallAnswer::Gateway(denied.answer()));
+        if let Some((entry, upstream)) = catalog::policy_hidden(ctx, identity, session, name).await {
+            // Through the pipeline, which denies it as it denies a listed tool: answered, audited and counted alike.
+            let provider = ctx.guardrails.get(&identity.snapshot, Provider::from_snapshot);
+            let mut calls = ServerCalls::open(ctx, identity, session, entry, &provider);
+            let denied = calls.call(ToolCall { name: upstream, args: Some(Value::Object(args)) }).await;
+            return Ok(CallAnswer::Gateway(denied));
         }
         if let Some(required) = catalog::credentials_required(ctx, identity, name).await {
             let answer = required.answer();
