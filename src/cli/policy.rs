@@ -125,7 +125,7 @@ fn test(file: &Path, last: Option<u64>, target: &Target) -> Result<ExitCode, Cli
             text(&["target", "name"]),
             text(&["before"]),
             text(&["after"]),
-            text(&["rule"]),
+            if change["rule"].is_null() { "policy_default".to_string() } else { text(&["rule"]) },
         );
     }
     Ok(ExitCode::SUCCESS)
