@@ -99,17 +99,24 @@ impl PolicyBook {
     }
 }
 
+/// Where item `i` of the list at `at` is, for its problems (`…policies[2] ("name")`); a name that is empty or already
+/// taken in the list is a problem.
+fn named<'n>(at: &str, i: usize, name: &'n str, names: &mut HashSet<&'n str>, problems: &mut Problems) -> String {
+    let here = format!("{at}[{i}] ({name:?})");
+    if name.trim().is_empty() {
+        problems.push(format!("{here}.name: must not be empty"));
+    } else if !names.insert(name) {
+        problems.push(format!("{here}.name: another item of this list has the name {name:?}"));
+    }
+    here
+}
+
 /// The rules of one list, compiled; each problem names the rule's path and name.
 pub fn compile_list(rules: &[PolicyRule], at: &str, problems: &mut Problems) -> Vec<Rule> {
     let mut names = HashSet::new();
     let mut out = Vec::with_capacity(rules.len());
     for (i, rule) in rules.iter().enumerate() {
-        let here = format!("{at}[{i}] ({:?})", rule.name);
-        if rule.name.trim().is_empty() {
-            problems.push(format!("{here}.name: must not be empty"));
-        } else if !names.insert(rule.name.as_str()) {
-            problems.push(format!("{here}.name: another rule of this list has the name {:?}", rule.name));
-        }
+        let here = named(at, i, &rule.name, &mut names, problems);
         let allow = match rule.effect.as_str() {
             "allow" => true,
             "deny" => false,
@@ -131,12 +138,7 @@ pub fn compile_quotas(quotas: &[QuotaRule], at: &str, problems: &mut Problems) -
     let mut names = HashSet::new();
     let mut out = Vec::with_capacity(quotas.len());
     for (i, quota) in quotas.iter().enumerate() {
-        let here = format!("{at}[{i}] ({:?})", quota.name);
-        if quota.name.trim().is_empty() {
-            problems.push(format!("{here}.name: must not be empty"));
-        } else if !names.insert(quota.name.as_str()) {
-            problems.push(format!("{here}.name: another quota has the name {:?}", quota.name));
-        }
+        let here = named(at, i, &quota.name, &mut names, problems);
         let (when, rate, limit) = (quota.when.as_deref(), quota.rate.as_deref(), quota.limit.as_deref());
         match Quota::compile(&quota.name, &quota.per, when, rate, quota.burst, limit) {
             Ok(compiled) => out.push(compiled),
