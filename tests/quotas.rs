@@ -173,3 +173,17 @@ fn the_simulator_reports_exactly_the_audited_calls_a_rule_would_change() {
         "{err}"
     );
 }
+
+#[test]
+fn with_redis_unreachable_quotas_still_hold_in_the_replica() {
+    // The external cache points at a port nothing listens on: the counters fall back to this process's.
+    let dead = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let common = json!({"tool_exposure": "gateway", "gw_mcp_use_external_cache": true, "gw_cache_host": "127.0.0.1",
+                        "gw_cache_port": dead, "quotas": [{"name": "two", "per": "user", "rate": "2/hour"}]});
+    let gw = TestGateway::start(&config_with(vec![mock_server("m")], common));
+    let client = http();
+    assert_eq!(success_text(&echo(&client, &gw.mcp, API_KEY, "one"), "echo"), "one");
+    assert_eq!(success_text(&echo(&client, &gw.mcp, API_KEY, "two"), "echo"), "two");
+    assert_error(&echo(&client, &gw.mcp, API_KEY, "three"), "QUOTA_EXCEEDED");
+    assert!(gw.gw.logs().contains("quota and usage counters (redis) unreachable"), "{}", gw.gw.logs());
+}

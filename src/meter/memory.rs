@@ -127,4 +127,25 @@ mod tests {
         let refused = counters.admit(&charges[1..], t + 31_000_000).unwrap_err();
         assert_eq!(refused.quota, "daily");
     }
+
+    #[test]
+    fn a_full_table_drops_what_ran_out_and_lets_new_subjects_through_uncounted() {
+        let now = chrono::Utc::now();
+        let quota = Quota::compile("q", "key", None, Some("1/second"), None, None).unwrap();
+        let mut counters = Counters::default();
+        let t = 1_000_000_000_000;
+        for i in 0..MAX_COUNTERS {
+            assert!(counters.admit(&[Charge::new(&quota, &format!("k{i}"), now)], t).is_ok());
+        }
+        // Full, and nothing has run out: a new subject goes through, uncounted; the counted ones still hold.
+        let newcomer = [Charge::new(&quota, "new", now)];
+        assert!(counters.admit(&newcomer, t).is_ok() && counters.admit(&newcomer, t).is_ok());
+        assert!(counters.admit(&[Charge::new(&quota, "k7", now)], t).is_err());
+        assert_eq!(counters.tats.len(), MAX_COUNTERS);
+        // Two seconds on, every counter has run out: the table is pruned and the newcomer counted.
+        let later = t + 2_000_000;
+        assert!(counters.admit(&newcomer, later).is_ok());
+        assert!(counters.admit(&newcomer, later).is_err());
+        assert_eq!(counters.tats.len(), 1);
+    }
 }
