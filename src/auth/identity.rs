@@ -54,7 +54,7 @@ pub struct Identity {
     /// (contract 17). `None` for an API key.
     pub claims: Option<Arc<serde_json::Map<String, serde_json::Value>>>,
     /// `principal` of authorization rules, built at the first decision and kept with the identity.
-    pub principal: std::sync::OnceLock<crate::policy::Principal>,
+    pub principal: std::sync::OnceLock<std::sync::Arc<crate::policy::Principal>>,
 }
 
 impl Identity {

@@ -175,7 +175,7 @@ pub fn simulate(snapshot: &Snapshot, audit: Option<&Path>, proposal: &Proposal) 
         let when = record.get("timestamp").and_then(Value::as_str).and_then(recorded_at);
         let now = when.unwrap_or_else(|| chrono::Utc::now().fixed_offset());
         let input = Input {
-            principal: &principal.0,
+            principal: &principal,
             target: policy::target(
                 kind,
                 text("server_name"),

@@ -71,13 +71,31 @@ fn one_line(text: &str) -> String {
     flat.chars().take(300).collect()
 }
 
-/// `principal` as rules read it, built once per caller (kept with its identity).
-#[derive(Debug, Clone)]
-pub struct Principal(pub Cel);
+/// `principal` as rules read it, built once per caller (kept with its identity): bound into a root evaluation context
+/// of its own, so that a decision binds only `target`, `request` and `now` (binding converts a value into the
+/// evaluator's own form, a deep copy: the principal's claims would be copied at every decision otherwise).
+pub struct Principal {
+    context: Context<'static, 'static>,
+}
+
+impl Principal {
+    /// `value` (a map) as `principal`.
+    pub fn new(value: Cel) -> Principal {
+        let mut context = Context::with_env(Arc::clone(&ENV));
+        context.add_variable_from_value("principal", value);
+        Principal { context }
+    }
+}
+
+impl std::fmt::Debug for Principal {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Principal")
+    }
+}
 
 /// What a decision is about: the variables of one evaluation.
 pub struct Input<'a> {
-    pub principal: &'a Cel,
+    pub principal: &'a Principal,
     pub target: Cel,
     /// `Some` at a call: `{method, args}`.
     pub request: Option<Cel>,
@@ -96,17 +114,17 @@ pub fn decide<'r>(rules: impl IntoIterator<Item = &'r Rule>, default_allow: bool
     Scope::new(input).decide(rules, default_allow)
 }
 
-/// The variables of one evaluation, bound once for every rule and quota that reads them.
-pub struct Scope {
-    context: Context<'static, 'static>,
+/// The variables of one evaluation, bound once for every rule and quota that reads them (`principal` from its own
+/// context, [`Principal`]).
+pub struct Scope<'p> {
+    context: Context<'p, 'static>,
     call: bool,
 }
 
-impl Scope {
+impl<'p> Scope<'p> {
     /// `input`'s variables.
-    pub fn new(input: &Input<'_>) -> Scope {
-        let mut context = Context::with_env(Arc::clone(&ENV));
-        context.add_variable_from_value("principal", input.principal.clone());
+    pub fn new(input: &Input<'p>) -> Scope<'p> {
+        let mut context = input.principal.context.new_inner_scope();
         context.add_variable_from_value("target", input.target.clone());
         context.add_variable_from_value("now", Cel::Timestamp(input.now));
         if let Some(request) = &input.request {
@@ -170,7 +188,7 @@ pub struct Who<'a> {
 
 /// `principal` of `who`.
 pub fn principal(who: &Who<'_>) -> Principal {
-    Principal(map([
+    Principal::new(map([
         ("user_id", string(who.user_id)),
         ("email", string(who.email)),
         ("project_id", string(who.project_id)),

@@ -5,12 +5,12 @@ fn rule(name: &str, allow: bool, when: &str) -> Rule {
     Rule::compile(name, allow, when, None).unwrap()
 }
 
-fn principal() -> Cel {
-    from_json(&json!({"user_id": "u1", "email": "a@example.com", "auth": "oauth", "groups": ["oncall"],
-                      "roles": [], "scopes": ["mcp"], "claims": {"dept": "sre"}}))
+fn principal() -> Principal {
+    Principal::new(from_json(&json!({"user_id": "u1", "email": "a@example.com", "auth": "oauth", "groups": ["oncall"],
+                      "roles": [], "scopes": ["mcp"], "claims": {"dept": "sre"}})))
 }
 
-fn input<'a>(principal: &'a Cel, tool: &str, args: Option<Value>) -> Input<'a> {
+fn input<'a>(principal: &'a Principal, tool: &str, args: Option<Value>) -> Input<'a> {
     Input {
         principal,
         target: from_json(&json!({"kind": "tool", "server": "gh", "name": tool, "exposed_name": format!("gh__{tool}"),
@@ -39,7 +39,7 @@ fn first_match_wins_then_the_default() {
     ];
     let decided = decide(&rules, false, &input(&p, "delete_repo", None));
     assert!(decided.allowed && decided.rule.unwrap().name == "oncall-may-delete");
-    let other = from_json(&json!({"groups": [], "claims": {}}));
+    let other = Principal::new(from_json(&json!({"groups": [], "claims": {}})));
     let decided = decide(&rules, true, &input(&other, "delete_repo", None));
     assert!(!decided.allowed && decided.rule.unwrap().name == "no-destructive");
     // `principal.claims.dept` is absent: the allow rule fails closed (does not match), the default decides.

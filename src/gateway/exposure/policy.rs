@@ -132,10 +132,12 @@ pub fn check_call(
         return Admitted { audit, ..Admitted::default() };
     }
     let empty = Value::Object(Map::new());
-    let scope = Scope::new(&input(identity, &target, Some((method, args.unwrap_or(&empty)))));
+    // The variables are bound only when a rule or a quota's condition will read them.
+    let conditions = rules || book.quotas.iter().any(|quota| quota.when.is_some());
+    let scope = conditions.then(|| Scope::new(&input(identity, &target, Some((method, args.unwrap_or(&empty))))));
     let mut admitted = Admitted { audit, ..Admitted::default() };
-    if rules {
-        let decision = decided(identity, &target, true, &scope);
+    if let (true, Some(scope)) = (rules, &scope) {
+        let decision = decided(identity, &target, true, scope);
         if !decision.allowed {
             admitted.denied = Some(denied(&target, &decision));
             return admitted;
@@ -147,7 +149,10 @@ pub fn check_call(
     admitted.charges = book
         .quotas
         .iter()
-        .filter(|quota| quota.when.as_ref().is_none_or(|when| scope.matches(when)))
+        .filter(|quota| match (&quota.when, &scope) {
+            (Some(when), Some(scope)) => scope.matches(when),
+            _ => true,
+        })
         .map(|quota| Charge::new(quota, meter::subject(quota.per, key, user, project), now))
         .collect();
     admitted
@@ -196,9 +201,9 @@ fn decided<'s>(identity: &'s Identity, target: &Target<'_>, call: bool, scope: &
 
 /// The variables of a decision about `target` for `identity`.
 fn input<'i>(identity: &'i Identity, target: &Target<'_>, request: Option<(&str, &Value)>) -> Input<'i> {
-    let principal = identity.principal.get_or_init(|| principal(identity));
+    let principal = identity.principal.get_or_init(|| std::sync::Arc::new(principal(identity)));
     Input {
-        principal: &principal.0,
+        principal,
         target: policy::target(
             target.kind.as_str(),
             &target.entry.server_name,
