@@ -906,8 +906,9 @@ async fn unread_answer(addr: &str) -> String {
     }
     let length = head.lines().find_map(|l| l.strip_prefix("content-length:")).and_then(|v| v.trim().parse().ok());
     let Some(length) = length else { return "answer without a length".into() };
-    if length < 4 << 20 {
-        // The key's budgets refused most of the calls: an answer this small fits the connection's buffers.
+    if length < 8 << 20 {
+        // The key's budgets refused most of the calls: an answer this small can fit the connection's buffers (the
+        // kernel's send buffer alone grows to 4 MiB, `net.ipv4.tcp_wmem`), and is then sent whole without a read.
         return "small (its calls refused)".into();
     }
     tokio::time::sleep(Duration::from_secs(WRITE_TIMEOUT_SECONDS + 3)).await;

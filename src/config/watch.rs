@@ -6,7 +6,13 @@
 //! [`ConfigStore::reload_on_change`], which re-reads the file and does nothing when its content did not change or is
 //! the content whose reload just failed (one edit can raise several batches). When the path
 //! is a symlink into another directory, that directory is watched too.
+//!
+//! Only events that can change what the path reads count ([`relevant`]): ones about the file itself (by its name or
+//! its symlink target's name) or about Kubernetes' `..data` swap, and never a mere open, read or close without writing.
+//! Otherwise the reload's own read of the file would raise the next batch (a re-read and a hash every 200 ms for
+//! ever), and an audit log written beside the config would cause a reload after every call.
 
+use std::ffi::OsString;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
@@ -36,8 +42,12 @@ pub fn watch(store: Arc<ConfigStore>) -> Result<ConfigWatcher, notify::Error> {
         }
     }
     let reload_store = Arc::clone(&store);
+    let mut names: Vec<OsString> = store.path().file_name().map(OsString::from).into_iter().collect();
+    if let Some(real) = std::fs::canonicalize(store.path()).ok().and_then(|r| r.file_name().map(OsString::from)) {
+        names.push(real);
+    }
     let mut debouncer = new_debouncer(DEBOUNCE, None, move |result: DebounceEventResult| match result {
-        Ok(events) if !events.is_empty() => {
+        Ok(events) if events.iter().any(|event| relevant(&event.event, &names)) => {
             reload_store.reload_on_change();
         }
         Ok(_) => {}
@@ -53,4 +63,42 @@ pub fn watch(store: Arc<ConfigStore>) -> Result<ConfigWatcher, notify::Error> {
     }
     tracing::debug!(dirs = ?dirs, "watching config directory");
     Ok(ConfigWatcher { _debouncer: debouncer })
+}
+
+/// Whether `event` can change what the config path reads: not a mere access, and about a file named in `names` (the
+/// config file's name, its symlink target's) or one of Kubernetes' `..` entries (the `..data` swap of a volume), or
+/// about no path at all (a watcher that lost track: reload to be sure).
+fn relevant(event: &notify::Event, names: &[OsString]) -> bool {
+    use notify::EventKind;
+    use notify::event::{AccessKind, AccessMode};
+    if let EventKind::Access(access) = event.kind
+        && !matches!(access, AccessKind::Close(AccessMode::Write))
+    {
+        return false;
+    }
+    event.paths.is_empty()
+        || event.paths.iter().any(|path| {
+            path.file_name()
+                .is_some_and(|name| names.iter().any(|n| n == name) || name.to_string_lossy().starts_with(".."))
+        })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use notify::event::{AccessKind, AccessMode, CreateKind, ModifyKind};
+    use notify::{Event, EventKind};
+
+    #[test]
+    fn only_changes_to_the_config_file_or_a_volume_swap_count() {
+        let names = [OsString::from("gw.json")];
+        let at = |kind: EventKind, path: &str| Event::new(kind).add_path(PathBuf::from(path));
+        assert!(relevant(&at(EventKind::Modify(ModifyKind::Any), "/etc/gw/gw.json"), &names));
+        assert!(relevant(&at(EventKind::Create(CreateKind::File), "/etc/gw/..data"), &names));
+        assert!(relevant(&at(EventKind::Access(AccessKind::Close(AccessMode::Write)), "/etc/gw/gw.json"), &names));
+        assert!(!relevant(&at(EventKind::Access(AccessKind::Open(AccessMode::Any)), "/etc/gw/gw.json"), &names));
+        assert!(!relevant(&at(EventKind::Access(AccessKind::Close(AccessMode::Read)), "/etc/gw/gw.json"), &names));
+        assert!(!relevant(&at(EventKind::Modify(ModifyKind::Any), "/etc/gw/audit.jsonl"), &names));
+        assert!(relevant(&Event::new(EventKind::Any), &names));
+    }
 }
