@@ -127,8 +127,9 @@ fn check_config_refuses_an_undeclared_reference_and_an_unused_name() {
         "token_url": "https://a.example/token", "client_id": "c", "scopes": ["repo"], "colour": "blue"});
     write_json(&path, &config_with(vec![oauth], json!({})));
     let (status, _, err) = run_cli(&["check-config", "--config", path.to_str().unwrap()], &[]);
-    assert!(!status.success(), "check-config accepted an oauth kind");
-    assert!(err.contains("kind \"oauth\" is not supported yet"), "{err}");
+    assert!(!status.success(), "check-config accepted an oauth entry without public_url, secrets_key or its token");
+    assert!(err.contains("kind \"oauth\" needs common_mcp_gateway_config.public_url"), "{err}");
+    assert!(err.contains("needs the user's token handed to it: write ${user.ACCESS_TOKEN}"), "{err}");
     assert!(err.contains("credentials.colour: unknown key"), "{err}");
 
     write_json(&path, &config_with(vec![per_user_server("gh", None)], json!({})));
