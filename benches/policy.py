@@ -3,7 +3,7 @@
 
     python3 benches/policy.py [--binary target/release/mcpgw] [--calls 20000] [--rounds 20] [--warmup 500]
                               [--variants none,none2,rules10,rules1000,quota,redis,quota_redis]
-    python3 benches/policy.py --instructions [--calls 1000] [--variants ...]
+    python3 benches/policy.py --instructions [--calls 1000] [--variants ...] [--dumps DIR]
 
 One `mcpgw serve` per variant, all started in the same run, each with its own mock upstream (one process), one key
 and its config file in a directory of its own (a gateway watches its config's directory); each variant differs from
@@ -213,6 +213,8 @@ def main():
     parser.add_argument("--warmup", type=int, default=500, help="untimed calls per variant first")
     parser.add_argument("--variants", default=",".join(VARIANTS))
     parser.add_argument("--instructions", action="store_true", help="count instructions under callgrind instead")
+    parser.add_argument("--dumps", help="with --instructions: keep callgrind's dumps in this directory (for "
+                        "callgrind_annotate), else they go with the run's temporary directory")
     args = parser.parse_args()
     variants = args.variants.split(",")
     unknown = [v for v in variants if v not in VARIANTS]
@@ -237,8 +239,8 @@ def main():
                     json.dump(config(variant, mock, redis_port), f)
             if args.instructions:
                 calls = args.calls if args.calls != parser.get_default("calls") else 1000
-                dumps = os.path.join(directory, "dumps")
-                os.mkdir(dumps)
+                dumps = args.dumps or os.path.join(directory, "dumps")
+                os.makedirs(dumps, exist_ok=True)
                 counted = {}
                 print("%d calls per variant under callgrind, gw_secure_call_tools echo:" % calls)
                 print("%-12s %20s %10s %22s" % ("variant", "instructions/call", "vs none", "config re-reads/call"))
@@ -247,6 +249,11 @@ def main():
                     print("%-12s %20.0f %+9.1f%% %22.0f" % (variant, counted[variant],
                                                            (counted[variant] / counted["none"] - 1) * 100, reload),
                           flush=True)
+                if "rules10" in counted:
+                    added = counted["rules10"] - counted["none"]
+                    print("rules10 over none: %+.0f instructions a call, %.1f us at the 6,000 instructions per us "
+                          "that `cargo bench --bench policy` runs at (goal: 10 rules under 5 us a call: %s)" %
+                          (added, added / 6000, "met" if added < 30000 else "NOT met"))
                 return
             for variant in variants:
                 gateways[variant] = start_gateway(binary, paths[variant])
@@ -290,8 +297,10 @@ def main():
                     variant, p50 * 1e3, p99 * 1e3, p50 / base_p50, per_call, per_call - base_cpu, redis_part))
             if "rules10" in variants:
                 added = cpu["rules10"] / calls * 1e6 - base_cpu
-                print("rules10 over none: %+.1f us of gateway CPU per call (goal: 10 rules under 5 us a call: %s)" %
-                      (added, "met" if added < 5 else "NOT met"))
+                noise = "; the A/A difference (none2) is %+.1f us" % (cpu["none2"] / calls * 1e6 - base_cpu) \
+                    if "none2" in variants else ""
+                print("rules10 over none: %+.1f us of gateway CPU per call%s. A difference under the A/A one is "
+                      "noise: the goal (10 rules under 5 us a call) is judged by --instructions" % (added, noise))
         finally:
             for process, _, _ in gateways.values():
                 process.terminate()

@@ -55,6 +55,8 @@ pub struct Identity {
     pub claims: Option<Arc<serde_json::Map<String, serde_json::Value>>>,
     /// `principal` of authorization rules, built at the first decision and kept with the identity.
     pub principal: std::sync::OnceLock<std::sync::Arc<crate::policy::Principal>>,
+    /// What this caller's authorization decisions remember (per target, the rules whose outcome does not vary).
+    pub decisions: crate::policy::Memo,
 }
 
 impl Identity {
@@ -216,6 +218,7 @@ fn from_remote(snapshot: &Arc<Snapshot>, digest: [u8; 32], answer: RemoteIdentit
         client_token: None,
         claims: None,
         principal: Default::default(),
+        decisions: Default::default(),
     })
 }
 
@@ -282,6 +285,7 @@ fn resolve(snapshot: &Arc<Snapshot>, key: &str, digest: [u8; 32]) -> Result<Iden
         client_token: None,
         claims: None,
         principal: Default::default(),
+        decisions: Default::default(),
     })
 }
 

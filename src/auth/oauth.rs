@@ -154,6 +154,7 @@ async fn verify(
         client_token: Some(crate::credentials::SecretValue::from(token.to_string())),
         claims: Some(Arc::new(claims.clone())),
         principal: Default::default(),
+        decisions: Default::default(),
     })
 }
 

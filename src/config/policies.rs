@@ -92,7 +92,7 @@ impl PolicyBook {
     }
 
     /// The rules of a caller of configuration `config_id` in project `project_id`, in the order they are tried.
-    pub fn rules<'a>(&'a self, config_id: Option<&str>, project_id: &str) -> impl Iterator<Item = &'a Rule> {
+    pub fn rules<'a>(&'a self, config_id: Option<&str>, project_id: &str) -> impl Iterator<Item = &'a Rule> + Clone {
         let config = config_id.and_then(|id| self.by_config.get(id)).into_iter().flatten();
         let project = self.by_project.get(project_id).into_iter().flatten();
         self.common.iter().chain(config).chain(project)

@@ -176,21 +176,21 @@ pub fn simulate(snapshot: &Snapshot, audit: Option<&Path>, proposal: &Proposal) 
         let now = when.unwrap_or_else(|| chrono::Utc::now().fixed_offset());
         let input = Input {
             principal: &principal,
-            target: policy::target(
+            target: &policy::Target {
                 kind,
-                text("server_name"),
-                text("tool_name"),
-                target.get("exposed_name").and_then(Value::as_str).unwrap_or(text("tool_name")),
-                target.get("annotations").unwrap_or(&empty),
-            ),
+                server: text("server_name"),
+                name: text("tool_name"),
+                exposed_name: target.get("exposed_name").and_then(Value::as_str).unwrap_or(text("tool_name")),
+                annotations: target.get("annotations").unwrap_or(&empty),
+            },
             // Without `args`: the record keeps none, so a rule that needs them cannot be decided (see `replay`).
-            request: Some(policy::map([("method", policy::string(method))])),
+            request: Some(policy::Request { method, args: None }),
             now,
         };
-        let scope = Scope::new(&input);
+        let mut scope = Scope::new(&input);
         let rules: Vec<_> = book.rules(None, "").chain(current.scoped(config_id, project_id)).collect();
         let default_allow = if proposal.default { book.default_allow } else { current.default_allow };
-        let Some((allowed, rule)) = replay(&scope, &rules, default_allow) else {
+        let Some((allowed, rule)) = replay(&mut scope, &rules, default_allow) else {
             undecided += 1;
             continue;
         };
@@ -237,7 +237,7 @@ pub fn simulate(snapshot: &Snapshot, audit: Option<&Path>, proposal: &Proposal) 
 
 /// The decision of `rules` in `scope` without the call's arguments: `(allowed, the deciding rule)`, or `None` when a
 /// rule that reads `request` needed them to decide. A rule that fails otherwise fails closed, as at a call.
-fn replay<'r>(scope: &Scope, rules: &[&'r Rule], default_allow: bool) -> Option<(bool, Option<&'r Rule>)> {
+fn replay<'r>(scope: &mut Scope, rules: &[&'r Rule], default_allow: bool) -> Option<(bool, Option<&'r Rule>)> {
     for rule in rules {
         match scope.evaluate(rule) {
             Some(true) => return Some((rule.allow, Some(rule))),

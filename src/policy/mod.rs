@@ -13,17 +13,29 @@
 //! A rule whose evaluation fails (a claim that is absent, a type that does not fit) or yields something other than a
 //! boolean fails closed: a `deny` rule matches, an `allow` rule does not.
 //!
-//! The variables are built by the caller (`gateway/`): [`principal`] once per identity, [`target`] per item. This
+//! The variables are built by the caller (`gateway/`): [`principal`] once per identity, [`Target`] per item. This
 //! module is a leaf: the configuration compiles rules with it, the gateway decides with it.
+//!
+//! What costs: binding the variables (converting JSON into the evaluator's values) and running each rule. The
+//! gateway decides through [`decide_lazily`] (`memo.rs`): what the rules decide whatever `request` and `now` are is
+//! remembered per caller and target ([`Memo`]), so that a later call evaluates only the rules whose outcome depends on
+//! the call, and binds a variable only when such a rule (or a quota's condition) reads it.
 
 use std::collections::HashMap;
 use std::sync::{Arc, LazyLock};
 
+use cel::common::types::{
+    CelBool, CelDouble, CelInt, CelList, CelMap, CelMapKey, CelNull, CelString, CelTimestamp, CelUInt,
+};
+use cel::common::value::Val;
 use cel::objects::{Key, Map};
 use cel::{Context, Env, Program, Value as Cel};
 use serde_json::Value;
 
+mod memo;
 pub mod quota;
+
+pub use memo::{Lazy, MEMO_TARGETS, Memo, Recall, decide_lazily, fingerprint};
 
 /// The variables a rule may read.
 pub const VARIABLES: [&str; 4] = ["principal", "target", "request", "now"];
@@ -36,8 +48,12 @@ pub struct Rule {
     pub name: String,
     pub allow: bool,
     pub message: Option<String>,
+    /// Whether `when` reads `target`.
+    pub reads_target: bool,
     /// Whether `when` reads `request` (decided at a call only).
     pub reads_request: bool,
+    /// Whether `when` reads `now`.
+    pub reads_now: bool,
     program: Program,
 }
 
@@ -61,7 +77,16 @@ impl Rule {
             ));
         }
         let reads_request = references.has_variable("request");
-        Ok(Rule { name: name.to_string(), allow, message, reads_request, program })
+        let reads_now = references.has_variable("now");
+        let reads_target = references.has_variable("target");
+        Ok(Rule { name: name.to_string(), allow, message, reads_target, reads_request, reads_now, program })
+    }
+
+    /// Whether the outcome can differ between two decisions about the same caller and target (the rule reads
+    /// `request` or `now`); the outcome of any other rule is remembered ([`Memo`]). A new variable whose value changes
+    /// from call to call must count here.
+    pub fn varies(&self) -> bool {
+        self.reads_request || self.reads_now
     }
 }
 
@@ -93,13 +118,60 @@ impl std::fmt::Debug for Principal {
     }
 }
 
-/// What a decision is about: the variables of one evaluation.
+/// What a decision is about: the variables of one evaluation, borrowed until a [`Scope`] binds them.
+#[derive(Clone, Copy)]
 pub struct Input<'a> {
     pub principal: &'a Principal,
-    pub target: Cel,
-    /// `Some` at a call: `{method, args}`.
-    pub request: Option<Cel>,
+    /// `target`, asked for when a rule reads it.
+    pub target: &'a dyn TargetVars,
+    /// `Some` at a call.
+    pub request: Option<Request<'a>>,
     pub now: chrono::DateTime<chrono::FixedOffset>,
+}
+
+/// `target`: `{kind, server, name, exposed_name, annotations}`, each field asked for only when a rule reads `target`
+/// (the gateway works out the exposed name and a tool's annotations with their defaults on demand).
+pub trait TargetVars {
+    fn kind(&self) -> &str;
+    fn server(&self) -> &str;
+    fn name(&self) -> &str;
+    fn exposed_name(&self) -> &str;
+    fn annotations(&self) -> &Value;
+}
+
+/// A [`TargetVars`] whose fields are at hand.
+#[derive(Debug, Clone, Copy)]
+pub struct Target<'a> {
+    pub kind: &'a str,
+    pub server: &'a str,
+    pub name: &'a str,
+    pub exposed_name: &'a str,
+    pub annotations: &'a Value,
+}
+
+impl TargetVars for Target<'_> {
+    fn kind(&self) -> &str {
+        self.kind
+    }
+    fn server(&self) -> &str {
+        self.server
+    }
+    fn name(&self) -> &str {
+        self.name
+    }
+    fn exposed_name(&self) -> &str {
+        self.exposed_name
+    }
+    fn annotations(&self) -> &Value {
+        self.annotations
+    }
+}
+
+/// `request`: `{method, args}`; without `args` when they are not known (a replay of an audit record).
+#[derive(Debug, Clone, Copy)]
+pub struct Request<'a> {
+    pub method: &'a str,
+    pub args: Option<&'a Value>,
 }
 
 /// The outcome: allowed or not, and the rule that decided (none: the default).
@@ -114,29 +186,77 @@ pub fn decide<'r>(rules: impl IntoIterator<Item = &'r Rule>, default_allow: bool
     Scope::new(input).decide(rules, default_allow)
 }
 
-/// The variables of one evaluation, bound once for every rule and quota that reads them (`principal` from its own
-/// context, [`Principal`]).
+/// The variables of one evaluation (`principal` from its own context, [`Principal`]), each of the others converted
+/// from the input's JSON into the evaluator's values at most once, when the first rule that reads it is evaluated.
 pub struct Scope<'p> {
-    context: Context<'p, 'static>,
-    call: bool,
+    context: Context<'p, 'p>,
+    input: Input<'p>,
+    /// Whether `target`, `request` and `now` are bound.
+    bound: [bool; 3],
+    /// `false`: `request` and `now` are never bound ([`Scope::without_call`]).
+    varying: bool,
 }
 
 impl<'p> Scope<'p> {
     /// `input`'s variables.
     pub fn new(input: &Input<'p>) -> Scope<'p> {
-        let mut context = input.principal.context.new_inner_scope();
-        context.add_variable_from_value("target", input.target.clone());
-        context.add_variable_from_value("now", Cel::Timestamp(input.now));
-        if let Some(request) = &input.request {
-            context.add_variable_from_value("request", request.clone());
+        let root: &'p Context<'p, 'p> = &input.principal.context;
+        Scope { context: root.new_inner_scope(), input: *input, bound: [false; 3], varying: true }
+    }
+
+    /// `principal` and `target` only: a rule that reads `request` or `now` evaluates here to what it is whatever they
+    /// are (a boolean: the rest of its condition decides), or fails.
+    pub fn without_call(input: &Input<'p>) -> Scope<'p> {
+        Scope { varying: false, ..Scope::new(input) }
+    }
+
+    /// Binds what `rule` reads and is not bound yet.
+    fn bind(&mut self, rule: &Rule) {
+        let input = &self.input;
+        if rule.reads_target && !self.bound[0] {
+            let target = input.target;
+            self.context.add_variable_as_val(
+                "target",
+                fields([
+                    ("kind", text(target.kind())),
+                    ("server", text(target.server())),
+                    ("name", text(target.name())),
+                    ("exposed_name", text(target.exposed_name())),
+                    ("annotations", val(target.annotations())),
+                ]),
+            );
+            self.bound[0] = true;
         }
-        Scope { context, call: input.request.is_some() }
+        if !self.varying {
+            return;
+        }
+        if rule.reads_request
+            && !self.bound[1]
+            && let Some(request) = &input.request
+        {
+            let method = ("method", text(request.method));
+            let bound = match request.args {
+                Some(args) => fields([method, ("args", val(args))]),
+                None => fields([method]),
+            };
+            self.context.add_variable_as_val("request", bound);
+            self.bound[1] = true;
+        }
+        if rule.reads_now && !self.bound[2] {
+            self.context.add_variable_as_val("now", Box::new(CelTimestamp::from(input.now)));
+            self.bound[2] = true;
+        }
+    }
+
+    /// Whether this scope is a call's (it binds `request`).
+    pub fn call(&self) -> bool {
+        self.input.request.is_some()
     }
 
     /// See [`decide`].
-    pub fn decide<'r>(&self, rules: impl IntoIterator<Item = &'r Rule>, default_allow: bool) -> Decision<'r> {
+    pub fn decide<'r>(&mut self, rules: impl IntoIterator<Item = &'r Rule>, default_allow: bool) -> Decision<'r> {
         for rule in rules {
-            if rule.reads_request && !self.call {
+            if rule.reads_request && !self.call() {
                 // A listing: could some call be allowed by it (an allow rule), or escape it (a deny rule)?
                 if rule.allow {
                     return Decision { allowed: true, rule: Some(rule) };
@@ -152,7 +272,8 @@ impl<'p> Scope<'p> {
 
     /// `rule`'s condition, or `None` when it fails or is not a boolean (a rule reading a variable this scope does not
     /// bind fails unless the rest of the condition decides it: what a replay without arguments can know).
-    pub fn evaluate(&self, rule: &Rule) -> Option<bool> {
+    pub fn evaluate(&mut self, rule: &Rule) -> Option<bool> {
+        self.bind(rule);
         match rule.program.execute(&self.context) {
             Ok(Cel::Bool(matched)) => Some(matched),
             Ok(_) | Err(_) => None,
@@ -161,14 +282,11 @@ impl<'p> Scope<'p> {
 
     /// Whether `rule`'s condition holds; one that fails or is not a boolean fails closed (a `deny` rule, or a quota's
     /// condition, matches; an `allow` rule does not).
-    pub fn matches(&self, rule: &Rule) -> bool {
-        match rule.program.execute(&self.context) {
-            Ok(Cel::Bool(matched)) => matched,
-            Ok(_) | Err(_) => {
-                tracing::debug!(rule = %rule.name, "a policy rule did not evaluate to a boolean; it fails closed");
-                !rule.allow
-            }
-        }
+    pub fn matches(&mut self, rule: &Rule) -> bool {
+        self.evaluate(rule).unwrap_or_else(|| {
+            tracing::debug!(rule = %rule.name, "a policy rule did not evaluate to a boolean; it fails closed");
+            !rule.allow
+        })
     }
 }
 
@@ -201,20 +319,33 @@ pub fn principal(who: &Who<'_>) -> Principal {
     ]))
 }
 
-/// `target`: `{kind, server, name, exposed_name, annotations}`.
-pub fn target(kind: &str, server: &str, name: &str, exposed_name: &str, annotations: &Value) -> Cel {
-    map([
-        ("kind", string(kind)),
-        ("server", string(server)),
-        ("name", string(name)),
-        ("exposed_name", string(exposed_name)),
-        ("annotations", from_json(annotations)),
-    ])
+/// JSON as the evaluator's own value, built directly (not through [`Cel`], which binding would copy again; numbers as integers when they are, else as doubles).
+fn val(value: &Value) -> Box<dyn Val + '_> {
+    match value {
+        Value::Null => Box::new(CelNull),
+        Value::Bool(b) => Box::new(CelBool::from(*b)),
+        Value::Number(n) => match (n.as_i64(), n.as_u64()) {
+            (Some(i), _) => Box::new(CelInt::from(i)),
+            (None, Some(u)) => Box::new(CelUInt::from(u)),
+            _ => Box::new(CelDouble::from(n.as_f64().unwrap_or_default())),
+        },
+        Value::String(s) => text(s),
+        Value::Array(items) => Box::new(CelList::from(items.iter().map(val).collect::<Vec<_>>())),
+        Value::Object(object) => fields(object.iter().map(|(k, v)| (k.as_str(), val(v)))),
+    }
 }
 
-/// `request`: `{method, args}`.
-pub fn request(method: &str, args: &Value) -> Cel {
-    map([("method", string(method)), ("args", from_json(args))])
+/// A map of string keys, as the evaluator's own value.
+fn fields<'a>(pairs: impl IntoIterator<Item = (&'a str, Box<dyn Val + 'a>)>) -> Box<dyn Val + 'a> {
+    let map: HashMap<CelMapKey<'a>, Box<dyn Val + 'a>> =
+        pairs.into_iter().map(|(k, v)| (CelMapKey::from(k), v)).collect();
+    Box::new(CelMap::from(map))
+}
+
+/// A string as the evaluator's own value (copied: the evaluator reads owned strings faster than borrowed ones, in
+/// `benches/policy.rs`).
+fn text(text: &str) -> Box<dyn Val + '_> {
+    Box::new(CelString::from(text.to_string()))
 }
 
 /// JSON as a CEL value (numbers as integers when they are, else as doubles).

@@ -10,6 +10,7 @@
 //! listings leave denied targets out. Decisions are logged at DEBUG.
 
 use std::borrow::Cow;
+use std::cell::OnceCell;
 
 use serde_json::{Map, Value};
 
@@ -17,7 +18,7 @@ use crate::auth::Identity;
 use crate::config::model::ServerEntry;
 use crate::error::{ErrorCode, GatewayError};
 use crate::meter::{self, Charge};
-use crate::policy::{self, Decision, Input, Principal, Scope};
+use crate::policy::{self, Decision, Input, Lazy, Principal};
 
 /// What kind of target a decision is about.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -39,44 +40,85 @@ impl Kind {
     }
 }
 
-/// One target: an upstream tool, prompt, resource or template.
+/// One target: an upstream tool, prompt, resource or template. Its exposed name and annotations are worked out when
+/// first asked for (a decision remembered, [`policy::Memo`], needs neither).
 pub struct Target<'a> {
     pub kind: Kind,
     pub entry: &'a ServerEntry,
     /// The upstream's name (a resource's URI, a template's URI template).
     pub name: &'a str,
-    /// The name the caller sees it by.
-    pub exposed_name: String,
-    /// The item's `annotations` as the upstream declared them; a tool's with the MCP defaults of the hints it left out
-    /// (`readOnlyHint` false, `destructiveHint` true unless read-only, `idempotentHint` false, `openWorldHint` true).
-    pub annotations: Cow<'a, Value>,
+    identity: &'a Identity,
+    /// The item's `annotations` as the upstream declared them (an object), if it did.
+    declared: Option<&'a Value>,
+    exposed_name: OnceCell<String>,
+    annotations: OnceCell<Cow<'a, Value>>,
 }
 
 impl<'a> Target<'a> {
-    /// `item` of `entry` as a target of kind `kind`: a tool or prompt by its `name` (exposed as
-    /// `{prefix}{name}` in the caller's configuration), a resource by its `uri`, a template by its `uriTemplate`.
-    pub fn of(identity: &Identity, kind: Kind, entry: &'a ServerEntry, item: &'a Value) -> Target<'a> {
+    /// `item` of `entry` as a target of kind `kind`: a tool or prompt by its `name`, a resource by its `uri`, a
+    /// template by its `uriTemplate`.
+    pub fn of(identity: &'a Identity, kind: Kind, entry: &'a ServerEntry, item: &'a Value) -> Target<'a> {
         let field = match kind {
             Kind::Tool | Kind::Prompt => "name",
             Kind::Resource => "uri",
             Kind::Template => "uriTemplate",
         };
         let name = item.get(field).and_then(Value::as_str).unwrap_or_default();
-        let exposed_name = match kind {
-            Kind::Tool | Kind::Prompt => {
-                let separator = identity.snapshot.exposure(identity.mcp_config_id.as_deref()).separator;
-                let prefix = super::names::prefix_of(&entry.server_name, entry.tool_prefix.as_deref(), &separator);
-                super::names::exposed_name(&prefix, name)
-            }
-            Kind::Resource | Kind::Template => name.to_string(),
-        };
         let declared = item.get("annotations").filter(|a| a.is_object());
-        let annotations = match (kind, declared) {
+        Target { kind, entry, name, identity, declared, exposed_name: OnceCell::new(), annotations: OnceCell::new() }
+    }
+
+    /// The name the caller sees it by: a tool's or prompt's `{prefix}{name}` in the caller's configuration.
+    pub fn exposed_name(&self) -> &str {
+        self.exposed_name.get_or_init(|| match self.kind {
+            Kind::Tool | Kind::Prompt => {
+                let identity = self.identity;
+                let separator = identity.snapshot.exposure(identity.mcp_config_id.as_deref()).separator;
+                let entry = self.entry;
+                let prefix = super::names::prefix_of(&entry.server_name, entry.tool_prefix.as_deref(), &separator);
+                super::names::exposed_name(&prefix, self.name)
+            }
+            Kind::Resource | Kind::Template => self.name.to_string(),
+        })
+    }
+
+    /// The item's `annotations` as the upstream declared them; a tool's with the MCP defaults of the hints it left
+    /// out (`readOnlyHint` false, `destructiveHint` true unless read-only, `idempotentHint` false, `openWorldHint`
+    /// true).
+    pub fn annotations(&self) -> &Value {
+        self.annotations.get_or_init(|| match (self.kind, self.declared) {
             (Kind::Tool, declared) => Cow::Owned(tool_hints(declared)),
             (_, Some(declared)) => Cow::Borrowed(declared),
             (_, None) => Cow::Owned(Value::Object(Map::new())),
-        };
-        Target { kind, entry, name, exposed_name, annotations }
+        })
+    }
+
+    /// What a remembered decision knows the target by: its kind, server and name, and the fingerprint of the
+    /// annotations as declared (what the rules read of it besides is the same for every call in one snapshot).
+    fn recall<'m>(&'m self, memo: &'m policy::Memo) -> policy::Recall<'m> {
+        policy::Recall {
+            memo,
+            key: [self.kind.as_str(), &self.entry.server_name, self.name],
+            fingerprint: policy::fingerprint(self.declared.unwrap_or(&Value::Null)),
+        }
+    }
+}
+
+impl policy::TargetVars for Target<'_> {
+    fn kind(&self) -> &str {
+        self.kind.as_str()
+    }
+    fn server(&self) -> &str {
+        &self.entry.server_name
+    }
+    fn name(&self) -> &str {
+        self.name
+    }
+    fn exposed_name(&self) -> &str {
+        Target::exposed_name(self)
+    }
+    fn annotations(&self) -> &Value {
+        Target::annotations(self)
     }
 }
 
@@ -132,12 +174,11 @@ pub fn check_call(
         return Admitted { audit, ..Admitted::default() };
     }
     let empty = Value::Object(Map::new());
-    // The variables are bound only when a rule or a quota's condition will read them.
-    let conditions = rules || book.quotas.iter().any(|quota| quota.when.is_some());
-    let scope = conditions.then(|| Scope::new(&input(identity, &target, Some((method, args.unwrap_or(&empty))))));
+    // The variables are bound only when a rule or a quota's condition is evaluated.
+    let mut vars = Lazy::new(|| input(identity, &target, Some((method, args.unwrap_or(&empty)))));
     let mut admitted = Admitted { audit, ..Admitted::default() };
-    if let (true, Some(scope)) = (rules, &scope) {
-        let decision = decided(identity, &target, true, scope);
+    if rules {
+        let decision = decided(identity, &target, true, &mut vars);
         if !decision.allowed {
             admitted.denied = Some(denied(&target, &decision));
             return admitted;
@@ -149,10 +190,7 @@ pub fn check_call(
     admitted.charges = book
         .quotas
         .iter()
-        .filter(|quota| match (&quota.when, &scope) {
-            (Some(when), Some(scope)) => scope.matches(when),
-            _ => true,
-        })
+        .filter(|quota| quota.when.as_ref().is_none_or(|when| vars.scope().matches(when)))
         .map(|quota| Charge::new(quota, meter::subject(quota.per, key, user, project), now))
         .collect();
     admitted
@@ -164,8 +202,8 @@ pub fn check_call(
 fn audit_fields(identity: &Identity, target: &Target<'_>) -> (Value, Value) {
     let target = serde_json::json!({
         "kind": target.kind.as_str(),
-        "exposed_name": target.exposed_name,
-        "annotations": target.annotations,
+        "exposed_name": target.exposed_name(),
+        "annotations": target.annotations(),
     });
     let lists = lists(identity);
     let principal = serde_json::json!({
@@ -184,15 +222,21 @@ pub fn applies(identity: &Identity) -> bool {
 
 /// The decision for `target`: for a listing (`request: None`) or a call (`Some((method, args))`).
 pub fn decide<'s>(identity: &'s Identity, target: &Target<'_>, request: Option<(&str, &Value)>) -> Decision<'s> {
-    let scope = Scope::new(&input(identity, target, request));
-    decided(identity, target, request.is_some(), &scope)
+    decided(identity, target, request.is_some(), &mut Lazy::new(|| input(identity, target, request)))
 }
 
-/// The rules of `identity` run in `scope`, the decision logged.
-fn decided<'s>(identity: &'s Identity, target: &Target<'_>, call: bool, scope: &Scope) -> Decision<'s> {
+/// The rules of `identity` decided on `vars` (the outcome of the rules that do not vary remembered with the identity,
+/// [`policy::Memo`]), the decision logged.
+fn decided<'s, 'p>(
+    identity: &'s Identity,
+    target: &Target<'_>,
+    call: bool,
+    vars: &mut Lazy<'p, impl Fn() -> Input<'p>>,
+) -> Decision<'s> {
     let book = &identity.snapshot.policies;
     let rules = book.rules(identity.mcp_config_id.as_deref(), &identity.project_id);
-    let decision = scope.decide(rules, book.default_allow);
+    let recall = target.recall(&identity.decisions);
+    let decision = policy::decide_lazily(rules, book.default_allow, call, Some(&recall), vars);
     tracing::debug!(kind = target.kind.as_str(), server_name = %target.entry.server_name, target = target.name,
         call, allowed = decision.allowed, rule = decision.rule.map(|r| r.name.as_str()),
         "authorization rules decided");
@@ -200,18 +244,12 @@ fn decided<'s>(identity: &'s Identity, target: &Target<'_>, call: bool, scope: &
 }
 
 /// The variables of a decision about `target` for `identity`.
-fn input<'i>(identity: &'i Identity, target: &Target<'_>, request: Option<(&str, &Value)>) -> Input<'i> {
+fn input<'i>(identity: &'i Identity, target: &'i Target<'_>, request: Option<(&'i str, &'i Value)>) -> Input<'i> {
     let principal = identity.principal.get_or_init(|| std::sync::Arc::new(principal(identity)));
     Input {
         principal,
-        target: policy::target(
-            target.kind.as_str(),
-            &target.entry.server_name,
-            target.name,
-            &target.exposed_name,
-            &target.annotations,
-        ),
-        request: request.map(|(method, args)| policy::request(method, args)),
+        target,
+        request: request.map(|(method, args)| policy::Request { method, args: Some(args) }),
         now: chrono::Utc::now().fixed_offset(),
     }
 }
@@ -220,8 +258,8 @@ fn input<'i>(identity: &'i Identity, target: &Target<'_>, request: Option<(&str,
 pub fn denied(target: &Target<'_>, decision: &Decision<'_>) -> GatewayError {
     let rule = decision.rule.map(|r| r.name.as_str());
     let message = decision.rule.and_then(|r| r.message.clone()).unwrap_or_else(|| match rule {
-        Some(rule) => format!("{} {:?} is denied by rule {rule:?}", target.kind.as_str(), target.exposed_name),
-        None => format!("{} {:?} is denied by policy_default", target.kind.as_str(), target.exposed_name),
+        Some(rule) => format!("{} {:?} is denied by rule {rule:?}", target.kind.as_str(), target.exposed_name()),
+        None => format!("{} {:?} is denied by policy_default", target.kind.as_str(), target.exposed_name()),
     });
     let error = GatewayError::new(ErrorCode::PolicyDenied, message);
     match rule {
