@@ -127,7 +127,10 @@ pub async fn serve(opts: ServeOptions) -> Result<(), ServeError> {
         listeners.push(("gateway", bind("gateway", addr).await?, router));
     }
     if let Some(addr) = admin_addr {
-        listeners.push(("admin", bind("admin", addr).await?, admin::router(Arc::clone(&state))));
+        // The console (`/ui/`) lives on the admin listener and calls the admin API's router in-process.
+        let api = admin::router(Arc::clone(&state));
+        let router = crate::console::router(Arc::clone(&state), api.clone()).merge(api);
+        listeners.push(("admin", bind("admin", addr).await?, router));
     }
     if let Some(addr) = metrics_addr {
         listeners.push((

@@ -17,6 +17,7 @@ pub mod body_limit;
 pub mod cache;
 pub mod cli;
 pub mod config;
+pub mod console;
 pub mod credentials;
 pub mod error;
 pub mod gateway;

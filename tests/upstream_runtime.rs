@@ -92,8 +92,9 @@ fn forty_cold_clients_share_at_most_max_processes_starts_and_all_succeed() {
     let file = dir.path().join("starts");
     let gw = TestGateway::start(&config_with(
         vec![slow_server("cold", 2000, &file)],
+        // Timeouts well above the 2 s start: on two cores shared with other test binaries the 40 calls can queue.
         json!({"upstream_pool": {"max_processes_per_server": 4},
-               "timeout_settings": {"tool_execution_timeout": 2, "discovery_timeout": 2}}),
+               "timeout_settings": {"tool_execution_timeout": 10, "discovery_timeout": 10}}),
     ));
     let results = runtime().block_on(async {
         let mut calls = tokio::task::JoinSet::new();

@@ -68,9 +68,17 @@ pub fn check(header: Option<&[u8]>, admin_key: Option<&str>) -> Result<(), Admin
     if secrets::ct_eq(key, admin_key) { Ok(()) } else { Err(AdminAuthError::WrongKey) }
 }
 
-/// The middleware: lets `GET /health` through, checks everything else.
+/// Set on a request the console (`console/`) hands to the admin API for an operator it has signed in: the request
+/// needs no `Authorization` header. Only code can set it (extensions do not come from the wire).
+#[derive(Debug, Clone)]
+pub struct SignedIn {
+    /// Who, for the logs: `admin key` or the issuer's subject.
+    pub operator: String,
+}
+
+/// The middleware: lets `GET /health` and the console's own requests ([`SignedIn`]) through, checks everything else.
 pub async fn require_admin(State(state): State<Arc<AppState>>, req: Request, next: Next) -> Response {
-    if req.uri().path() == "/health" {
+    if req.uri().path() == "/health" || req.extensions().get::<SignedIn>().is_some() {
         return next.run(req).await;
     }
     let snapshot = state.store.snapshot();

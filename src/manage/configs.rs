@@ -205,24 +205,50 @@ pub fn tool_pins(snap: &Snapshot, book: &PinBook, ident: &str, server: &str) -> 
     let id = resolve(snap, ident)?;
     let index = server_index(&snap.file, &id, ident, server)?;
     let entry = &snap.file.mcp_configs[&id].mcp_config[index];
+    let pins = entry.pinned_tools.clone().or_else(|| book.in_memory(&id, &entry.server_name)).unwrap_or_default();
     let rows: Vec<PinRow> = match book.last(&id, &entry.server_name) {
-        Some(rows) => rows,
-        None => {
-            let pins =
-                entry.pinned_tools.clone().or_else(|| book.in_memory(&id, &entry.server_name)).unwrap_or_default();
-            pins.into_iter()
-                .map(|(tool_name, pin)| PinRow {
-                    tool_name,
-                    pinned: Some(pin),
-                    current: None,
-                    status: PinStatus::Pinned,
-                    pinned_definition: None,
-                    current_definition: None,
-                })
-                .collect()
-        }
+        // The last discovery against the pins as they are now: an approval or a forgotten pin since shows at once.
+        Some(rows) => rows
+            .into_iter()
+            .map(|row| {
+                let pin = pins.get(&row.tool_name).cloned();
+                against(row, pin)
+            })
+            .collect(),
+        None => pins
+            .into_iter()
+            .map(|(tool_name, pin)| PinRow {
+                tool_name,
+                pinned: Some(pin),
+                current: None,
+                status: PinStatus::Pinned,
+                pinned_definition: None,
+                current_definition: None,
+            })
+            .collect(),
     };
     serde_json::to_value(rows).map_err(|e| ManageError::Internal(format!("cannot show the tool pins: {e}")))
+}
+
+/// `row` of a discovery against the pin the configuration holds now (`pin`).
+fn against(mut row: PinRow, pin: Option<String>) -> PinRow {
+    if row.pinned == pin {
+        return row;
+    }
+    row.pinned = pin;
+    row.status = match (&row.pinned, &row.current) {
+        (Some(pinned), Some(current)) if pinned == current => PinStatus::Pinned,
+        (Some(_), Some(_)) => PinStatus::Changed,
+        (None, Some(_)) => PinStatus::New,
+        (Some(_), None) => PinStatus::Missing,
+        (None, None) => row.status,
+    };
+    // The pinned definition the discovery showed was the old pin's; a row that matches its pin shows none.
+    row.pinned_definition = None;
+    if row.status == PinStatus::Pinned {
+        row.current_definition = None;
+    }
+    row
 }
 
 #[derive(Deserialize)]

@@ -1,0 +1,281 @@
+//! The console's pages: each a handler that reads through the admin API ([`api`]) and renders one template of
+//! `templates/console/` (askama: compiled in, every value HTML-escaped).
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use askama::Template;
+use axum::Extension;
+use axum::extract::{Path, State};
+use axum::http::{HeaderMap, HeaderValue, Method, StatusCode, header};
+use axum::response::{Html, IntoResponse, Redirect, Response};
+use serde_json::{Value, json};
+
+use super::session::{self, COOKIE_NAME, LIFETIME, LOGIN_COOKIE};
+use super::{Console, Form, Operator, api};
+
+/// Renders `page`, or a plain 500 if a template fails (it cannot with the values the pages pass).
+pub(super) fn render(status: StatusCode, page: &impl Template) -> Response {
+    match page.render() {
+        Ok(html) => (status, Html(html)).into_response(),
+        Err(error) => {
+            tracing::error!(%error, "a console page did not render");
+            (StatusCode::INTERNAL_SERVER_ERROR, "the page did not render").into_response()
+        }
+    }
+}
+
+/// Whether the operator's browser reached us over TLS (a proxy in front says so): the cookies are then `Secure`.
+fn behind_tls(headers: &HeaderMap) -> bool {
+    headers.get("x-forwarded-proto").is_some_and(|proto| proto.as_bytes().eq_ignore_ascii_case(b"https"))
+}
+
+/// A path segment, percent-encoded.
+pub(super) fn segment(text: &str) -> String {
+    text.bytes()
+        .map(|b| match b {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'.' | b'_' | b'~' => (b as char).to_string(),
+            _ => format!("%{b:02X}"),
+        })
+        .collect()
+}
+
+#[derive(Template)]
+#[template(path = "console/message.html")]
+struct MessagePage<'a> {
+    signed_in: bool,
+    csrf: &'a str,
+    heading: &'a str,
+    text: &'a str,
+}
+
+/// A page saying `text`.
+pub fn message(status: StatusCode, heading: &str, text: &str) -> Response {
+    render(status, &MessagePage { signed_in: false, csrf: "", heading, text })
+}
+
+pub async fn not_found() -> Response {
+    message(StatusCode::NOT_FOUND, "Not found", "There is no such page in the console.")
+}
+
+pub async fn stylesheet() -> Response {
+    let css = include_str!("../../templates/console/console.css");
+    ([(header::CONTENT_TYPE, "text/css; charset=utf-8")], css).into_response()
+}
+
+#[derive(Template)]
+#[template(path = "console/login.html")]
+struct LoginPage<'a> {
+    signed_in: bool,
+    csrf: &'a str,
+    problem: Option<&'a str>,
+}
+
+/// The sign-in page: a fresh token in its form and in its own cookie.
+pub async fn login_form(headers: HeaderMap) -> Response {
+    login_page(&headers, StatusCode::OK, None)
+}
+
+fn login_page(headers: &HeaderMap, status: StatusCode, problem: Option<&str>) -> Response {
+    let Ok(token) = crate::secrets::random_token() else {
+        return message(StatusCode::INTERNAL_SERVER_ERROR, "Unavailable", "no random numbers to sign in with");
+    };
+    let mut response = render(status, &LoginPage { signed_in: false, csrf: &token, problem });
+    let cookie = session::set_cookie(LOGIN_COOKIE, Some(&token), Duration::from_secs(3600), behind_tls(headers));
+    if let Ok(value) = HeaderValue::from_str(&cookie) {
+        response.headers_mut().append(header::SET_COOKIE, value);
+    }
+    response
+}
+
+/// Signs in with the admin key (its CSRF token checked by `guard`).
+pub async fn login(
+    State(console): State<Arc<Console>>,
+    headers: HeaderMap,
+    Extension(form): Extension<Form>,
+) -> Response {
+    let snapshot = console.admin.store.snapshot();
+    let admin_key = snapshot.file.admin_apikey.as_deref();
+    let presented = form.get("admin_key");
+    let valid = admin_key.is_some_and(|key| !presented.is_empty() && crate::secrets::ct_eq(presented, key));
+    if !valid {
+        console.admin.audit.record(crate::audit::Event {
+            event: "admin_auth_failure",
+            outcome: Some("refused"),
+            error_code: Some("AUTH_INVALID_CREDENTIALS"),
+            config_revision: Some(crate::audit::revision(&snapshot.source_digest)),
+            ..Default::default()
+        });
+        return login_page(&headers, StatusCode::UNAUTHORIZED, Some("That is not the admin key."));
+    }
+    let Ok((id, _)) = console.sessions.start("admin key") else {
+        return message(StatusCode::INTERNAL_SERVER_ERROR, "Unavailable", "no random numbers to sign in with");
+    };
+    let tls = behind_tls(&headers);
+    let mut response = Redirect::to("/ui/").into_response();
+    for cookie in [
+        session::set_cookie(COOKIE_NAME, Some(&id), LIFETIME, tls),
+        session::set_cookie(LOGIN_COOKIE, None, LIFETIME, tls),
+    ] {
+        if let Ok(value) = HeaderValue::from_str(&cookie) {
+            response.headers_mut().append(header::SET_COOKIE, value);
+        }
+    }
+    response
+}
+
+/// Ends the session.
+pub async fn logout(State(console): State<Arc<Console>>, headers: HeaderMap) -> Response {
+    console.sessions.end(&headers);
+    let mut response = Redirect::to("/ui/login").into_response();
+    let cookie = session::set_cookie(COOKIE_NAME, None, LIFETIME, behind_tls(&headers));
+    if let Ok(value) = HeaderValue::from_str(&cookie) {
+        response.headers_mut().append(header::SET_COOKIE, value);
+    }
+    response
+}
+
+#[derive(Template)]
+#[template(path = "console/overview.html")]
+struct OverviewPage<'a> {
+    signed_in: bool,
+    csrf: &'a str,
+    status: String,
+    version: String,
+    uptime: String,
+    configs: usize,
+    projects: usize,
+    users: usize,
+    keys: usize,
+}
+
+pub async fn overview(State(console): State<Arc<Console>>, Extension(op): Extension<Operator>) -> Response {
+    let health = api::get(&console, &op.session.operator, "/api/v1/system/health").await.unwrap_or(Value::Null);
+    let text = |field: &str| health.get(field).map(|v| v.as_str().map_or_else(|| v.to_string(), str::to_string));
+    let snapshot = console.admin.store.snapshot();
+    let file = &snapshot.file;
+    let seconds = console.admin.started.elapsed().as_secs();
+    render(
+        StatusCode::OK,
+        &OverviewPage {
+            signed_in: true,
+            csrf: &op.session.csrf,
+            status: text("status").unwrap_or_else(|| "unknown".into()),
+            version: env!("CARGO_PKG_VERSION").to_string(),
+            uptime: format!("{}h {:02}m", seconds / 3600, seconds % 3600 / 60),
+            configs: file.mcp_configs.len(),
+            projects: file.projects.len(),
+            users: file.users.len(),
+            keys: file.apikeys.len(),
+        },
+    )
+}
+
+/// One key as the keys page lists it.
+struct KeyRow {
+    key_id: String,
+    project_id: String,
+    user_id: String,
+    created_at: String,
+    disabled: bool,
+}
+
+/// A key shown once.
+struct Created {
+    key_id: String,
+    api_key: String,
+}
+
+#[derive(Template)]
+#[template(path = "console/keys.html")]
+struct KeysPage<'a> {
+    signed_in: bool,
+    csrf: &'a str,
+    problem: Option<String>,
+    created: Option<Created>,
+    projects: Vec<(String, String)>,
+    users: Vec<(String, String)>,
+    keys: Vec<KeyRow>,
+    shown: usize,
+    total: usize,
+}
+
+/// The keys listed at most on one page.
+const KEYS_SHOWN: usize = 500;
+
+async fn keys_page(console: &Console, op: &Operator, problem: Option<String>, created: Option<Created>) -> Response {
+    let operator = &op.session.operator;
+    let listed = api::get(console, operator, "/api/v1/api-keys").await.unwrap_or(Value::Null);
+    let items = listed.as_array().map(Vec::as_slice).unwrap_or_default();
+    let text = |item: &Value, field: &str| item.get(field).and_then(Value::as_str).unwrap_or_default().to_string();
+    let keys: Vec<KeyRow> = items
+        .iter()
+        .take(KEYS_SHOWN)
+        .map(|k| KeyRow {
+            key_id: text(k, "key_id"),
+            project_id: text(k, "project_id"),
+            user_id: text(k, "user_id"),
+            created_at: text(k, "created_at"),
+            disabled: k.get("disabled").and_then(Value::as_bool).unwrap_or(false),
+        })
+        .collect();
+    let snapshot = console.admin.store.snapshot();
+    let projects = snapshot.file.projects.iter().map(|(id, p)| (id.clone(), format!("{} ({id})", p.project_name)));
+    let users = snapshot.file.users.iter().map(|(id, u)| (id.clone(), format!("{} ({id})", u.email)));
+    let status = if problem.is_some() { StatusCode::BAD_REQUEST } else { StatusCode::OK };
+    render(
+        status,
+        &KeysPage {
+            signed_in: true,
+            csrf: &op.session.csrf,
+            problem,
+            created,
+            projects: projects.collect(),
+            users: users.collect(),
+            shown: keys.len(),
+            total: items.len(),
+            keys,
+        },
+    )
+}
+
+pub async fn keys(State(console): State<Arc<Console>>, Extension(op): Extension<Operator>) -> Response {
+    keys_page(&console, &op, None, None).await
+}
+
+/// The key of a create or rotate answer, to show once.
+fn created(data: &Value) -> Option<Created> {
+    let text = |field: &str| data.get(field).and_then(Value::as_str).map(str::to_string);
+    Some(Created { key_id: text("key_id")?, api_key: text("api_key")? })
+}
+
+/// `POST /ui/keys`: a new key for the project and user chosen (`POST /api/v1/users/{user}/api-keys`).
+pub async fn create_key(
+    State(console): State<Arc<Console>>,
+    Extension(op): Extension<Operator>,
+    Extension(form): Extension<Form>,
+) -> Response {
+    let path = format!("/api/v1/users/{}/api-keys", segment(form.get("user_id")));
+    let body = json!({"project_id": form.get("project_id")});
+    match api::call(&console, &op.session.operator, Method::POST, &path, Some(body)).await.data() {
+        Ok(data) => keys_page(&console, &op, None, created(&data)).await,
+        Err(problem) => keys_page(&console, &op, Some(problem), None).await,
+    }
+}
+
+/// `POST /ui/keys/{key_id}/{rotate|disable|enable}`.
+pub async fn key_action(
+    State(console): State<Arc<Console>>,
+    Extension(op): Extension<Operator>,
+    Path((key_id, action)): Path<(String, String)>,
+) -> Response {
+    if !["rotate", "disable", "enable"].contains(&action.as_str()) {
+        return message(StatusCode::NOT_FOUND, "Not found", "There is no such action on a key.");
+    }
+    let path = format!("/api/v1/api-keys/{}/{action}", segment(&key_id));
+    match api::call(&console, &op.session.operator, Method::POST, &path, None).await.data() {
+        Ok(data) if action == "rotate" => keys_page(&console, &op, None, created(&data)).await,
+        Ok(_) => Redirect::to("/ui/keys").into_response(),
+        Err(problem) => keys_page(&console, &op, Some(problem), None).await,
+    }
+}
