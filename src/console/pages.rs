@@ -1,12 +1,13 @@
 //! The console's pages: each a handler that reads through the admin API ([`api`]) and renders one template of
 //! `templates/console/` (askama: compiled in, every value HTML-escaped).
 
+use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
 use askama::Template;
 use axum::Extension;
-use axum::extract::{Path, State};
+use axum::extract::{ConnectInfo, Path, State};
 use axum::http::{HeaderMap, HeaderValue, Method, StatusCode, header};
 use axum::response::{Html, IntoResponse, Redirect, Response};
 use serde_json::{Value, json};
@@ -92,6 +93,7 @@ fn login_page(headers: &HeaderMap, status: StatusCode, problem: Option<&str>) ->
 pub async fn login(
     State(console): State<Arc<Console>>,
     headers: HeaderMap,
+    peer: Option<Extension<ConnectInfo<SocketAddr>>>,
     Extension(form): Extension<Form>,
 ) -> Response {
     let snapshot = console.admin.store.snapshot();
@@ -99,13 +101,18 @@ pub async fn login(
     let presented = form.get("admin_key");
     let valid = admin_key.is_some_and(|key| !presented.is_empty() && crate::secrets::ct_eq(presented, key));
     if !valid {
-        console.admin.audit.record(crate::audit::Event {
-            event: "admin_auth_failure",
-            outcome: Some("refused"),
-            error_code: Some("AUTH_INVALID_CREDENTIALS"),
-            config_revision: Some(crate::audit::revision(&snapshot.source_digest)),
-            ..Default::default()
-        });
+        // Audited as at the API: at most 10 records a second per source address.
+        let source = peer.map(|Extension(ConnectInfo(addr))| addr.ip());
+        console.admin.audit.record_auth_failure(
+            source,
+            crate::audit::Event {
+                event: "admin_auth_failure",
+                outcome: Some("refused"),
+                error_code: Some("AUTH_INVALID_CREDENTIALS"),
+                config_revision: Some(crate::audit::revision(&snapshot.source_digest)),
+                ..Default::default()
+            },
+        );
         return login_page(&headers, StatusCode::UNAUTHORIZED, Some("That is not the admin key."));
     }
     let Ok((id, _)) = console.sessions.start("admin key") else {
