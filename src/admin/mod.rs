@@ -1,4 +1,5 @@
-//! The admin REST API (port 8001): configurations, projects, users, API keys and system operations.
+//! The admin REST API (port 8001): configurations, projects, users, API keys, system operations, the authorization
+//! rules and the audit log.
 //!
 //! The request path, outermost first (the layers run after routing, so each knows the route template):
 //! 1. `request_log::observe`: counts every answer by status class and logs refused requests with their route
@@ -18,6 +19,7 @@ pub mod response;
 mod state;
 
 mod api_keys;
+mod audit;
 mod configs;
 mod credentials;
 mod policy;
@@ -49,6 +51,7 @@ pub fn router(state: Arc<AppState>) -> Router {
         .merge(users::routes())
         .merge(credentials::routes())
         .merge(policy::routes())
+        .merge(audit::routes())
         .merge(api_keys::routes())
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)

@@ -1,4 +1,6 @@
-//! Routes of contract 17 that read rather than configure: `POST /api/v1/policy/simulate` (the proposal replayed
+//! Routes of contract 17: `GET` and `PUT /api/v1/policy` (the gateway-wide rules, `policy_default` and quotas of
+//! `common_mcp_gateway_config`; a PUT is compiled as `mcpgw policy check` compiles it, then written through the
+//! store's update like every admin write, in effect at once), `POST /api/v1/policy/simulate` (the proposal replayed
 //! against the audited calls, `manage/policy.rs`; nothing applied) and `GET /api/v1/usage` (calls, errors, guardrail
 //! blocks, policy denials, quota rejections and bytes per project, user, server or tool, `meter/usage.rs`).
 
@@ -14,14 +16,27 @@ use serde_json::json;
 
 use super::body::JsonBody;
 use super::response::ApiError;
-use super::{AppState, answer, blocking};
-use crate::manage::policy;
+use super::{AppState, answer, blocking, write};
+use crate::manage::{self, policy};
 use crate::meter::usage::DIMENSIONS;
 
 type St = State<Arc<AppState>>;
 
 pub fn routes() -> Router<Arc<AppState>> {
-    Router::new().route("/api/v1/policy/simulate", post(simulate)).route("/api/v1/usage", get(usage))
+    Router::new()
+        .route("/api/v1/policy", get(rules).put(replace))
+        .route("/api/v1/policy/simulate", post(simulate))
+        .route("/api/v1/usage", get(usage))
+}
+
+async fn rules(State(st): St) -> Response {
+    answer(policy::rules(&st.store.snapshot().file).map_err(Into::into), "policy")
+}
+
+async fn replace(State(st): St, JsonBody(body): JsonBody) -> Response {
+    // Compiled inside the write, as other writes decode their body there: a refusal writes nothing and is audited.
+    let result = write(&st, move |file, _| policy::replace(file, policy::replacement(body)?)).await;
+    answer(result, "policy updated")
 }
 
 async fn simulate(State(st): St, JsonBody(body): JsonBody) -> Response {
@@ -48,7 +63,12 @@ async fn usage(State(st): St, Query(query): Query<UsageQuery>) -> Response {
         return answer(Err(ApiError::new(StatusCode::BAD_REQUEST, "VALIDATION_ERROR", detail)), "");
     };
     let now = chrono::Utc::now();
-    let since = match query.since.as_deref().map(|s| since(s, now)).unwrap_or(Ok(now - chrono::Duration::hours(24))) {
+    let since = match query
+        .since
+        .as_deref()
+        .map(|s| manage::point_in_time("since", s, now))
+        .unwrap_or(Ok(now - chrono::Duration::hours(24)))
+    {
         Ok(since) => since,
         Err(detail) => return answer(Err(ApiError::new(StatusCode::BAD_REQUEST, "VALIDATION_ERROR", detail)), ""),
     };
@@ -61,34 +81,4 @@ async fn usage(State(st): St, Query(query): Query<UsageQuery>) -> Response {
         "groups": groups,
     });
     answer(Ok(data), "usage")
-}
-
-/// `since`: an RFC 3339 time, or a span back from now (`90m`, `24h`, `7d`).
-fn since(text: &str, now: chrono::DateTime<chrono::Utc>) -> Result<chrono::DateTime<chrono::Utc>, String> {
-    if let Ok(time) = chrono::DateTime::parse_from_rfc3339(text) {
-        return Ok(time.with_timezone(&chrono::Utc));
-    }
-    let unit = text.chars().last().unwrap_or(' ');
-    let count: Option<i64> = text[..text.len() - unit.len_utf8().min(text.len())].parse().ok().filter(|n| *n >= 0);
-    let span = match (count, unit) {
-        (Some(n), 'm') => chrono::Duration::try_minutes(n),
-        (Some(n), 'h') => chrono::Duration::try_hours(n),
-        (Some(n), 'd') => chrono::Duration::try_days(n),
-        _ => None,
-    };
-    span.and_then(|span| now.checked_sub_signed(span))
-        .ok_or_else(|| format!("since: must be an RFC 3339 time or a span such as 90m, 24h or 7d, found {text:?}"))
-}
-
-#[cfg(test)]
-mod tests {
-    #[test]
-    fn since_takes_a_time_or_a_span() {
-        let now = chrono::Utc::now();
-        assert_eq!(super::since("2h", now).unwrap(), now - chrono::Duration::hours(2));
-        assert_eq!(super::since("2026-12-01T10:00:00Z", now).unwrap().timestamp(), 1_796_119_200);
-        assert!(super::since("2w", now).is_err());
-        assert!(super::since("", now).is_err());
-        assert!(super::since("é", now).is_err());
-    }
 }

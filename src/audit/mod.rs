@@ -39,7 +39,7 @@ use sha2::{Digest, Sha256};
 
 use crate::json_strict::canonical;
 use crate::secrets::hex;
-pub use verify::{Broken, VerifyError, verify};
+pub use verify::{Broken, VerifyError, verify, verify_appending};
 
 const FIRST_PREV: &str = "0000000000000000000000000000000000000000000000000000000000000000";
 
@@ -344,6 +344,30 @@ mod tests {
         assert_eq!(seq, 1);
         assert!(said.contains("does not start at seq 1"), "{said}");
         assert!(matches!(verify_text(dir.path(), &[]), Err(VerifyError::Empty)));
+    }
+
+    #[test]
+    fn a_last_line_without_its_newline_is_not_yet_written_while_appending() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("audit.jsonl");
+        let log = AuditLog::default();
+        log.configure(Some(&path), None);
+        for _ in 0..2 {
+            log.record(Event { event: "admin_write", outcome: Some("ok"), ..Event::default() });
+        }
+        let whole = std::fs::read_to_string(&path).unwrap();
+        let third = whole.lines().next().unwrap().to_string();
+        // The beginning of a record the writer is still writing.
+        std::fs::write(&path, format!("{whole}{}", &third[..20])).unwrap();
+        assert_eq!(verify_appending(&path).unwrap(), 2);
+        match verify(&path) {
+            Err(VerifyError::Broken(b)) => assert_eq!(b.seq, 3, "{}", b.why),
+            other => panic!("at rest, a torn last line breaks the chain: {other:?}"),
+        }
+        // A last record that is whole but for its newline is left for the next check too.
+        std::fs::write(&path, whole.trim_end()).unwrap();
+        assert_eq!(verify_appending(&path).unwrap(), 1);
+        assert_eq!(verify(&path).unwrap(), 2);
     }
 
     fn verify_text(dir: &Path, lines: &[String]) -> Result<u64, VerifyError> {

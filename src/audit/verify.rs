@@ -3,6 +3,12 @@
 //! see the same record), `seq` counts up from 1, `prev_hash` links to the record before (64 zeros for the first) and
 //! `hash` is the SHA-256 of the record without it. A file with no record is refused too: it proves nothing (it may be
 //! a log cut to nothing), and a chain that starts at a `seq` other than 1 lost its beginning.
+//!
+//! [`verify_appending`] checks a log the gateway may be appending to (`GET /api/v1/audit/verify`). The writer writes
+//! each record with its newline in one `write_all` on a file opened for appending, under its lock, so a reader sees
+//! whole lines followed, at most, by the beginning of the record being written: a last line without its newline is
+//! taken as not yet written, and the check stops before it (the next check sees it whole). `mcpgw audit verify`
+//! reads a file at rest and checks every line, the last one too.
 
 use std::fs::File;
 use std::io::{BufRead, BufReader};
@@ -33,22 +39,48 @@ pub enum VerifyError {
 /// Checks a whole audit file: each record's hash, its link to the one before, and `seq` counting up from 1. Returns
 /// the number of records.
 pub fn verify(path: &Path) -> Result<u64, VerifyError> {
+    check(path, LastLine::Record)
+}
+
+/// [`verify`] of a log that may be being appended to: a last line without its newline is a record not yet written,
+/// left out (see the module documentation). Returns the number of records checked.
+pub fn verify_appending(path: &Path) -> Result<u64, VerifyError> {
+    check(path, LastLine::NotYetWritten)
+}
+
+/// What a last line without its newline is.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum LastLine {
+    Record,
+    NotYetWritten,
+}
+
+fn check(path: &Path, unterminated: LastLine) -> Result<u64, VerifyError> {
     let file = File::open(path).map_err(|e| VerifyError::Io(format!("{}: {e}", path.display())))?;
+    let mut reader = BufReader::new(file);
     let mut prev = FIRST_PREV.to_string();
     let mut count = 0u64;
-    for (index, line) in BufReader::new(file).lines().enumerate() {
-        let line = line.map_err(|e| VerifyError::Io(e.to_string()))?;
+    let mut line = Vec::new();
+    for number in 1u64.. {
+        line.clear();
+        if reader.read_until(b'\n', &mut line).map_err(|e| VerifyError::Io(e.to_string()))? == 0 {
+            break;
+        }
+        match line.strip_suffix(b"\n") {
+            Some(whole) => line.truncate(whole.len()),
+            None if unterminated == LastLine::NotYetWritten => break,
+            None => {}
+        }
         let expected = count + 1;
         let broken = |why: &str| VerifyError::Broken(Broken { seq: expected, why: why.to_string() });
-        let record = json_strict::parse(line.as_bytes()).map_err(|error| match error {
+        let record = json_strict::parse(&line).map_err(|error| match error {
             StrictError::DuplicateKey(key) => broken(&format!(
-                "line {} has the key {key:?} twice (readers may disagree on what the record says)",
-                index + 1
+                "line {number} has the key {key:?} twice (readers may disagree on what the record says)"
             )),
-            StrictError::Syntax(_) => broken(&format!("line {} is not JSON", index + 1)),
+            StrictError::Syntax(_) => broken(&format!("line {number} is not JSON")),
         })?;
         if !record.is_object() {
-            return Err(broken(&format!("line {} is not a JSON object", index + 1)));
+            return Err(broken(&format!("line {number} is not a JSON object")));
         }
         let seq = record.get("seq").and_then(Value::as_u64);
         if count == 0 && seq != Some(1) {

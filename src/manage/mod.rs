@@ -8,6 +8,7 @@
 //! [`ConfigStore::update`]: crate::config::ConfigStore::update
 
 pub mod api_keys;
+pub mod audit;
 pub mod backup;
 pub mod backup_files;
 pub mod configs;
@@ -92,4 +93,39 @@ pub fn required_name(value: &str, field: &str) -> ManageResult<String> {
         return Err(ManageError::Validation(format!("{field} must be at most 256 characters")));
     }
     Ok(name.to_string())
+}
+
+/// A point in time a query names (`since`, `until`): an RFC 3339 time, or a span back from `now` (a whole number and
+/// `m`, `h` or `d`: `90m`, `24h`, `7d`). The error names `field` and says what it found.
+pub fn point_in_time(
+    field: &str,
+    text: &str,
+    now: chrono::DateTime<chrono::Utc>,
+) -> Result<chrono::DateTime<chrono::Utc>, String> {
+    if let Ok(time) = chrono::DateTime::parse_from_rfc3339(text) {
+        return Ok(time.with_timezone(&chrono::Utc));
+    }
+    let unit = text.chars().last().unwrap_or(' ');
+    let count: Option<i64> = text[..text.len() - unit.len_utf8().min(text.len())].parse().ok().filter(|n| *n >= 0);
+    let span = match (count, unit) {
+        (Some(n), 'm') => chrono::Duration::try_minutes(n),
+        (Some(n), 'h') => chrono::Duration::try_hours(n),
+        (Some(n), 'd') => chrono::Duration::try_days(n),
+        _ => None,
+    };
+    span.and_then(|span| now.checked_sub_signed(span))
+        .ok_or_else(|| format!("{field}: must be an RFC 3339 time or a span such as 90m, 24h or 7d, found {text:?}"))
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn a_point_in_time_is_a_time_or_a_span() {
+        let now = chrono::Utc::now();
+        assert_eq!(super::point_in_time("since", "2h", now).unwrap(), now - chrono::Duration::hours(2));
+        assert_eq!(super::point_in_time("since", "2026-12-01T10:00:00Z", now).unwrap().timestamp(), 1_796_119_200);
+        assert!(super::point_in_time("since", "2w", now).is_err());
+        assert!(super::point_in_time("until", "", now).unwrap_err().starts_with("until: "));
+        assert!(super::point_in_time("since", "é", now).is_err());
+    }
 }

@@ -1,5 +1,7 @@
 //! The policy simulator and checker (contract 17): `POST /api/v1/policy/simulate`, `mcpgw policy test FILE` and
-//! `mcpgw policy check FILE`.
+//! `mcpgw policy check FILE`; and the gateway-wide rules and quotas read and replaced (`GET` and `PUT
+//! /api/v1/policy`: [`rules`], [`replacement`] compiled as `mcpgw policy check` compiles, then [`replace`] inside
+//! the store's update, like every admin write).
 //!
 //! A proposal is `{"policies", "policy_default"?, "quotas"?, "last"?}`: `policies` takes the place of
 //! `common_mcp_gateway_config.policies` (the rules of MCP configurations and projects stay as they are),
@@ -27,7 +29,7 @@ use serde_json::{Map, Value, json};
 
 use super::{ManageError, ManageResult};
 use crate::config::Snapshot;
-use crate::config::model::ConfigFile;
+use crate::config::model::{ConfigFile, PolicyRule, QuotaRule};
 use crate::config::policies::PolicyBook;
 use crate::meter::{self, Charge};
 use crate::policy::{self, Input, Rule, Scope};
@@ -81,6 +83,13 @@ pub fn proposal(body: Value) -> ManageResult<Proposal> {
 /// Compiles a rules document (`{"policies", "policy_default", "quotas"}`) or a whole configuration file: the rules
 /// and quotas, and every problem (an empty list: they all compile). `mcpgw policy check FILE`.
 pub fn compile(document: Value) -> (PolicyBook, Vec<String>) {
+    let (_, book, problems) = decode(document);
+    (book, problems)
+}
+
+/// [`compile`], with the file the document decoded into (a rules document's fields in its
+/// `common_mcp_gateway_config`).
+fn decode(document: Value) -> (ConfigFile, PolicyBook, Vec<String>) {
     let whole = document.get("common_mcp_gateway_config").is_some() || document.get("mcp_configs").is_some();
     let document = if whole {
         document
@@ -92,6 +101,7 @@ pub fn compile(document: Value) -> (PolicyBook, Vec<String>) {
                     common.insert(name, value);
                 } else {
                     return (
+                        ConfigFile::default(),
                         PolicyBook::default(),
                         vec![format!("{name}: a rules document has only policies, policy_default and quotas")],
                     );
@@ -105,11 +115,78 @@ pub fn compile(document: Value) -> (PolicyBook, Vec<String>) {
         problems.retain(|p| p.contains("policies") || p.contains("policy_default") || p.contains("quotas"));
     }
     let book = PolicyBook::compile(&file, &mut problems);
-    (book, problems)
+    (file, book, problems)
+}
+
+/// `common_mcp_gateway_config`'s rules and quotas as the configuration file holds them: `{policies, policy_default,
+/// quotas}` (`[]`, `null` and `[]` when the file leaves them out: no rule, the default `allow`, no quota).
+pub fn rules(file: &ConfigFile) -> ManageResult {
+    #[derive(serde::Serialize)]
+    struct Rules<'a> {
+        policies: &'a [PolicyRule],
+        policy_default: Option<&'a str>,
+        quotas: &'a [QuotaRule],
+    }
+    let common = file.common_mcp_gateway_config.as_ref();
+    let rules = Rules {
+        policies: common.and_then(|c| c.policies.as_deref()).unwrap_or_default(),
+        policy_default: common.and_then(|c| c.policy_default.as_deref()),
+        quotas: common.and_then(|c| c.quotas.as_deref()).unwrap_or_default(),
+    };
+    serde_json::to_value(rules).map_err(|e| ManageError::Internal(format!("the rules cannot be shown: {e}")))
+}
+
+/// New rules and quotas for `common_mcp_gateway_config` (`PUT /api/v1/policy`), compiled.
+pub struct Replacement {
+    policies: Vec<PolicyRule>,
+    /// `None`: the current default stays.
+    policy_default: Option<String>,
+    /// `None`: the current quotas stay.
+    quotas: Option<Vec<QuotaRule>>,
+}
+
+/// Reads and compiles `{policies, policy_default?, quotas?}` as the configuration would (the same problems, the same
+/// names; `policies` required, `null` for the others is the same as leaving them out, no other field). Every problem
+/// is in the error, and nothing is changed.
+pub fn replacement(body: Value) -> ManageResult<Replacement> {
+    let Value::Object(mut body) = body else {
+        return Err(ManageError::Validation("the request body must be a JSON object".into()));
+    };
+    if let Some(other) = body.keys().find(|k| !matches!(k.as_str(), "policies" | "policy_default" | "quotas")) {
+        return Err(ManageError::Validation(format!("{other}: the body has only policies, policy_default and quotas")));
+    }
+    body.retain(|_, value| !value.is_null());
+    if !body.contains_key("policies") {
+        return Err(ManageError::Validation("policies: is required (a list of rules, maybe empty)".into()));
+    }
+    let (file, _, problems) = decode(Value::Object(body));
+    if !problems.is_empty() {
+        return Err(ManageError::Invalid(problems));
+    }
+    let common = file.common_mcp_gateway_config.unwrap_or_default();
+    Ok(Replacement {
+        policies: common.policies.unwrap_or_default(),
+        policy_default: common.policy_default,
+        quotas: common.quotas,
+    })
+}
+
+/// Writes `replacement` into `file` (inside `ConfigStore::update`, which validates the whole configuration again
+/// and applies it); answers the rules and quotas as they now are ([`rules`]).
+pub fn replace(file: &mut ConfigFile, replacement: Replacement) -> ManageResult {
+    let common = file.common_mcp_gateway_config.get_or_insert_with(Default::default);
+    common.policies = Some(replacement.policies);
+    if let Some(default) = replacement.policy_default {
+        common.policy_default = Some(default);
+    }
+    if let Some(quotas) = replacement.quotas {
+        common.quotas = Some(quotas);
+    }
+    rules(file)
 }
 
 /// A record's `timestamp` (UTC, written without a zone: `2026-12-01T10:00:00.123456`; one with a zone is read too).
-fn recorded_at(text: &str) -> Option<chrono::DateTime<chrono::FixedOffset>> {
+pub(super) fn recorded_at(text: &str) -> Option<chrono::DateTime<chrono::FixedOffset>> {
     chrono::DateTime::parse_from_rfc3339(text).ok().or_else(|| {
         let naive = chrono::NaiveDateTime::parse_from_str(text, "%Y-%m-%dT%H:%M:%S%.f").ok()?;
         Some(naive.and_utc().fixed_offset())
