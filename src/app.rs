@@ -122,14 +122,15 @@ pub async fn serve(opts: ServeOptions) -> Result<(), ServeError> {
 
     let sessions = CancellationToken::new();
     let mut listeners: Vec<(&'static str, TcpListener, Router)> = Vec::new();
-    if let Some(addr) = gateway_addr {
-        let router = gateway::http::router(Arc::clone(&ctx), sessions.clone());
-        listeners.push(("gateway", bind("gateway", addr).await?, router));
+    let gateway_router = gateway_addr.map(|_| gateway::http::router(Arc::clone(&ctx), sessions.clone()));
+    if let (Some(addr), Some(router)) = (gateway_addr, &gateway_router) {
+        listeners.push(("gateway", bind("gateway", addr).await?, router.clone()));
     }
     if let Some(addr) = admin_addr {
-        // The console (`/ui/`) lives on the admin listener and calls the admin API's router in-process.
+        // The console (`/ui/`) lives on the admin listener and calls the admin API's router in-process (and the
+        // gateway's, for its playground).
         let api = admin::router(Arc::clone(&state));
-        let router = crate::console::router(Arc::clone(&state), api.clone()).merge(api);
+        let router = crate::console::router(Arc::clone(&state), api.clone(), gateway_router.clone()).merge(api);
         listeners.push(("admin", bind("admin", addr).await?, router));
     }
     if let Some(addr) = metrics_addr {

@@ -67,10 +67,19 @@ async fn browser(driver: &Driver) -> Client {
 
 /// Saves the page at 1280x800 and 390 pixels wide as `{name}-wide.png` and `{name}-narrow.png`, when asked to.
 async fn screenshots(client: &Client, name: &str) {
+    screenshots_at(client, name, None).await;
+}
+
+/// [`screenshots`] with the element `css` scrolled into view (an answer below the form).
+async fn screenshots_at(client: &Client, name: &str, css: Option<&str>) {
     let Some(dir) = std::env::var_os("MCPGW_CONSOLE_SCREENSHOTS").map(PathBuf::from) else { return };
     std::fs::create_dir_all(&dir).unwrap();
     for (suffix, width, height) in [("wide", 1280, 800), ("narrow", 390, 844)] {
         client.set_window_size(width, height).await.unwrap();
+        if let Some(css) = css {
+            let scroll = "document.querySelector(arguments[0]).scrollIntoView()";
+            client.execute(scroll, vec![json!(css)]).await.unwrap();
+        }
         let png = client.screenshot().await.unwrap();
         std::fs::write(dir.join(format!("{name}-{suffix}.png")), png).unwrap();
     }
@@ -302,4 +311,197 @@ async fn a_server_added_and_a_rug_pull_reviewed_and_approved_in_a_real_browser()
     assert!(discovered(&mcp, "mock").await.contains(&"notes".to_string()), "listed again after the approval");
     browser.close().await.unwrap();
     drop(dir);
+}
+
+/// Fills the playground's form with `key` and a `gw_secure_call_tools` batch of one `echo` of `text` on `mock`, sends
+/// it, and gives the answer's text once the page shows it.
+async fn play_echo(browser: &Client, admin: &str, key: &str, text: &str) -> String {
+    browser.goto(&format!("{admin}/ui/playground")).await.unwrap();
+    browser.wait().for_element(Locator::Id("api_key")).await.unwrap().send_keys(key).await.unwrap();
+    let name = browser.wait().for_element(Locator::Id("name")).await.unwrap();
+    name.clear().await.unwrap();
+    name.send_keys("gw_secure_call_tools").await.unwrap();
+    let arguments = browser.wait().for_element(Locator::Id("arguments")).await.unwrap();
+    arguments.clear().await.unwrap();
+    let args = json!({"server_name": "mock", "tool_calls": [{"name": "echo", "args": {"text": text}}]});
+    arguments.send_keys(&args.to_string()).await.unwrap();
+    browser.wait().for_element(Locator::Css("main form button[type=submit]")).await.unwrap().click().await.unwrap();
+    text_of(browser, "#answer").await
+}
+
+/// The rest of the console's flows in a real browser: a key created on the keys page calls the gateway from the
+/// playground; a blocked keyword shows its guardrail verdict there; the audit page finds that call and verifies the
+/// chain; a proposed rule's simulation lists the calls it would change; and the pages of configurations, projects,
+/// users (with their credential status) and client setup answer.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn playground_guardrail_verdict_audit_and_policy_simulation_in_a_real_browser() {
+    let dir = tempfile::tempdir().unwrap();
+    let audit = dir.path().join("audit.jsonl");
+    let mut server = mock_server("mock");
+    server["input_guardrails_policy"] = json!({"enabled": true, "policy_name": "default"});
+    let common = json!({"tool_exposure": "both", "audit_log": {"enabled": true, "path": audit.to_str().unwrap()}});
+    let mut config = config_with(vec![server], common);
+    config["plugins"]["guardrails"] =
+        json!({"provider": "custom_keyword", "config": {"blocked_keywords": ["drop table"]}});
+    let gw = tokio::task::block_in_place(|| TestGateway::start(&config));
+    let admin = gw.gw.admin.clone();
+    let driver = tokio::task::spawn_blocking(start_driver).await.unwrap();
+    let browser = browser(&driver).await;
+    sign_in(&browser, &admin).await;
+
+    // A key created on the keys page (shown once) calls the gateway from the playground.
+    browser.wait().for_element(Locator::LinkText("Keys")).await.unwrap().click().await.unwrap();
+    browser.wait().for_element(Locator::Css("form.inline button[type=submit]")).await.unwrap().click().await.unwrap();
+    let key = text_of(&browser, "#new-key").await;
+    let answer = play_echo(&browser, &admin, &key, "hello from the console").await;
+    assert!(answer.contains("hello from the console"), "{answer}");
+    assert!(browser.find(Locator::Id("no-verdict")).await.is_ok(), "no guardrail verdict for a plain call");
+    screenshots_at(&browser, "playground", Some("#answer-heading")).await;
+
+    // A blocked keyword: the verdict is listed on its own.
+    play_echo(&browser, &admin, &key, "please DROP   TABLE users").await;
+    let verdicts = text_of(&browser, "#verdicts").await;
+    assert!(verdicts.contains("GUARDRAIL_VIOLATION") && verdicts.contains("input"), "{verdicts}");
+    screenshots_at(&browser, "playground-verdict", Some("#answer-heading")).await;
+
+    // The audit page finds that call by its outcome and verifies the chain.
+    let query = "outcome=GUARDRAIL_VIOLATION&tool=echo&verify=1";
+    browser.goto(&format!("{admin}/ui/audit?{query}")).await.unwrap();
+    let chain = text_of(&browser, "#chain").await;
+    assert!(chain.starts_with("The chain holds"), "{chain}");
+    let records = text_of(&browser, "#records tbody").await;
+    assert!(records.contains("GUARDRAIL_VIOLATION") && records.contains("echo"), "{records}");
+    assert!(!records.contains("hello from the console"), "arguments are never in the audit log");
+    screenshots_at(&browser, "audit", Some("#chain")).await;
+
+    // A proposed rule, simulated: the echo call it would deny is listed; nothing is applied.
+    browser.wait().for_element(Locator::LinkText("Policies")).await.unwrap().click().await.unwrap();
+    let document = browser.wait().for_element(Locator::Id("document")).await.unwrap();
+    document.clear().await.unwrap();
+    let proposal = json!({"policies": [{"name": "no-echo", "effect": "deny", "when": "target.name == 'echo'"}]});
+    document.send_keys(&proposal.to_string()).await.unwrap();
+    browser.wait().for_element(Locator::Css("button[value=simulate]")).await.unwrap().click().await.unwrap();
+    let changed = text_of(&browser, "#changed tbody").await;
+    assert!(changed.contains("echo") && changed.contains("deny") && changed.contains("no-echo"), "{changed}");
+    screenshots_at(&browser, "policies", Some("#simulated-heading")).await;
+    let answer = play_echo(&browser, &admin, &key, "still allowed").await;
+    assert!(answer.contains("still allowed"), "a simulation applies nothing: {answer}");
+
+    // The other pages answer and list what the configuration holds.
+    for (link, heading, shot, holds) in [
+        ("Configurations", "MCP configurations", "configs", "default_config"),
+        ("Projects", "Projects", "projects", "alpha"),
+        ("Users", "Users", "users", "alice@example.com"),
+        ("Client setup", "Client setup", "clients", "mcpServers"),
+    ] {
+        browser.wait().for_element(Locator::LinkText(link)).await.unwrap().click().await.unwrap();
+        assert_eq!(text_of(&browser, "h1").await, heading);
+        assert!(browser.source().await.unwrap().contains(holds), "{link} shows {holds}");
+        screenshots(&browser, shot).await;
+    }
+    browser.goto(&format!("{admin}/ui/users/{ALICE_ID}")).await.unwrap();
+    assert_eq!(text_of(&browser, "h1").await, "User alice@example.com");
+    screenshots(&browser, "user").await;
+    let page = browser.source().await.unwrap();
+    assert!(!page.contains(&key), "the key is shown once only");
+    browser.close().await.unwrap();
+    drop(dir);
+}
+
+/// A signed-in console session over plain HTTP: the client (no redirects followed), the session cookie and the
+/// session's CSRF token.
+fn http_session(admin: &str) -> (reqwest::blocking::Client, String, String) {
+    let http = reqwest::blocking::Client::builder().redirect(reqwest::redirect::Policy::none()).build().unwrap();
+    let page = http.get(format!("{admin}/ui/login")).send().unwrap();
+    let login_cookie = page.headers()["set-cookie"].to_str().unwrap().split(';').next().unwrap().to_string();
+    let token = login_cookie.split_once('=').unwrap().1.to_string();
+    let signed = http
+        .post(format!("{admin}/ui/login"))
+        .header("cookie", &login_cookie)
+        .form(&[("admin_key", ADMIN_KEY), ("csrf", &token)])
+        .send()
+        .unwrap();
+    let session = signed
+        .headers()
+        .get_all("set-cookie")
+        .iter()
+        .map(|v| v.to_str().unwrap())
+        .find(|v| v.starts_with("mcpgw_console="))
+        .unwrap()
+        .split(';')
+        .next()
+        .unwrap()
+        .to_string();
+    let page = http.get(format!("{admin}/ui/")).header("cookie", &session).send().unwrap().text().unwrap();
+    let csrf = page.split("name=\"csrf\" value=\"").nth(1).unwrap().split('"').next().unwrap().to_string();
+    (http, session, csrf)
+}
+
+/// Bad input on the new pages is answered on the page with a clear problem and changes nothing: a playground request
+/// with a wrong key (the gateway's 401), arguments that are not JSON, an audit search with a bad parameter, rules that
+/// do not compile (the file unchanged), a client setup URL that is not one; oversized headers are refused as at the
+/// API.
+#[test]
+fn bad_input_on_the_pages_is_refused_and_changes_nothing() {
+    let (_dir, gw) = start_fixture();
+    let (http, session, csrf) = http_session(&gw.admin);
+    let post = |path: &str, form: &[(&str, &str)]| {
+        let mut form = form.to_vec();
+        form.push(("csrf", &csrf));
+        let answer = http.post(format!("{}{path}", gw.admin)).header("cookie", &session).form(&form).send().unwrap();
+        (answer.status().as_u16(), answer.text().unwrap())
+    };
+    let get = |path: &str| {
+        let answer = http.get(format!("{}{path}", gw.admin)).header("cookie", &session).send().unwrap();
+        (answer.status().as_u16(), answer.text().unwrap())
+    };
+
+    // A project and user chosen instead of a key: a key made for the one request and deleted after it.
+    let keys_before = gw.get("/api/v1/api-keys").data().as_array().unwrap().len();
+    let chosen = [("project_id", PROJECT_ID), ("user_id", ALICE_ID), ("method", "tools/list"), ("arguments", "")];
+    let (status, page) = post("/ui/playground", &chosen);
+    assert_eq!(status, 200, "{page}");
+    assert!(page.contains("Answer (HTTP 200)") && page.contains("gw_secure_call_tools"), "{page}");
+    assert_eq!(gw.get("/api/v1/api-keys").data().as_array().unwrap().len(), keys_before, "its key is gone");
+    let (status, page) = post("/ui/playground", &[("method", "tools/list"), ("arguments", "")]);
+    assert_eq!(status, 400);
+    assert!(page.contains("Paste a key, or choose a project and a user"), "{page}");
+
+    let (status, page) =
+        post("/ui/playground", &[("api_key", "not-a-key"), ("method", "tools/list"), ("name", ""), ("arguments", "")]);
+    assert_eq!(status, 200, "{page}");
+    assert!(page.contains("Answer (HTTP 401)"), "the gateway's refusal is shown: {page}");
+    let (status, page) = post(
+        "/ui/playground",
+        &[("api_key", API_KEY), ("method", "tools/call"), ("name", "gw_list_servers"), ("arguments", "{nope")],
+    );
+    assert_eq!(status, 400);
+    assert!(page.contains("The arguments are not JSON"), "{page}");
+    let (status, page) = post("/ui/playground", &[("api_key", API_KEY), ("method", "rm -rf"), ("name", "x")]);
+    assert_eq!(status, 400);
+    assert!(page.contains("Choose what to send"), "{page}");
+
+    let (status, page) = get("/ui/audit?limit=0");
+    assert_eq!(status, 400);
+    assert!(page.contains("limit: must be a whole number"), "{page}");
+
+    let before = std::fs::read(&gw.config_path).unwrap();
+    let broken = json!({"policies": [{"name": "broken", "effect": "deny", "when": "target.name =="}]}).to_string();
+    for action in ["simulate", "save"] {
+        let (status, page) = post("/ui/policies", &[("document", &broken), ("action", action)]);
+        assert_eq!(status, 400, "{action}: {page}");
+        assert!(page.contains("broken"), "{action} names the rule: {page}");
+    }
+    let (status, page) = post("/ui/policies", &[("document", "[1, 2]"), ("action", "save")]);
+    assert_eq!(status, 400);
+    assert!(page.contains("must be a JSON object"), "{page}");
+    assert_eq!(std::fs::read(&gw.config_path).unwrap(), before, "nothing written");
+
+    let (status, page) = get("/ui/clients?url=ftp%3A%2F%2Fx&key_env=1BAD");
+    assert_eq!(status, 400);
+    assert!(page.contains("is not an http(s) URL") && page.contains("not the name of an environment variable"));
+
+    let big = "x".repeat(64 * 1024);
+    let answer = http.get(format!("{}/ui/", gw.admin)).header("cookie", &session).header("x-big", &big).send().unwrap();
+    assert_eq!(answer.status().as_u16(), 431, "the admin listener's header limit holds on the console too");
 }

@@ -44,7 +44,7 @@ pub use state::AppState;
 
 /// The admin API router.
 pub fn router(state: Arc<AppState>) -> Router {
-    Router::new()
+    let router = Router::new()
         .merge(system::routes())
         .merge(configs::routes())
         .merge(projects::routes())
@@ -56,10 +56,17 @@ pub fn router(state: Arc<AppState>) -> Router {
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)
         .layer(middleware::from_fn(request_log::log_writes))
-        .layer(middleware::from_fn_with_state(state.clone(), auth::require_admin))
-        .layer(middleware::from_fn_with_state(state.clone(), admin_front))
-        .layer(middleware::from_fn_with_state(state.clone(), request_log::observe))
-        .with_state(state)
+        .layer(middleware::from_fn_with_state(state.clone(), auth::require_admin));
+    front(router, &state).with_state(state)
+}
+
+/// The outer layers of every request on the admin listener, the console's pages included (`console::router`): the
+/// header checks ([`admin_front`]), then every answer counted and the refused ones logged, bounded
+/// ([`request_log::observe`]).
+pub fn front<S: Clone + Send + Sync + 'static>(router: Router<S>, state: &Arc<AppState>) -> Router<S> {
+    router
+        .layer(middleware::from_fn_with_state(Arc::clone(state), admin_front))
+        .layer(middleware::from_fn_with_state(Arc::clone(state), request_log::observe))
 }
 
 /// The header size check (`limits.max_header_bytes`) and repeated security headers (400), answered in the admin

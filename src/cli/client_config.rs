@@ -22,15 +22,8 @@ use serde_json::{Map, Value, json};
 
 use super::output::{CliError, emit};
 use crate::config::{self, fsutil};
-
-/// The MCP clients `client-config` knows.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub enum Client {
-    ClaudeDesktop,
-    Cursor,
-    ClaudeCode,
-    Vscode,
-}
+use crate::manage::client_entry;
+pub use crate::manage::client_entry::{Client, Exposure};
 
 /// How the client reaches the gateway.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -80,43 +73,7 @@ pub struct ClientConfigArgs {
     pub exposure: Option<Exposure>,
 }
 
-/// `--exposure`: the values of `tool_exposure`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub enum Exposure {
-    Gateway,
-    Transparent,
-    Both,
-}
-
-impl Exposure {
-    fn as_str(self) -> &'static str {
-        match self {
-            Exposure::Gateway => "gateway",
-            Exposure::Transparent => "transparent",
-            Exposure::Both => "both",
-        }
-    }
-}
-
-/// The header that asks for a view over HTTP (`GW_TOOL_EXPOSURE` over stdio).
-const EXPOSURE_HEADER: &str = "X-Mcpgw-Tool-Exposure";
-
-const VSCODE_INPUT_ID: &str = "mcpgw-gateway-key";
-
 impl Client {
-    fn servers_key(self) -> &'static str {
-        if self == Client::Vscode { "servers" } else { "mcpServers" }
-    }
-
-    /// The client's own syntax for an environment variable, or `None` when it cannot expand one.
-    fn env_reference(self, name: &str) -> Option<String> {
-        match self {
-            Client::Cursor | Client::Vscode => Some(format!("${{env:{name}}}")),
-            Client::ClaudeCode => Some(format!("${{{name}}}")),
-            Client::ClaudeDesktop => None,
-        }
-    }
-
     /// Where the client keeps its MCP servers by default.
     fn default_file(self) -> Result<PathBuf, CliError> {
         let home = || {
@@ -161,9 +118,8 @@ fn key_value(args: &ClientConfigArgs) -> Result<(String, Option<Value>), CliErro
             .ok_or_else(|| CliError::Usage(format!("the environment variable {name} is not set")));
     }
     if args.client == Client::Vscode {
-        let input = json!({"type": "promptString", "id": VSCODE_INPUT_ID, "description": "mcpgw gateway API key",
-            "password": true});
-        return Ok((format!("${{input:{VSCODE_INPUT_ID}}}"), Some(input)));
+        let (reference, input) = client_entry::vscode_input();
+        return Ok((reference, Some(input)));
     }
     let key = std::env::var("GW_GATEWAY_KEY").ok().filter(|k| !k.is_empty()).ok_or_else(|| {
         CliError::Usage(
@@ -171,13 +127,6 @@ fn key_value(args: &ClientConfigArgs) -> Result<(String, Option<Value>), CliErro
         )
     })?;
     Ok((key, None))
-}
-
-fn is_loopback(url: &str) -> bool {
-    reqwest::Url::parse(url)
-        .ok()
-        .and_then(|u| u.host_str().map(str::to_string))
-        .is_some_and(|h| matches!(h.as_str(), "localhost" | "127.0.0.1" | "[::1]" | "::1"))
 }
 
 /// The server entry for the client, and the VS Code input it needs (if any).
@@ -189,30 +138,13 @@ pub fn entry(args: &ClientConfigArgs) -> Result<(Value, Option<Value>), CliError
             if reqwest::Url::parse(&args.url).is_err() {
                 return Err(CliError::Usage(format!("--url {:?} is not a URL", args.url)));
             }
-            let mut headers = json!({"Authorization": format!("Bearer {key}")});
-            if let Some(exposure) = args.exposure {
-                headers[EXPOSURE_HEADER] = json!(exposure.as_str());
+            if client == Client::ClaudeDesktop {
+                eprintln!(
+                    "mcpgw: note: Claude Desktop speaks only stdio to local servers; the entry bridges to the \
+                     gateway with `npx mcp-remote` (Node.js needed)"
+                );
             }
-            match client {
-                Client::ClaudeDesktop => {
-                    eprintln!(
-                        "mcpgw: note: Claude Desktop speaks only stdio to local servers; the entry bridges to the \
-                         gateway with `npx mcp-remote` (Node.js needed)"
-                    );
-                    let mut bridge = vec![json!("-y"), json!("mcp-remote"), json!(args.url)];
-                    if args.url.starts_with("http://") && !is_loopback(&args.url) {
-                        bridge.push(json!("--allow-http"));
-                    }
-                    // The header goes through a variable: Claude Desktop splits arguments with spaces on Windows.
-                    bridge.extend([json!("--header"), json!("Authorization:${MCPGW_AUTH_HEADER}")]);
-                    if let Some(exposure) = args.exposure {
-                        bridge.extend([json!("--header"), json!(format!("{EXPOSURE_HEADER}:{}", exposure.as_str()))]);
-                    }
-                    json!({"command": "npx", "args": bridge, "env": {"MCPGW_AUTH_HEADER": format!("Bearer {key}")}})
-                }
-                Client::Cursor => json!({"url": args.url, "headers": headers}),
-                Client::ClaudeCode | Client::Vscode => json!({"type": "http", "url": args.url, "headers": headers}),
-            }
+            client_entry::http(client, &args.url, &key, args.exposure)
         }
         ClientTransport::Stdio => {
             let exe = std::env::current_exe()
@@ -325,6 +257,7 @@ pub fn run(args: &ClientConfigArgs) -> ExitCode {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::manage::client_entry::VSCODE_INPUT_ID;
 
     #[test]
     fn merge_keeps_other_servers_and_top_level_keys() {

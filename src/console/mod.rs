@@ -12,7 +12,11 @@
 //!    validation, the same request log and audit record as a `curl` of the API.
 
 mod api;
+mod clients;
+mod directory;
 mod pages;
+mod playground;
+mod records;
 mod servers;
 pub mod session;
 
@@ -37,27 +41,52 @@ pub struct Console {
     pub admin: Arc<AppState>,
     /// The admin API, called in-process for every read and write ([`api`]).
     pub api: Router,
+    /// The gateway's router (`/mcp/`), for the playground's requests; `None` when this process serves no gateway.
+    pub gateway: Option<Router>,
     pub sessions: Sessions,
+    /// Tool calls counted at the last look at the overview, and when (its calls a second are since then).
+    pub calls_seen: std::sync::Mutex<Option<(std::time::Instant, u64)>>,
 }
 
-/// The console's routes (`/ui/...`), to merge with the admin API's router (`api`, the same one the listener serves).
-pub fn router(admin: Arc<AppState>, api: Router) -> Router {
-    let console = Arc::new(Console { admin, api, sessions: Sessions::default() });
-    Router::new()
+/// The console's routes (`/ui/...`), to merge with the admin API's router (`api`, the same one the listener serves);
+/// `gateway` is the gateway's router, which the playground sends its requests to.
+pub fn router(admin: Arc<AppState>, api: Router, gateway: Option<Router>) -> Router {
+    let console = Arc::new(Console {
+        admin,
+        api,
+        gateway,
+        sessions: Sessions::default(),
+        calls_seen: std::sync::Mutex::default(),
+    });
+    let router = Router::new()
         .route("/ui", get(|| async { Redirect::to("/ui/") }))
         .route("/ui/", get(pages::overview))
         .route("/ui/login", get(pages::login_form).post(pages::login))
         .route("/ui/logout", post(pages::logout))
         .route("/ui/servers", get(servers::servers).post(servers::add_server))
         .route("/ui/servers/{config}/{server}", get(servers::server))
-        .route("/ui/servers/{config}/{server}/tools/{tool}/{action}", post(servers::tool_action))
+        .route("/ui/servers/{config}/{server}/{kind}/{item}/{action}", post(servers::pin_action))
         .route("/ui/keys", get(pages::keys).post(pages::create_key))
         .route("/ui/keys/{key_id}/{action}", post(pages::key_action))
+        .route("/ui/configs", get(directory::configs).post(directory::create_config))
+        .route("/ui/configs/{config}/{action}", post(directory::config_action))
+        .route("/ui/projects", get(directory::projects).post(directory::create_project))
+        .route("/ui/projects/{project}/{action}", post(directory::project_action))
+        .route("/ui/projects/{project}/members/{user}/remove", post(directory::remove_member))
+        .route("/ui/users", get(directory::users).post(directory::create_user))
+        .route("/ui/users/{user}", get(directory::user))
+        .route("/ui/users/{user}/delete", post(directory::delete_user))
+        .route("/ui/users/{user}/credentials/{config}/{server}/clear", post(directory::clear_credential))
+        .route("/ui/clients", get(clients::clients))
+        .route("/ui/audit", get(records::audit))
+        .route("/ui/policies", get(records::policies).post(records::policies_action))
+        .route("/ui/playground", get(playground::playground).post(playground::play))
         .route("/ui/console.css", get(pages::stylesheet))
         .route("/ui/{*rest}", get(pages::not_found))
         .layer(middleware::from_fn_with_state(Arc::clone(&console), guard))
-        .layer(middleware::from_fn(headers))
-        .with_state(console)
+        .layer(middleware::from_fn(headers));
+    // The admin listener's own checks first (header size, repeated headers), and every answer counted.
+    crate::admin::front(router, &console.admin).with_state(console)
 }
 
 /// The security headers of every console answer.

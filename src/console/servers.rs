@@ -108,6 +108,28 @@ struct Tool {
     diff: Vec<DiffRow>,
 }
 
+/// A prompt, resource or resource template and its pin.
+struct Offer {
+    /// The console's path segment of its pins: `prompts` or `resources`.
+    group: &'static str,
+    kind: String,
+    name: String,
+    path: String,
+    status: String,
+    pinned: String,
+    pinned_short: String,
+    current: String,
+    current_short: String,
+}
+
+/// A poisoning finding on one of the server's definitions (contract 7's tool scan, and the same for prompts and
+/// resources).
+struct Finding {
+    item: String,
+    kind: String,
+    excerpt: String,
+}
+
 #[derive(Template)]
 #[template(path = "console/server.html")]
 struct ServerPage<'a> {
@@ -120,6 +142,34 @@ struct ServerPage<'a> {
     server_path: String,
     entry: String,
     tools: Vec<Tool>,
+    offers: Vec<Offer>,
+    findings: Vec<Finding>,
+}
+
+/// The rows of `GET {base}/{pins}` (prompt-pins or resource-pins), each named by its `key` field.
+async fn offers(console: &Console, operator: &str, base: &str, group: &'static str, key: &str) -> Vec<Offer> {
+    let pins = if group == "prompts" { "prompt-pins" } else { "resource-pins" };
+    let rows = api::get(console, operator, &format!("{base}/{pins}")).await.unwrap_or(Value::Null);
+    let text = |item: &Value, field: &str| item.get(field).and_then(Value::as_str).unwrap_or_default().to_string();
+    rows.as_array()
+        .map(Vec::as_slice)
+        .unwrap_or_default()
+        .iter()
+        .map(|item| {
+            let (pinned, current) = (text(item, "pinned"), text(item, "current"));
+            Offer {
+                group,
+                kind: item.get("kind").and_then(Value::as_str).unwrap_or(pins.trim_end_matches("-pins")).to_string(),
+                name: text(item, key),
+                path: segment(&text(item, key)),
+                status: text(item, "status"),
+                pinned_short: short(&pinned),
+                current_short: short(&current),
+                pinned,
+                current,
+            }
+        })
+        .collect()
 }
 
 /// `sha256:` and the first 12 hex digits.
@@ -212,6 +262,28 @@ async fn server_page(
     let snapshot = console.admin.store.snapshot();
     let config_name =
         snapshot.file.mcp_configs.get(config).map_or_else(|| config.to_string(), |c| c.mcp_config_name.clone());
+    let mut listed = offers(console, operator, &base, "prompts", "name").await;
+    listed.extend(offers(console, operator, &base, "resources", "uri").await);
+    // The tool scan over the definitions as last discovered; the prompts' and resources' findings of their last review.
+    let definitions: Vec<Value> = pins
+        .as_array()
+        .map(Vec::as_slice)
+        .unwrap_or_default()
+        .iter()
+        .filter_map(|item| item.get("current_definition").cloned())
+        .collect();
+    let mut findings: Vec<Finding> = crate::guardrails::tool_scan::scan(&definitions, &[])
+        .into_iter()
+        .map(|f| Finding { item: format!("tool {}", f.tool_name), kind: f.kind.to_string(), excerpt: f.excerpt })
+        .collect();
+    for kind in ["prompt", "resource", "template"] {
+        let review = console.admin.pins.last_offers(config, server, kind).unwrap_or_default();
+        findings.extend(review.findings.into_iter().map(|(item, finding, excerpt)| Finding {
+            item: format!("{kind} {item}"),
+            kind: finding.to_string(),
+            excerpt,
+        }));
+    }
     let status = if problem.is_some() { StatusCode::CONFLICT } else { StatusCode::OK };
     render(
         status,
@@ -225,6 +297,8 @@ async fn server_page(
             server_path: segment(server),
             entry: pretty(&entry),
             tools,
+            offers: listed,
+            findings,
         },
     )
 }
@@ -237,21 +311,28 @@ pub async fn server(
     server_page(&console, &op, &config, &server, None).await
 }
 
-/// `POST /ui/servers/{config}/{server}/tools/{tool}/{approve|forget}`: the tool-pins routes of the admin API.
-pub async fn tool_action(
+/// `POST /ui/servers/{config}/{server}/{tools|prompts|resources}/{item}/{approve|forget}`: the pin routes of the
+/// admin API (`tool-pins`, `prompt-pins`, `resource-pins`).
+pub async fn pin_action(
     State(console): State<Arc<Console>>,
     Extension(op): Extension<Operator>,
     Extension(form): Extension<Form>,
-    Path((config, server, tool, action)): Path<(String, String, String, String)>,
+    Path((config, server, kind, item, action)): Path<(String, String, String, String, String)>,
 ) -> Response {
-    let pin = format!("/api/v1/configs/{}/servers/{}/tool-pins/{}", segment(&config), segment(&server), segment(&tool));
+    let pins = match kind.as_str() {
+        "tools" => "tool-pins",
+        "prompts" => "prompt-pins",
+        "resources" => "resource-pins",
+        _ => return message(StatusCode::NOT_FOUND, "Not found", "There is no such kind of pin."),
+    };
+    let pin = format!("/api/v1/configs/{}/servers/{}/{pins}/{}", segment(&config), segment(&server), segment(&item));
     let answer = match action.as_str() {
         "approve" => {
             let body = json!({"sha256": form.get("sha256")});
             api::call(&console, &op.session.operator, Method::POST, &format!("{pin}/approve"), Some(body)).await
         }
         "forget" => api::call(&console, &op.session.operator, Method::DELETE, &pin, None).await,
-        _ => return message(StatusCode::NOT_FOUND, "Not found", "There is no such action on a tool."),
+        _ => return message(StatusCode::NOT_FOUND, "Not found", "There is no such action on a pin."),
     };
     match answer.data() {
         Ok(_) => Redirect::to(&format!("/ui/servers/{}/{}", segment(&config), segment(&server))).into_response(),

@@ -11,6 +11,7 @@ pub mod api_keys;
 pub mod audit;
 pub mod backup;
 pub mod backup_files;
+pub mod client_entry;
 pub mod configs;
 pub mod credentials;
 pub mod offer_pins;
