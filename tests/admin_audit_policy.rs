@@ -93,9 +93,13 @@ fn the_audit_log_is_searched_and_verified_and_the_rules_are_read_and_replaced() 
     assert_eq!(search(&gw, "event=tool_call&outcome=success").1, 2);
     assert_eq!(search(&gw, "outcome=GUARDRAIL_VIOLATION").1, 0);
 
-    // `limit` keeps the newest; `matched` still counts them all.
+    // `limit` keeps the newest, and the reading stops there: the rest of the file is not read.
     let (newest, matched) = search(&gw, "event=tool_call&limit=1");
-    assert_eq!((seqs(&newest), matched), (vec![bob_echo["seq"].as_u64().unwrap()], 3));
+    assert_eq!((seqs(&newest), matched), (vec![bob_echo["seq"].as_u64().unwrap()], 1));
+    let answer = get(&gw, "/api/v1/audit?event=tool_call&limit=1");
+    assert_eq!(answer.ok(200)["complete"], json!(false), "{}", answer.text);
+    let answer = get(&gw, "/api/v1/audit?event=tool_call");
+    assert_eq!(answer.ok(200)["complete"], json!(true), "{}", answer.text);
 
     // `since` and `until`: RFC 3339 times (inclusive) or spans back from now.
     let at = |record: &Value| format!("{}Z", record["timestamp"].as_str().unwrap());

@@ -71,6 +71,7 @@ struct AuditPage<'a> {
     records: Vec<RecordRow>,
     matched: u64,
     scanned: u64,
+    complete: bool,
     verified: Option<(bool, String)>,
 }
 
@@ -119,13 +120,14 @@ pub async fn audit(
     let operator = &op.session.operator;
     let given = filters.given();
     let query = serde_urlencoded::to_string(&given).unwrap_or_default();
-    let (mut problem, mut records, mut matched, mut scanned) = (None, Vec::new(), 0, 0);
+    let (mut problem, mut records, mut matched, mut scanned, mut complete) = (None, Vec::new(), 0, 0, true);
     match api::get(&console, operator, &format!("/api/v1/audit?{query}")).await {
         Ok(found) => {
             records =
                 found.get("records").and_then(Value::as_array).map(|r| r.iter().map(row).collect()).unwrap_or_default();
             matched = found.get("matched").and_then(Value::as_u64).unwrap_or(0);
             scanned = found.get("scanned").and_then(Value::as_u64).unwrap_or(0);
+            complete = found.get("complete").and_then(Value::as_bool).unwrap_or(true);
         }
         Err(why) => problem = Some(why),
     }
@@ -149,7 +151,17 @@ pub async fn audit(
     let status = if problem.is_some() { StatusCode::BAD_REQUEST } else { StatusCode::OK };
     render(
         status,
-        &AuditPage { signed_in: true, csrf: &op.session.csrf, filters, problem, records, matched, scanned, verified },
+        &AuditPage {
+            signed_in: true,
+            csrf: &op.session.csrf,
+            filters,
+            problem,
+            records,
+            matched,
+            scanned,
+            complete,
+            verified,
+        },
     )
 }
 

@@ -11,12 +11,13 @@
 //! `error` every other record, and any other value an exact `error_code`. Parameters it does not know are ignored,
 //! as elsewhere in the admin API.
 //!
-//! [`search`] reads the file forwards once and keeps the last `limit` matches in a ring, so memory is bounded by
-//! `limit` whatever the file's size; it answers them newest first, with how many matched and how many records it
-//! read. Like [`verify`], it leaves out a last line without its newline: the writer is still writing that record.
+//! [`search`] reads the file from its end backwards ([`Backwards`], 64 KiB at a time) and stops once `limit` records
+//! match or at the first record older than `since`, so memory is bounded by `limit` and the time by what it reads,
+//! whatever the file's size; it answers the matches newest first, with how many matched, how many records it read and
+//! whether that was the whole file. Like [`verify`], it leaves out a last line without its newline: the writer is
+//! still writing that record.
 
-use std::collections::{BTreeMap, VecDeque};
-use std::io::{BufRead, BufReader};
+use std::collections::BTreeMap;
 use std::path::Path;
 
 use chrono::{DateTime, Utc};
@@ -125,6 +126,13 @@ impl Search {
         })
     }
 
+    /// Whether `record` is older than `since` (a record whose time cannot be read is not).
+    fn before_since(&self, record: &Map<String, Value>) -> bool {
+        let Some(since) = self.since else { return false };
+        let at = record.get("timestamp").and_then(Value::as_str).and_then(recorded_at);
+        at.is_some_and(|at| at.with_timezone(&Utc) < since)
+    }
+
     /// Whether `record` matches every filter.
     fn matches(&self, record: &Map<String, Value>) -> bool {
         let text = |field: &str| record.get(field).and_then(Value::as_str);
@@ -158,36 +166,105 @@ impl Search {
     }
 }
 
-/// The records of the audit log at `path` that `search` matches: `{records (newest first, at most limit), matched,
-/// scanned, path}`.
+/// The records of the audit log at `path` that `search` matches, read from the end of the file backwards: `{records
+/// (newest first, at most limit), matched, scanned, complete, path}`. The reading stops once `limit` records match,
+/// or at the first record older than `since` (records are written in time order), so a search for the latest calls
+/// costs the same however long the log is: `matched` and `scanned` count what was read, and `complete` says whether
+/// that was the whole file (when it is, `matched` is every record that matches).
 pub fn search(path: &Path, search: &Search) -> ManageResult {
     let file = std::fs::File::open(path).map_err(|e| unreadable(path, &e))?;
-    let mut reader = BufReader::new(file);
-    let mut kept: VecDeque<Map<String, Value>> = VecDeque::with_capacity(search.limit);
-    let (mut matched, mut scanned) = (0u64, 0u64);
-    let mut line = Vec::new();
-    loop {
-        line.clear();
-        if reader.read_until(b'\n', &mut line).map_err(|e| unreadable(path, &e))? == 0 {
-            break;
-        }
-        // A last line without its newline is the record being written: the next search sees it whole.
-        if line.pop() != Some(b'\n') {
-            break;
-        }
+    let mut lines = Backwards::new(file).map_err(|e| unreadable(path, &e))?;
+    let mut records: Vec<Value> = Vec::with_capacity(search.limit.min(MAX_LIMIT));
+    let (mut matched, mut scanned, mut complete) = (0u64, 0u64, true);
+    while let Some(line) = lines.next_line().map_err(|e| unreadable(path, &e))? {
         let Ok(record) = serde_json::from_slice::<Map<String, Value>>(&line) else { continue };
         scanned += 1;
+        if search.before_since(&record) {
+            // Every record before this one is older still.
+            break;
+        }
         if !search.matches(&record) {
             continue;
         }
         matched += 1;
-        if kept.len() == search.limit {
-            kept.pop_front();
+        records.push(Value::Object(record));
+        if records.len() == search.limit {
+            complete = lines.at_start();
+            break;
         }
-        kept.push_back(record);
     }
-    let records: Vec<Value> = kept.into_iter().rev().map(Value::Object).collect();
-    Ok(json!({"records": records, "matched": matched, "scanned": scanned, "path": path.display().to_string()}))
+    Ok(json!({"records": records, "matched": matched, "scanned": scanned, "complete": complete,
+              "path": path.display().to_string()}))
+}
+
+/// The size of the pieces [`Backwards`] reads.
+const PIECE: usize = 64 * 1024;
+
+/// The lines of a file from its end to its start, read in pieces of [`PIECE`] bytes. A last line without its newline
+/// is the record being written: it is left out (the next search sees it whole).
+struct Backwards {
+    file: std::fs::File,
+    /// Where the part not read yet ends.
+    unread: u64,
+    /// What was read and not yet given out, the start of a line (its beginning may still be unread).
+    held: Vec<u8>,
+}
+
+impl Backwards {
+    fn new(file: std::fs::File) -> std::io::Result<Backwards> {
+        let unread = file.metadata()?.len();
+        let mut lines = Backwards { file, unread, held: Vec::new() };
+        // Drop what follows the last newline: a record not yet written whole (or nothing).
+        loop {
+            if let Some(at) = lines.held.iter().rposition(|b| *b == b'\n') {
+                lines.held.truncate(at + 1);
+                break;
+            }
+            if !lines.read_piece()? {
+                lines.held.clear();
+                break;
+            }
+        }
+        Ok(lines)
+    }
+
+    /// Reads the piece before what is held; false at the start of the file.
+    fn read_piece(&mut self) -> std::io::Result<bool> {
+        use std::io::{Read, Seek, SeekFrom};
+        if self.unread == 0 {
+            return Ok(false);
+        }
+        let size = self.unread.min(PIECE as u64);
+        self.unread -= size;
+        self.file.seek(SeekFrom::Start(self.unread))?;
+        let mut piece = vec![0u8; usize::try_from(size).unwrap_or(PIECE)];
+        self.file.read_exact(&mut piece)?;
+        piece.extend_from_slice(&self.held);
+        self.held = piece;
+        Ok(true)
+    }
+
+    /// Whether every line has been given out.
+    fn at_start(&self) -> bool {
+        self.unread == 0 && self.held.is_empty()
+    }
+
+    /// The line before the last one given out, without its newline.
+    fn next_line(&mut self) -> std::io::Result<Option<Vec<u8>>> {
+        if self.held.is_empty() && !self.read_piece()? {
+            return Ok(None);
+        }
+        // `held` ends with the newline of the line to give out: the line is what follows the newline before it.
+        self.held.pop();
+        loop {
+            if let Some(at) = self.held.iter().rposition(|b| *b == b'\n') {
+                return Ok(Some(self.held.split_off(at + 1)));
+            }
+            if !self.read_piece()? {
+                return Ok(Some(std::mem::take(&mut self.held)));
+            }
+        }
+    }
 }
 
 /// The check of the hash chain of the audit log at `path`, which the gateway may be appending to
@@ -234,6 +311,35 @@ mod tests {
 
     fn record(value: Value) -> Map<String, Value> {
         value.as_object().cloned().unwrap_or_default()
+    }
+
+    /// Every line of `text` given back by [`Backwards`], last first.
+    fn backwards(text: &str) -> Vec<String> {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("audit.jsonl");
+        std::fs::write(&path, text).unwrap();
+        let mut lines = Backwards::new(std::fs::File::open(&path).unwrap()).unwrap();
+        let mut found = Vec::new();
+        while let Some(line) = lines.next_line().unwrap() {
+            found.push(String::from_utf8(line).unwrap());
+        }
+        assert!(lines.at_start());
+        found
+    }
+
+    #[test]
+    fn lines_are_read_from_the_end_and_a_torn_last_line_is_left_out() {
+        assert_eq!(backwards("a\nbb\nccc\n"), ["ccc", "bb", "a"]);
+        assert_eq!(backwards("a\nbb\ncc"), ["bb", "a"], "the line being written");
+        assert_eq!(backwards("torn"), Vec::<String>::new());
+        assert_eq!(backwards(""), Vec::<String>::new());
+        assert_eq!(backwards("\nx\n"), ["x", ""]);
+        // Lines longer than a piece, and pieces that end inside a line.
+        let long: Vec<String> = (0..5).map(|i| format!("{i}").repeat(PIECE / 2 + 7 * i)).collect();
+        let text = long.iter().map(|l| format!("{l}\n")).collect::<String>();
+        let mut expected = long.clone();
+        expected.reverse();
+        assert_eq!(backwards(&text), expected);
     }
 
     #[test]
