@@ -505,3 +505,42 @@ fn bad_input_on_the_pages_is_refused_and_changes_nothing() {
     let answer = http.get(format!("{}/ui/", gw.admin)).header("cookie", &session).header("x-big", &big).send().unwrap();
     assert_eq!(answer.status().as_u16(), 431, "the admin listener's header limit holds on the console too");
 }
+
+/// A user's page shows the status of their own credentials and sets one (kind `secret`) through the admin API: the
+/// value sealed, never on any page; then removes it.
+#[test]
+fn a_users_own_credential_is_set_and_removed_from_the_users_page() {
+    let (_dir, path) = common::fixture_dir();
+    let mut doc = common::fixture();
+    let echo = &mut doc["mcp_configs"][common::CONFIG_ID]["mcp_config"][0];
+    echo["credentials"] = json!({"mode": "per_user", "kind": "secret", "names": ["GITHUB_TOKEN"]});
+    echo["config"]["env"]["GITHUB_TOKEN"] = json!("${user.GITHUB_TOKEN}");
+    common::write_json(&path, &doc);
+    let gw = common::Gateway::start(&path);
+    let (http, session, csrf) = http_session(&gw.admin);
+    let page = |path: &str| {
+        let answer = http.get(format!("{}{path}", gw.admin)).header("cookie", &session).send().unwrap();
+        answer.text().unwrap()
+    };
+    let user_page = format!("/ui/users/{ALICE_ID}");
+    let before = page(&user_page);
+    assert!(before.contains("not set") && before.contains("GITHUB_TOKEN"), "{before}");
+
+    const VALUE: &str = "ghp-console-secret-value-0123456789";
+    let slot = format!("/ui/users/{ALICE_ID}/credentials/{}/echo", common::CONFIG_ID);
+    let form = [("name", "GITHUB_TOKEN"), ("value", VALUE), ("csrf", &csrf)];
+    let set = http.post(format!("{}{slot}/set", gw.admin)).header("cookie", &session).form(&form).send().unwrap();
+    assert_eq!(set.status().as_u16(), 303, "{}", set.text().unwrap());
+    let after = page(&user_page);
+    assert!(after.contains("<td>set</td>"), "{after}");
+    assert!(!after.contains(VALUE), "the value is never shown");
+    let listed = gw.get(&format!("/api/v1/users/{ALICE_ID}/credentials")).ok(200).clone();
+    assert_eq!(listed[0]["set"], json!(true), "{listed}");
+    assert!(!std::fs::read_to_string(&path).unwrap().contains(VALUE), "sealed on disk");
+
+    let form = [("csrf", csrf.as_str())];
+    let clear = http.post(format!("{}{slot}/clear", gw.admin)).header("cookie", &session).form(&form).send().unwrap();
+    assert_eq!(clear.status().as_u16(), 303);
+    assert!(page(&user_page).contains("not set"));
+    assert!(!gw.logs().contains(VALUE), "never in the logs");
+}

@@ -282,6 +282,9 @@ struct CredentialRow {
     set_at: String,
     expires_at: String,
     clear_path: Option<String>,
+    /// For kind `secret`: where the form that sets values posts, and the names the server declares.
+    set_path: Option<String>,
+    declared: Vec<String>,
 }
 
 #[derive(Template)]
@@ -335,13 +338,19 @@ async fn user_page(console: &Console, op: &Operator, user: &str, problem: Option
             };
             let (config, server) =
                 (text(c, "mcp_config_id").unwrap_or_default(), text(c, "server_name").unwrap_or_default());
+            let slot = format!("/ui/users/{}/credentials/{}/{}", segment(user), segment(&config), segment(&server));
+            let kind = text(c, "kind").unwrap_or_default();
+            let declared = c
+                .get("declared")
+                .and_then(Value::as_array)
+                .map_or_else(Vec::new, |names| names.iter().filter_map(Value::as_str).map(str::to_string).collect());
             CredentialRow {
-                clear_path: set.then(|| {
-                    format!("/ui/users/{}/credentials/{}/{}/clear", segment(user), segment(&config), segment(&server))
-                }),
+                clear_path: set.then(|| format!("{slot}/clear")),
+                set_path: (kind == "secret").then(|| format!("{slot}/set")),
+                declared,
                 config: text(c, "mcp_config_name").unwrap_or(config),
                 server,
-                kind: text(c, "kind").unwrap_or_default(),
+                kind,
                 state,
                 set_at: text(c, "set_at").filter(|t| t != "null").unwrap_or_default(),
                 expires_at: text(c, "expires_at").filter(|t| t != "null").unwrap_or_default(),
@@ -393,4 +402,19 @@ pub async fn clear_credential(
     let path = format!("/api/v1/users/{}/credentials/{}/{}", segment(&user), segment(&config), segment(&server));
     let back = format!("/ui/users/{}", segment(&user));
     change(&console, &op, (Method::DELETE, path, None), &back, |p| user_page(&console, &op, &user, p)).await
+}
+
+/// `POST /ui/users/{user}/credentials/{config}/{server}/set`: one value of a user's own credentials of kind `secret`
+/// (`PUT /api/v1/users/{user}/credentials/{config}/{server}`, merged by name, sealed before it is written). The value is
+/// sent once and never shown.
+pub async fn set_credential(
+    State(console): State<Arc<Console>>,
+    Extension(op): Extension<Operator>,
+    Extension(form): Extension<Form>,
+    Path((user, config, server)): Path<(String, String, String)>,
+) -> Response {
+    let path = format!("/api/v1/users/{}/credentials/{}/{}", segment(&user), segment(&config), segment(&server));
+    let body = json!({"values": {form.get("name").trim(): form.get("value")}});
+    let back = format!("/ui/users/{}", segment(&user));
+    change(&console, &op, (Method::PUT, path, Some(body)), &back, |p| user_page(&console, &op, &user, p)).await
 }

@@ -77,6 +77,7 @@ pub fn router(admin: Arc<AppState>, api: Router, gateway: Option<Router>) -> Rou
         .route("/ui/users/{user}", get(directory::user))
         .route("/ui/users/{user}/delete", post(directory::delete_user))
         .route("/ui/users/{user}/credentials/{config}/{server}/clear", post(directory::clear_credential))
+        .route("/ui/users/{user}/credentials/{config}/{server}/set", post(directory::set_credential))
         .route("/ui/clients", get(clients::clients))
         .route("/ui/audit", get(records::audit))
         .route("/ui/policies", get(records::policies).post(records::policies_action))
