@@ -18,10 +18,12 @@ use fantoccini::{Client, ClientBuilder, Locator};
 use mcp::*;
 use serde_json::{Value, json};
 
-/// chromedriver on a free port, stopped on drop.
+/// chromedriver on a free port, stopped on drop; the browser's profile lives in `profile`, removed on drop too (else
+/// Chromium leaves one in /tmp per session).
 struct Driver {
     child: Child,
     url: String,
+    profile: tempfile::TempDir,
 }
 
 impl Drop for Driver {
@@ -48,7 +50,7 @@ fn start_driver() -> Driver {
         reqwest::blocking::get(format!("{url}/status")).is_ok_and(|r| r.status().is_success())
     });
     assert!(ready, "chromedriver did not start");
-    Driver { child, url }
+    Driver { child, url, profile: tempfile::tempdir().unwrap() }
 }
 
 async fn browser(driver: &Driver) -> Client {
@@ -56,7 +58,8 @@ async fn browser(driver: &Driver) -> Client {
     caps.insert(
         "goog:chromeOptions".into(),
         json!({"args": ["--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
-                        "--window-size=1280,800", "--no-first-run", "--disable-extensions"]}),
+                        "--window-size=1280,800", "--no-first-run", "--disable-extensions",
+                        format!("--user-data-dir={}", driver.profile.path().display())]}),
     );
     ClientBuilder::new(hyper_util::client::legacy::connect::HttpConnector::new())
         .capabilities(caps)
