@@ -8,7 +8,8 @@
 //! - [`log_writes`], behind the admin key check: every admin write (a `POST`, `PUT` or `DELETE` on a route) gets one
 //!   `admin write` record with the route template, the outcome (`status`, and `error` when it failed) and the `ids`
 //!   of the objects: those the path names (a key as its `key_id`, an e-mail masked) and those the answer names
-//!   ([`ObjectIds`], set by the handler). Never a secret: no key, no admin key, no body.
+//!   ([`ObjectIds`], set by the handler), and the `operator`: `admin key`, or the console's signed-in operator
+//!   (`SignedIn`: the `user_claim` value of an OAuth sign-in, contract 18). Never a secret: no key, no admin key, no body.
 
 use std::sync::Arc;
 
@@ -87,6 +88,11 @@ pub async fn log_writes(
 ) -> Response {
     let method = req.method().clone();
     let Some(route) = route.filter(|_| is_write(&method)) else { return next.run(req).await };
+    // Who: the console's signed-in operator (the admin key, or the OAuth issuer's user), else the admin key.
+    let operator = req
+        .extensions()
+        .get::<crate::admin::auth::SignedIn>()
+        .map_or_else(|| "admin key".to_string(), |signed_in| bounded(&signed_in.operator));
     let mut ids: Vec<String> =
         params.iter().flat_map(|params| params.iter()).map(|(name, value)| path_id(name, value)).collect();
     let mut response = next.run(req).await;
@@ -98,7 +104,8 @@ pub async fn log_writes(
     let status = response.status().as_u16();
     let error = response.extensions().get::<AnswerError>().map_or("", |code| code.0);
     let ids = ids.join(", ");
-    tracing::info!(method = %method, route = route.as_str(), status, error, ids = %ids, "admin write");
+    tracing::info!(method = %method, route = route.as_str(), status, error, ids = %ids, operator = %operator,
+        "admin write");
     response.extensions_mut().insert(WriteLogged);
     response
 }

@@ -61,9 +61,16 @@ pub fn public_base(config: &ClientOAuth, headers: &HeaderMap) -> String {
     if let Some(base) = &config.public_url {
         return base.clone();
     }
+    request_base(config.trust_forwarded_headers, headers)
+}
+
+/// The base URL the request was sent to: its `Host` over `http`, or, when `trust_forwarded` (a proxy in front sets
+/// them), the first `X-Forwarded-Host` and `X-Forwarded-Proto`. [`public_base`] for the gateway listener, and the
+/// console's OAuth `redirect_uri` on the admin listener (`console/oauth.rs`).
+pub fn request_base(trust_forwarded: bool, headers: &HeaderMap) -> String {
     let forwarded = |name: &str| {
         let first = header_str(headers, name)?.split(',').next()?.trim();
-        (config.trust_forwarded_headers && !first.is_empty()).then_some(first)
+        (trust_forwarded && !first.is_empty()).then_some(first)
     };
     let host = forwarded("x-forwarded-host")
         .or_else(|| header_str(headers, "host"))

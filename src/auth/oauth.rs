@@ -64,19 +64,22 @@ fn now() -> u64 {
     SystemTime::now().duration_since(UNIX_EPOCH).unwrap_or(Duration::ZERO).as_secs()
 }
 
-async fn verify(
-    snapshot: &Arc<Snapshot>,
+/// The checks every token of the issuer passes, for a client of the gateway and for the console's sign-in alike
+/// (`console/oauth.rs`): its shape and algorithm, its key and signature, `iss`, `aud` holding `audience`, `exp` and
+/// `nbf` with [`LEEWAY`]. The verified claims, or which check failed (never the token).
+pub async fn verify_token(
     config: &ClientOAuth,
     token: &str,
     now: u64,
     jwks: &Jwks,
-) -> Result<Identity, AuthFailure> {
+    timeout: Duration,
+) -> Result<serde_json::Map<String, Value>, AuthFailure> {
     let jwt = jwt::parse(token).map_err(AuthFailure::new)?;
-    let keys = jwks.keys_for(config, &jwt, snapshot.settings.timeouts.auth).await.map_err(AuthFailure::new)?;
+    let keys = jwks.keys_for(config, &jwt, timeout).await.map_err(AuthFailure::new)?;
     if !keys.iter().any(|key| key.verifies(&jwt)) {
         return Err(AuthFailure::new("the token's signature does not verify with the issuer's key"));
     }
-    let claims = &jwt.claims;
+    let claims = jwt.claims;
     let text = |name: &str| claims.get(name).and_then(Value::as_str);
     match text("iss") {
         Some(iss) if iss == config.issuer => {}
@@ -105,6 +108,19 @@ async fn verify(
     {
         return Err(AuthFailure::new(format!("the token is not valid for another {} seconds (nbf)", nbf - now)));
     }
+    Ok(claims)
+}
+
+async fn verify(
+    snapshot: &Arc<Snapshot>,
+    config: &ClientOAuth,
+    token: &str,
+    now: u64,
+    jwks: &Jwks,
+) -> Result<Identity, AuthFailure> {
+    let claims = &verify_token(config, token, now, jwks, snapshot.settings.timeouts.auth).await?;
+    let text = |name: &str| claims.get(name).and_then(Value::as_str);
+    let exp = claims.get("exp").and_then(Value::as_u64).unwrap_or(now);
     let missing: Vec<&str> = config
         .required_scopes
         .iter()
@@ -172,6 +188,23 @@ pub fn scopes(claims: &serde_json::Map<String, Value>) -> impl Iterator<Item = &
     scope.chain(scp)
 }
 
+/// The values of claim `claim` (an array of strings, or a space-separated string), as `principal.groups` and
+/// `principal.roles` read them (contract 17) and the console's `console_admin_role` looks for it (contract 18).
+pub fn claim_values<'c>(claims: &'c serde_json::Map<String, Value>, claim: Option<&str>) -> Vec<&'c str> {
+    match claim.and_then(|claim| claims.get(claim)) {
+        Some(Value::Array(items)) => items.iter().filter_map(Value::as_str).collect(),
+        Some(Value::String(text)) => text.split_whitespace().collect(),
+        _ => Vec::new(),
+    }
+}
+
+/// Whether the claims' roles or groups (the claims `claim_mappings` names) hold `value`.
+pub fn holds_role(config: &ClientOAuth, claims: &serde_json::Map<String, Value>, value: &str) -> bool {
+    [config.roles_claim.as_deref(), config.groups_claim.as_deref()]
+        .into_iter()
+        .any(|claim| claim_values(claims, claim).contains(&value))
+}
+
 /// The RFC 9728 metadata of the gateway as a protected resource; `base` is its public URL (`https://host`).
 pub fn resource_metadata(config: &ClientOAuth, base: &str) -> Value {
     serde_json::json!({
@@ -191,6 +224,20 @@ pub fn metadata_url(base: &str) -> String {
 mod tests {
     use super::*;
     use serde_json::json;
+
+    #[test]
+    fn roles_and_groups_come_from_the_mapped_claims() {
+        let claims = json!({"roles": ["viewer", "mcpgw-admin"], "groups": "ops dev", "other": ["root"]});
+        let claims = claims.as_object().unwrap();
+        assert_eq!(claim_values(claims, Some("groups")), ["ops", "dev"]);
+        assert!(claim_values(claims, None).is_empty());
+        let mut problems = Vec::new();
+        let config = json!({"issuer": "https://idp.example.com", "audience": "a",
+                            "claim_mappings": {"roles": "roles", "groups": "groups"}});
+        let config = crate::config::client_oauth::read(config.as_object().unwrap(), &mut problems).unwrap();
+        assert!(holds_role(&config, claims, "mcpgw-admin") && holds_role(&config, claims, "ops"));
+        assert!(!holds_role(&config, claims, "root"), "only the mapped claims count");
+    }
 
     #[test]
     fn scopes_come_from_scope_and_scp() {

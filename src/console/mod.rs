@@ -5,7 +5,7 @@
 //! The request path, outermost first:
 //! 1. [`headers`]: every answer carries `Content-Security-Policy: default-src 'self'` (and no framing, forms posting
 //!    only here), `nosniff`, no referrer, `no-store`;
-//! 2. [`guard`]: every page but the sign-in page needs a live session ([`session`]); a `POST` also needs the session's
+//! 2. [`guard`]: every page but the sign-in pages (the admin key's, and the OAuth issuer's [`oauth`]) needs a live session ([`session`]); a `POST` also needs the session's
 //!    CSRF token in its form (`csrf`), else it is refused with 403 and changes nothing; the form is read here, once,
 //!    at most [`MAX_FORM_BYTES`];
 //! 3. the page ([`pages`]): reads through the admin API's own handlers and writes through them too ([`api`]): the same
@@ -14,6 +14,7 @@
 mod api;
 mod clients;
 mod directory;
+pub mod oauth;
 mod pages;
 mod playground;
 mod records;
@@ -44,6 +45,8 @@ pub struct Console {
     /// The gateway's router (`/mcp/`), for the playground's requests; `None` when this process serves no gateway.
     pub gateway: Option<Router>,
     pub sessions: Sessions,
+    /// Sign-ins with the OAuth issuer in flight ([`oauth`]).
+    pub oauth: oauth::PendingSignIns,
     /// Tool calls counted at the last look at the overview, and when (its calls a second are since then).
     pub calls_seen: std::sync::Mutex<Option<(std::time::Instant, u64)>>,
 }
@@ -56,6 +59,7 @@ pub fn router(admin: Arc<AppState>, api: Router, gateway: Option<Router>) -> Rou
         api,
         gateway,
         sessions: Sessions::default(),
+        oauth: oauth::PendingSignIns::default(),
         calls_seen: std::sync::Mutex::default(),
     });
     let router = Router::new()
@@ -63,6 +67,8 @@ pub fn router(admin: Arc<AppState>, api: Router, gateway: Option<Router>) -> Rou
         .route("/ui/", get(pages::overview))
         .route("/ui/login", get(pages::login_form).post(pages::login))
         .route("/ui/logout", post(pages::logout))
+        .route("/ui/oauth/start", post(oauth::start))
+        .route(oauth::CALLBACK_PATH, get(oauth::callback))
         .route("/ui/servers", get(servers::servers).post(servers::add_server))
         .route("/ui/servers/{config}/{server}", get(servers::server))
         .route("/ui/servers/{config}/{server}/{kind}/{item}/{action}", post(servers::pin_action))
@@ -90,15 +96,24 @@ pub fn router(admin: Arc<AppState>, api: Router, gateway: Option<Router>) -> Rou
     crate::admin::front(router, &console.admin).with_state(console)
 }
 
+/// Every console page's `Content-Security-Policy`.
+const POLICY: &str =
+    "default-src 'self'; frame-ancestors 'none'; form-action 'self'; base-uri 'none'; object-src 'none'";
+
+/// [`POLICY`] with `more` (` https://idp.example.com`) added to `form-action`.
+pub(crate) fn content_security_policy(more: &str) -> String {
+    POLICY.replace("form-action 'self'", &format!("form-action 'self'{more}"))
+}
+
 /// The security headers of every console answer.
 async fn headers(req: Request, next: Next) -> Response {
     let mut response = next.run(req).await;
     let headers = response.headers_mut();
+    // A page may widen `form-action` (the sign-in page, towards the OAuth issuer); nothing else.
+    if !headers.contains_key(header::CONTENT_SECURITY_POLICY) {
+        headers.insert(header::CONTENT_SECURITY_POLICY, HeaderValue::from_static(POLICY));
+    }
     let fixed = [
-        (
-            header::CONTENT_SECURITY_POLICY,
-            "default-src 'self'; frame-ancestors 'none'; form-action 'self'; base-uri 'none'; object-src 'none'",
-        ),
         (header::X_CONTENT_TYPE_OPTIONS, "nosniff"),
         (header::X_FRAME_OPTIONS, "DENY"),
         (header::REFERRER_POLICY, "no-referrer"),
@@ -130,7 +145,7 @@ impl Form {
 /// Sessions and CSRF (see the module's documentation).
 async fn guard(State(console): State<Arc<Console>>, req: Request, next: Next) -> Response {
     let path = req.uri().path();
-    let open = path == "/ui/login" || path == "/ui/console.css";
+    let open = matches!(path, "/ui/login" | "/ui/console.css" | "/ui/oauth/start" | oauth::CALLBACK_PATH);
     let session = console.sessions.find(req.headers());
     if session.is_none() && !open {
         return Redirect::to("/ui/login").into_response();

@@ -27,7 +27,7 @@ pub(super) fn render(status: StatusCode, page: &impl Template) -> Response {
 }
 
 /// Whether the operator's browser reached us over TLS (a proxy in front says so): the cookies are then `Secure`.
-fn behind_tls(headers: &HeaderMap) -> bool {
+pub(super) fn behind_tls(headers: &HeaderMap) -> bool {
     headers.get("x-forwarded-proto").is_some_and(|proto| proto.as_bytes().eq_ignore_ascii_case(b"https"))
 }
 
@@ -70,18 +70,33 @@ struct LoginPage<'a> {
     signed_in: bool,
     csrf: &'a str,
     problem: Option<&'a str>,
+    /// The OAuth issuer to sign in with too, when configured (`oauth.rs`).
+    issuer: Option<String>,
 }
 
-/// The sign-in page: a fresh token in its form and in its own cookie.
-pub async fn login_form(headers: HeaderMap) -> Response {
-    login_page(&headers, StatusCode::OK, None)
+/// The sign-in page: a fresh token in its forms and in its own cookie.
+pub async fn login_form(State(console): State<Arc<Console>>, headers: HeaderMap) -> Response {
+    login_page(&console, &headers, StatusCode::OK, None).await
 }
 
-fn login_page(headers: &HeaderMap, status: StatusCode, problem: Option<&str>) -> Response {
+async fn login_page(console: &Console, headers: &HeaderMap, status: StatusCode, problem: Option<&str>) -> Response {
     let Ok(token) = crate::secrets::random_token() else {
         return message(StatusCode::INTERNAL_SERVER_ERROR, "Unavailable", "no random numbers to sign in with");
     };
-    let mut response = render(status, &LoginPage { signed_in: false, csrf: &token, problem });
+    let issuer = super::oauth::offered_issuer(console);
+    let form_target = match &issuer {
+        Some(_) => super::oauth::authorization_origin(console).await,
+        None => None,
+    };
+    let mut response = render(status, &LoginPage { signed_in: false, csrf: &token, problem, issuer });
+    if let Some(origin) = form_target {
+        // The issuer's sign-in form posts here and is redirected there: a browser checks the redirect against this
+        // page's `form-action`.
+        let policy = super::content_security_policy(&format!(" {origin}"));
+        if let Ok(value) = HeaderValue::from_str(&policy) {
+            response.headers_mut().insert(header::CONTENT_SECURITY_POLICY, value);
+        }
+    }
     let cookie = session::set_cookie(LOGIN_COOKIE, Some(&token), Duration::from_secs(3600), behind_tls(headers));
     if let Ok(value) = HeaderValue::from_str(&cookie) {
         response.headers_mut().append(header::SET_COOKIE, value);
@@ -113,7 +128,7 @@ pub async fn login(
                 ..Default::default()
             },
         );
-        return login_page(&headers, StatusCode::UNAUTHORIZED, Some("That is not the admin key."));
+        return login_page(&console, &headers, StatusCode::UNAUTHORIZED, Some("That is not the admin key.")).await;
     }
     let Ok((id, _)) = console.sessions.start("admin key") else {
         return message(StatusCode::INTERNAL_SERVER_ERROR, "Unavailable", "no random numbers to sign in with");

@@ -123,6 +123,11 @@ impl JwtIssuer {
         token
     }
 
+    /// The JWKS of the issuer's RSA key (what `/jwks` serves first).
+    pub fn jwks(&self) -> Value {
+        json!({"keys": [rsa_jwk(&self.rsa, RSA_KID)]})
+    }
+
     /// How many times the JWKS was fetched.
     pub fn jwks_fetches(&self) -> usize {
         self.mock.seen().iter().filter(|seen| seen.path == "/jwks").count()

@@ -2,7 +2,9 @@
 //! token exchange: RFC 8414 metadata, an `/authorize` endpoint that stands in for the user logging in and consenting
 //! (it answers at once with a redirect carrying a code, and RFC 9207's `iss`), a `/token` endpoint for the
 //! authorization code grant with PKCE (S256 only), refresh with rotation and token exchange, and RFC 7009 revocation.
-//! Tokens are opaque random strings; the server records every request, the access tokens it issued and the tokens it
+//! Tokens are opaque random strings, or with [`AsOptions::jwt`] JWTs of an issuer (`jwt_issuer.rs` signs them; the
+//! server then also serves `/jwks` and `/.well-known/openid-configuration`, and is the tokens' `iss`), as the
+//! console's sign-in needs; the server records every request, the access tokens it issued and the tokens it
 //! was asked to revoke.
 //!
 //! It runs on 127.0.0.1, port 0, on its own thread with its own tokio runtime, so plain `#[test]` functions can use
@@ -48,6 +50,24 @@ pub struct AsOptions {
     pub wrong_iss: bool,
     /// Serve `/.well-known/oauth-authorization-server` (RFC 8414; default true; 404 otherwise).
     pub metadata: bool,
+    /// Access tokens as JWTs (default `None`: opaque).
+    pub jwt: Option<AsJwt>,
+}
+
+/// How the server makes JWT access tokens: `sign` signs the claims (e.g. `JwtIssuer::sign`), `jwks` is served at
+/// `/jwks`, and `claims` are the next token's claims (the user who "logs in"), changeable while the server runs;
+/// `iss`, `iat`, `nbf` and `exp` (5 minutes) are added unless `claims` sets them.
+#[derive(Clone)]
+pub struct AsJwt {
+    pub sign: Arc<dyn Fn(&Value) -> String + Send + Sync>,
+    pub jwks: Value,
+    pub claims: Arc<Mutex<Value>>,
+}
+
+impl std::fmt::Debug for AsJwt {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("AsJwt").finish_non_exhaustive()
+    }
 }
 
 impl Default for AsOptions {
@@ -59,6 +79,7 @@ impl Default for AsOptions {
             send_iss: true,
             wrong_iss: false,
             metadata: true,
+            jwt: None,
         }
     }
 }
@@ -233,6 +254,10 @@ async fn handle(
     shared.inner.lock().unwrap().seen.push(request.clone());
     match (request.method.as_str(), request.path.as_str()) {
         ("GET", "/.well-known/oauth-authorization-server") if shared.options.metadata => metadata(&shared),
+        ("GET", "/.well-known/openid-configuration") if shared.options.jwt.is_some() => metadata(&shared),
+        ("GET", "/jwks") if shared.options.jwt.is_some() => {
+            json_response(StatusCode::OK, &shared.options.jwt.as_ref().map(|j| j.jwks.clone()).unwrap_or_default())
+        }
         ("GET", "/authorize") => authorize(&shared, &request.query),
         ("POST", "/token") => token(&shared, &request),
         ("POST", "/revoke") => revoke(&shared, &request),
@@ -241,15 +266,21 @@ async fn handle(
 }
 
 fn metadata(shared: &Shared) -> Response {
+    let mut document = metadata_document(shared);
+    if shared.options.jwt.is_some() {
+        document["jwks_uri"] = json!(format!("{}/jwks", shared.issuer));
+    }
+    json_response(StatusCode::OK, &document)
+}
+
+fn metadata_document(shared: &Shared) -> Value {
     let issuer = &shared.issuer;
     let auth_methods: Vec<&str> = if shared.options.client_secret.is_some() {
         vec!["client_secret_post", "client_secret_basic"]
     } else {
         vec!["none"]
     };
-    json_response(
-        StatusCode::OK,
-        &json!({
+    json!({
             "issuer": issuer,
             "authorization_endpoint": format!("{issuer}/authorize"),
             "token_endpoint": format!("{issuer}/token"),
@@ -260,8 +291,7 @@ fn metadata(shared: &Shared) -> Response {
             "token_endpoint_auth_methods_supported": auth_methods,
             "revocation_endpoint_auth_methods_supported": auth_methods,
             "authorization_response_iss_parameter_supported": true,
-        }),
-    )
+    })
 }
 
 /// Stands in for the user logging in and consenting: checks the request and redirects back with a code at once.
@@ -371,7 +401,21 @@ fn refresh(shared: &Shared, form: &HashMap<String, String>) -> Response {
 fn issue_pair(shared: &Shared, inner: &mut Inner, scope: Option<String>, resource: Option<String>) -> Response {
     inner.counter += 1;
     let n = inner.counter;
-    let access_token = format!("at-{n}-{}", random_hex());
+    let access_token = match &shared.options.jwt {
+        Some(jwt) => {
+            let mut claims = jwt.claims.lock().unwrap().clone();
+            let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_secs();
+            for (name, value) in
+                [("iss", json!(shared.issuer)), ("iat", json!(now)), ("nbf", json!(now)), ("exp", json!(now + 300))]
+            {
+                if claims.get(name).is_none() {
+                    claims[name] = value;
+                }
+            }
+            (jwt.sign)(&claims)
+        }
+        None => format!("at-{n}-{}", random_hex()),
+    };
     let refresh_token = format!("rt-{n}-{}", random_hex());
     inner.issued.push(access_token.clone());
     inner.issued_refresh.push(refresh_token.clone());

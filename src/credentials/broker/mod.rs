@@ -22,7 +22,7 @@
 //! No token, code, verifier or client secret is ever logged or put in an error; the answers of the token endpoint are
 //! read by `outbound/token_endpoint.rs`.
 
-mod metadata;
+pub mod metadata;
 pub mod state;
 pub mod tokens;
 
@@ -119,6 +119,22 @@ fn unix_now() -> u64 {
     SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs())
 }
 
+/// RFC 9207: an `iss` sent must be `expected`; one missing is refused when the issuer's metadata says it sends it
+/// (`sent`). Without an expected issuer there is nothing to check.
+pub fn check_iss(iss: Option<&str>, expected: Option<&str>, sent: bool) -> Result<(), BrokerError> {
+    match (iss, expected) {
+        (Some(iss), Some(expected)) if iss == expected => Ok(()),
+        (Some(iss), Some(expected)) => Err(BrokerError::Issuer(format!(
+            "the answer comes from issuer {:?}, not the expected {expected:?} (RFC 9207): refused",
+            token_endpoint::error_code(iss)
+        ))),
+        (None, _) if sent => Err(BrokerError::Issuer(
+            "the answer has no iss, which the authorization server's metadata says it sends (RFC 9207): refused".into(),
+        )),
+        _ => Ok(()),
+    }
+}
+
 /// The `credentials` of `entry` when it is of kind `kind`.
 fn settings_of<'e>(entry: &'e ServerEntry, kind: &str) -> Result<&'e ServerCredentials, BrokerError> {
     let credentials = entry.credentials.as_ref().filter(|_| entry.credential_kind() == kind);
@@ -166,7 +182,7 @@ impl Broker {
     }
 
     /// The HTTP client for authorization servers.
-    fn http(&self) -> Result<&reqwest::Client, BrokerError> {
+    pub fn http(&self) -> Result<&reqwest::Client, BrokerError> {
         let built = self.client.get_or_init(|| {
             crate::outbound::client(self.timeout).map_err(|e| format!("HTTP client: {}", crate::outbound::describe(e)))
         });
@@ -265,18 +281,23 @@ impl Broker {
         let authorization_url = credentials.authorization_url.as_deref().unwrap_or_default();
         let found = self.metadata.get(self.http()?, authorization_url).await;
         let expected = credentials.issuer.as_deref().or(found.as_ref().and_then(|m| m.issuer.as_deref()));
-        match (iss, expected) {
-            (Some(iss), Some(expected)) if iss == expected => Ok(()),
-            (Some(iss), Some(expected)) => Err(BrokerError::Issuer(format!(
-                "the answer comes from issuer {:?}, not the expected {expected:?} (RFC 9207): refused",
-                token_endpoint::error_code(iss)
-            ))),
-            (None, _) if found.as_ref().is_some_and(|m| m.iss_parameter_supported) => Err(BrokerError::Issuer(
-                "the answer has no iss, which the authorization server's metadata says it sends (RFC 9207): refused"
-                    .into(),
-            )),
-            _ => Ok(()),
-        }
+        check_iss(iss, expected, found.as_ref().is_some_and(|m| m.iss_parameter_supported))
+    }
+
+    /// The RFC 8414 (or OpenID) metadata of `issuer`, cached as the broker's own (the console's sign-in).
+    pub async fn issuer_metadata(&self, issuer: &str) -> Result<Arc<metadata::Metadata>, BrokerError> {
+        let found = self.metadata.of_issuer(self.http()?, issuer).await;
+        found.ok_or_else(|| {
+            BrokerError::NotConfigured(format!(
+                "the issuer {issuer:?} publishes no metadata (.well-known/oauth-authorization-server or \
+                 openid-configuration) naming itself"
+            ))
+        })
+    }
+
+    /// The broker's timeout for one request to an authorization server.
+    pub fn timeout(&self) -> Duration {
+        self.timeout
     }
 
     /// `slot`'s access token for its `entry` (kind `oauth`), refreshed first when it is within [`REFRESH_MARGIN`]

@@ -103,8 +103,13 @@ impl State {
 
     /// The PKCE code challenge (S256) of the verifier.
     pub fn challenge(&self) -> String {
-        URL_SAFE_NO_PAD.encode(Sha256::digest(self.verifier.as_bytes()))
+        pkce_challenge(&self.verifier)
     }
+}
+
+/// The PKCE code challenge (S256, RFC 7636) of `verifier`; the console's sign-in uses it too.
+pub fn pkce_challenge(verifier: &str) -> String {
+    URL_SAFE_NO_PAD.encode(Sha256::digest(verifier.as_bytes()))
 }
 
 /// The nonces of the states a callback used, until they expire.

@@ -278,13 +278,9 @@ struct Lists<'a> {
 fn lists(identity: &Identity) -> Lists<'_> {
     let claims = identity.claims.as_deref();
     let oauth = identity.snapshot.settings.client_oauth.as_deref();
+    // The one reading of roles and groups, shared with the console's `console_admin_role`.
     let listed = |claim: Option<&String>| -> Vec<&str> {
-        let value = claim.and_then(|claim| claims?.get(claim));
-        match value {
-            Some(Value::Array(items)) => items.iter().filter_map(Value::as_str).collect(),
-            Some(Value::String(text)) => text.split_whitespace().collect(),
-            _ => Vec::new(),
-        }
+        claims.map(|claims| crate::auth::oauth::claim_values(claims, claim.map(String::as_str))).unwrap_or_default()
     };
     Lists {
         groups: listed(oauth.and_then(|o| o.groups_claim.as_ref())),
