@@ -118,6 +118,7 @@ pub async fn serve(opts: ServeOptions) -> Result<(), ServeError> {
         refusals: telemetry::refusals::RefusalLog::new("admin"),
         broker: Arc::clone(&ctx.broker),
         meter: Arc::clone(&ctx.meter),
+        pool: Arc::clone(&ctx.pool),
     });
 
     let sessions = CancellationToken::new();

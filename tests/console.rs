@@ -267,6 +267,8 @@ async fn a_server_added_and_a_rug_pull_reviewed_and_approved_in_a_real_browser()
     ready.await.expect("the added server serves its tools through the gateway");
     browser.refresh().await.unwrap();
     until(&browser, "the server's tools listed", async |c| c.source().await.unwrap().contains("<td>echo</td>")).await;
+    let state = text_of(&browser, "#state").await;
+    assert!(state.contains("process"), "the server's state: its process: {state}");
 
     // The first discovery pins mock's tools; then the rug pull: a changed description and a new tool.
     assert!(discovered(&mcp, "mock").await.contains(&"notes".to_string()));

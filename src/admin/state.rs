@@ -30,4 +30,6 @@ pub struct AppState {
     pub broker: Arc<crate::credentials::broker::Broker>,
     /// The quotas' counters and the usage figures (the gateway context owns them).
     pub meter: Arc<crate::meter::Meter>,
+    /// The upstream processes, for each server's state on the console (the gateway context owns them).
+    pub pool: Arc<crate::upstream::UpstreamPool>,
 }

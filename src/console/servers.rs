@@ -22,6 +22,30 @@ struct Row {
     server_name: String,
     server_path: String,
     runs: String,
+    state: String,
+}
+
+/// What a server is doing now, in words: its processes, starts and calls, or why its starts fail.
+fn state_of(console: &Console, config_id: &str, server: &str, remote: bool) -> String {
+    let status = console.admin.pool.server_status(config_id, server);
+    if let Some(failing) = status.failing {
+        let shown: String = failing.chars().take(200).collect();
+        return format!("failing to start: {shown}");
+    }
+    let mut parts = Vec::new();
+    match status.processes {
+        0 if status.starting == 0 => parts.push(if remote { "remote" } else { "no process running" }.to_string()),
+        0 => {}
+        1 => parts.push("1 process".to_string()),
+        n => parts.push(format!("{n} processes")),
+    }
+    if status.starting > 0 {
+        parts.push(format!("{} starting", status.starting));
+    }
+    if status.calls > 0 {
+        parts.push(format!("{} call(s) in flight", status.calls));
+    }
+    parts.join(", ")
 }
 
 #[derive(Template)]
@@ -45,6 +69,7 @@ async fn servers_page(console: &Console, op: &Operator, problem: Option<String>)
                 None => format!("{} {}", server.config.command, server.config.args.join(" ")).trim_end().to_string(),
             };
             servers.push(Row {
+                state: state_of(console, id, name, server.config.url.is_some()),
                 config_name: config.mcp_config_name.clone(),
                 config_path: segment(id),
                 server_name: name.to_string(),
@@ -141,6 +166,7 @@ struct ServerPage<'a> {
     server_name: String,
     server_path: String,
     entry: String,
+    state: String,
     tools: Vec<Tool>,
     offers: Vec<Offer>,
     findings: Vec<Finding>,
@@ -295,6 +321,7 @@ async fn server_page(
             config_path: segment(config),
             server_name: server.to_string(),
             server_path: segment(server),
+            state: state_of(console, config, server, entry.pointer("/config/url").is_some_and(|u| !u.is_null())),
             entry: pretty(&entry),
             tools,
             offers: listed,

@@ -285,6 +285,17 @@ pub struct Discovered {
     pub server_description: Option<String>,
 }
 
+/// One server's state now, over all its pools (shared, per session, per key, per user): for the console.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ServerStatus {
+    /// Processes running (idle or busy), starts under way, calls in flight.
+    pub processes: usize,
+    pub starting: usize,
+    pub calls: usize,
+    /// Why the last start failed, while the server's starts keep failing (the message the log has).
+    pub failing: Option<String>,
+}
+
 /// Counters of the pool, for health and metrics.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct PoolStats {

@@ -37,7 +37,8 @@ use super::relay::Relay;
 use super::server_pool::{Listener, PoolEvents, ServerPool, Shared, Take, Tenancy};
 use super::supervisor::{STOP_GRACE, StopMode};
 use super::{
-    Caller, DEFAULT_MAX_MESSAGE_BYTES, Discovered, PoolKey, PoolSettings, PoolStats, ServerSpec, UpstreamError, lock,
+    Caller, DEFAULT_MAX_MESSAGE_BYTES, Discovered, PoolKey, PoolSettings, PoolStats, ServerSpec, ServerStatus,
+    UpstreamError, lock,
 };
 
 /// The most pages of `tools/list` read in one discovery (a server whose cursor never ends is refused).
@@ -339,6 +340,16 @@ impl UpstreamPool {
         if tokio::time::timeout(STOP_GRACE + Duration::from_secs(3), all_ended).await.is_err() {
             tracing::warn!("some upstream processes did not end in time");
         }
+    }
+
+    /// The state of server `server` of MCP configuration `config_id` now, over all its pools.
+    pub fn server_status(&self, config_id: &str, server: &str) -> ServerStatus {
+        let mut status = ServerStatus::default();
+        let pools = lock(&self.servers);
+        for pool in pools.all().filter(|p| p.key.mcp_config_id == config_id && p.key.server_name == server) {
+            pool.add_status(&mut status);
+        }
+        status
     }
 
     pub fn stats(&self) -> PoolStats {

@@ -231,6 +231,20 @@ impl ServerPool {
         !state.retired && (state.starting > 0 || state.entries.iter().any(|entry| entry.usable()))
     }
 
+    /// Adds what it holds now to `status` (see [`super::ServerStatus`]).
+    pub(super) fn add_status(&self, status: &mut super::ServerStatus) {
+        let state = lock(&self.state);
+        if state.retired {
+            return;
+        }
+        status.processes += state.entries.len();
+        status.starting += state.starting;
+        status.calls += state.entries.iter().map(|entry| entry.calls).sum::<usize>();
+        if state.failures_in_row > 0 && status.failing.is_none() {
+            status.failing = state.last_failure.as_deref().map(str::to_string);
+        }
+    }
+
     /// Whether its processes are counted in the budget (those of a `per_session` server).
     pub(super) fn counted(&self) -> bool {
         self.tenancy != Tenancy::Shared
