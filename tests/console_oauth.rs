@@ -2,7 +2,8 @@
 //! the binary: a local authorization server (`common/oauth_as.rs`, issuing JWT access tokens signed by
 //! `common/jwt_issuer.rs`'s key) stands in for Keycloak or Entra, and the test follows the redirects by hand, as a
 //! browser would: the sign-in page -> `/ui/oauth/start` -> the authorization endpoint -> `/ui/oauth/callback` -> a
-//! session. A holder of `console_admin_role` gets a session; a user without it gets 403 and no cookie; a replayed,
+//! session. A holder of `console_admin_role` gets a session; a user of the gateway without it a session for their own
+//! page only (`/ui/me`); anyone else 403 and no cookie; a replayed,
 //! unknown or foreign state and a wrong `iss` are refused; the token shows up nowhere; `check-config` names a bad
 //! console configuration.
 
@@ -16,7 +17,7 @@ mod oauth_as;
 
 use std::sync::{Arc, Mutex};
 
-use common::{ALICE, BOB, Gateway, fixture, run_cli, write_json};
+use common::{ALICE, BOB, BOB_ID, Gateway, fixture, run_cli, write_json};
 use jwt_issuer::{AUDIENCE, JwtIssuer};
 use oauth_as::{AsJwt, AsOptions, AuthServer};
 use reqwest::blocking::{Client, Response};
@@ -55,6 +56,10 @@ fn setup() -> Setup {
     let path = dir.path().join("gw_mcp_config.json");
     let mut config = fixture();
     config["plugins"] = json!({"auth": {"provider": "oauth", "config": console_auth(&server.url)}});
+    // A server that takes each user's own token: what a user sets on their own page.
+    let echo = &mut config["mcp_configs"][common::CONFIG_ID]["mcp_config"][0];
+    echo["credentials"] = json!({"mode": "per_user", "kind": "secret", "names": ["GITHUB_TOKEN"]});
+    echo["config"]["env"]["GITHUB_TOKEN"] = json!("${user.GITHUB_TOKEN}");
     let audit = dir.path().join("audit.jsonl");
     config["common_mcp_gateway_config"]["audit_log"] =
         json!({"enabled": true, "path": audit.to_str().unwrap(), "hmac_key": "k".repeat(43)});
@@ -193,13 +198,56 @@ fn an_admin_of_the_issuer_signs_in_and_others_do_not() {
     assert!(cookie(&replayed, "mcpgw_console").is_none());
     assert!(replayed.text().unwrap().contains("used already"));
 
-    // A user of the issuer without the role (as a role, or as a group): 403, no session.
+    // A user of the gateway without the role (as a role, or as a group): a session for their own page only.
     s.user(BOB, &["viewer"], &["staff"]);
+    let own = s.sign_in();
+    assert_eq!(own.status(), 200);
+    let own_session = format!("mcpgw_console={}", cookie(&own, "mcpgw_console").expect("a session of their own"));
+    assert!(own.text().unwrap().contains("url=/ui/me"), "on to their own page");
+    let visit = |path: &str| s.http.get(format!("{}{path}", s.gw.admin)).header("cookie", &own_session).send().unwrap();
+    assert_eq!(visit("/ui/").headers()["location"], "/ui/me");
+    let me = visit("/ui/me");
+    assert_eq!(me.status(), 200);
+    let me_page = me.text().unwrap();
+    assert!(me_page.contains("Your upstream credentials") && !me_page.contains("/ui/keys"), "{me_page}");
+    for admin_page in ["/ui/keys", "/ui/users", "/ui/audit", "/ui/playground", format!("/ui/users/{BOB_ID}").as_str()] {
+        let refused = visit(admin_page);
+        assert_eq!(refused.status(), 403, "{admin_page}");
+        assert!(refused.text().unwrap().contains("not a console admin"));
+    }
+    let own_csrf = me_page.split(r#"name="csrf" value=""#).nth(1).unwrap().split('"').next().unwrap().to_string();
+    let write = s
+        .http
+        .post(format!("{}/ui/users", s.gw.admin))
+        .header("cookie", &own_session)
+        .form(&[("csrf", own_csrf.as_str()), ("email", "mallory@example.com")])
+        .send()
+        .unwrap();
+    assert_eq!(write.status(), 403, "no admin write from a user's own session");
+    // Their own credential: set on their page, sealed, theirs only.
+    let value = "ghp-bobs-own-token-0123456789abcdef";
+    let set = s
+        .http
+        .post(format!("{}/ui/me/credentials/{}/echo/set", s.gw.admin, common::CONFIG_ID))
+        .header("cookie", &own_session)
+        .form(&[("csrf", own_csrf.as_str()), ("name", "GITHUB_TOKEN"), ("value", value)])
+        .send()
+        .unwrap();
+    assert_eq!(set.status(), 303, "{}", set.text().unwrap());
+    let theirs = s.gw.get(&format!("/api/v1/users/{BOB_ID}/credentials")).ok(200).clone();
+    assert_eq!(theirs[0]["set"], json!(true), "{theirs}");
+    let alices = s.gw.get(&format!("/api/v1/users/{}/credentials", common::ALICE_ID)).ok(200).clone();
+    assert_eq!(alices[0]["set"], json!(false), "{alices}");
+    let me_page = visit("/ui/me").text().unwrap();
+    assert!(me_page.contains("<td>set</td>") && !me_page.contains(value), "{me_page}");
+
+    // Someone the issuer knows who is neither a console admin nor a user of the gateway: 403, no session.
+    s.user("mallory@example.com", &["viewer"], &["staff"]);
     let refused = s.sign_in();
     assert_eq!(refused.status(), 403);
-    assert!(cookie(&refused, "mcpgw_console").is_none(), "no session for a non-admin");
+    assert!(cookie(&refused, "mcpgw_console").is_none(), "no session");
     let text = refused.text().unwrap();
-    assert!(text.contains("not a console admin"), "{text}");
+    assert!(text.contains("not a console admin") && text.contains("nor a user of this gateway"), "{text}");
     // The role may come from the groups claim too (the same claims as `principal.groups`).
     s.user(BOB, &[], &[ROLE]);
     assert_eq!(s.sign_in().status(), 200);

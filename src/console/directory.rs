@@ -274,17 +274,78 @@ pub async fn create_user(
 }
 
 /// One of a user's upstream credentials (`GET /api/v1/users/{user}/credentials`).
-struct CredentialRow {
-    config: String,
-    server: String,
-    kind: String,
-    state: String,
-    set_at: String,
-    expires_at: String,
-    clear_path: Option<String>,
+pub(super) struct CredentialRow {
+    pub(super) config: String,
+    pub(super) server: String,
+    pub(super) kind: String,
+    pub(super) state: String,
+    pub(super) set_at: String,
+    pub(super) expires_at: String,
+    pub(super) clear_path: Option<String>,
     /// For kind `secret`: where the form that sets values posts, and the names the server declares.
-    set_path: Option<String>,
-    declared: Vec<String>,
+    pub(super) set_path: Option<String>,
+    pub(super) declared: Vec<String>,
+}
+
+/// The status of `user`'s own credentials, each row's forms posting under `base` (`{base}/credentials/{config}/
+/// {server}/set|clear`).
+pub(super) async fn credentials(console: &Console, operator: &str, user: &str, base: &str) -> Vec<CredentialRow> {
+    let text = |v: &Value, f: &str| v.get(f).map(|x| x.as_str().map_or_else(|| x.to_string(), str::to_string));
+    let path = format!("/api/v1/users/{}/credentials", segment(user));
+    let listed = api::get(console, operator, &path).await.unwrap_or(Value::Null);
+    listed
+        .as_array()
+        .map(Vec::as_slice)
+        .unwrap_or_default()
+        .iter()
+        .map(|c| {
+            let set = c.get("set").and_then(Value::as_bool).unwrap_or(false);
+            let missing = c.get("missing").and_then(Value::as_array).map_or(0, Vec::len);
+            let connected = c.get("connected").and_then(Value::as_bool);
+            let state = match (set, missing) {
+                _ if connected == Some(true) => "connected".to_string(),
+                _ if connected == Some(false) => "not connected".to_string(),
+                (false, _) => "not set".to_string(),
+                (true, 0) => "set".to_string(),
+                (true, n) => format!("set, {n} name(s) missing"),
+            };
+            let (config, server) =
+                (text(c, "mcp_config_id").unwrap_or_default(), text(c, "server_name").unwrap_or_default());
+            let slot = format!("{base}/credentials/{}/{}", segment(&config), segment(&server));
+            let kind = text(c, "kind").unwrap_or_default();
+            let declared = c
+                .get("declared")
+                .and_then(Value::as_array)
+                .map_or_else(Vec::new, |names| names.iter().filter_map(Value::as_str).map(str::to_string).collect());
+            CredentialRow {
+                clear_path: set.then(|| format!("{slot}/clear")),
+                set_path: (kind == "secret").then(|| format!("{slot}/set")),
+                declared,
+                config: text(c, "mcp_config_name").unwrap_or(config),
+                server,
+                kind,
+                state,
+                set_at: text(c, "set_at").filter(|t| t != "null").unwrap_or_default(),
+                expires_at: text(c, "expires_at").filter(|t| t != "null").unwrap_or_default(),
+            }
+        })
+        .collect()
+}
+
+/// A user's own credential set (`values`: one name and value) or removed (`values` `None`) through the admin API.
+pub(super) async fn change_credential(
+    console: &Console,
+    operator: &str,
+    user: &str,
+    (config, server): (&str, &str),
+    values: Option<Value>,
+) -> Result<Value, String> {
+    let path = format!("/api/v1/users/{}/credentials/{}/{}", segment(user), segment(config), segment(server));
+    let (method, body) = match values {
+        Some(values) => (Method::PUT, Some(json!({"values": values}))),
+        None => (Method::DELETE, None),
+    };
+    api::call(console, operator, method, &path, body).await.data()
 }
 
 #[derive(Template)]
@@ -322,41 +383,7 @@ async fn user_page(console: &Console, op: &Operator, user: &str, problem: Option
             (text(k, "key_id").unwrap_or_default(), text(k, "project_id").unwrap_or_default(), disabled)
         })
         .collect();
-    let listed = api::get(console, operator, &format!("{path}/credentials")).await.unwrap_or(Value::Null);
-    let credentials = items(&listed)
-        .iter()
-        .map(|c| {
-            let set = c.get("set").and_then(Value::as_bool).unwrap_or(false);
-            let missing = c.get("missing").and_then(Value::as_array).map_or(0, Vec::len);
-            let connected = c.get("connected").and_then(Value::as_bool);
-            let state = match (set, missing) {
-                _ if connected == Some(true) => "connected".to_string(),
-                _ if connected == Some(false) => "not connected".to_string(),
-                (false, _) => "not set".to_string(),
-                (true, 0) => "set".to_string(),
-                (true, n) => format!("set, {n} name(s) missing"),
-            };
-            let (config, server) =
-                (text(c, "mcp_config_id").unwrap_or_default(), text(c, "server_name").unwrap_or_default());
-            let slot = format!("/ui/users/{}/credentials/{}/{}", segment(user), segment(&config), segment(&server));
-            let kind = text(c, "kind").unwrap_or_default();
-            let declared = c
-                .get("declared")
-                .and_then(Value::as_array)
-                .map_or_else(Vec::new, |names| names.iter().filter_map(Value::as_str).map(str::to_string).collect());
-            CredentialRow {
-                clear_path: set.then(|| format!("{slot}/clear")),
-                set_path: (kind == "secret").then(|| format!("{slot}/set")),
-                declared,
-                config: text(c, "mcp_config_name").unwrap_or(config),
-                server,
-                kind,
-                state,
-                set_at: text(c, "set_at").filter(|t| t != "null").unwrap_or_default(),
-                expires_at: text(c, "expires_at").filter(|t| t != "null").unwrap_or_default(),
-            }
-        })
-        .collect();
+    let credentials = credentials(console, operator, user, &format!("/ui/users/{}", segment(user))).await;
     let status = status_of(&problem);
     render(
         status,
@@ -399,9 +426,10 @@ pub async fn clear_credential(
     Extension(op): Extension<Operator>,
     Path((user, config, server)): Path<(String, String, String)>,
 ) -> Response {
-    let path = format!("/api/v1/users/{}/credentials/{}/{}", segment(&user), segment(&config), segment(&server));
-    let back = format!("/ui/users/{}", segment(&user));
-    change(&console, &op, (Method::DELETE, path, None), &back, |p| user_page(&console, &op, &user, p)).await
+    match change_credential(&console, &op.session.operator, &user, (&config, &server), None).await {
+        Ok(_) => Redirect::to(&format!("/ui/users/{}", segment(&user))).into_response(),
+        Err(problem) => user_page(&console, &op, &user, Some(problem)).await,
+    }
 }
 
 /// `POST /ui/users/{user}/credentials/{config}/{server}/set`: one value of a user's own credentials of kind `secret`
@@ -413,8 +441,9 @@ pub async fn set_credential(
     Extension(form): Extension<Form>,
     Path((user, config, server)): Path<(String, String, String)>,
 ) -> Response {
-    let path = format!("/api/v1/users/{}/credentials/{}/{}", segment(&user), segment(&config), segment(&server));
-    let body = json!({"values": {form.get("name").trim(): form.get("value")}});
-    let back = format!("/ui/users/{}", segment(&user));
-    change(&console, &op, (Method::PUT, path, Some(body)), &back, |p| user_page(&console, &op, &user, p)).await
+    let values = json!({form.get("name").trim(): form.get("value")});
+    match change_credential(&console, &op.session.operator, &user, (&config, &server), Some(values)).await {
+        Ok(_) => Redirect::to(&format!("/ui/users/{}", segment(&user))).into_response(),
+        Err(problem) => user_page(&console, &op, &user, Some(problem)).await,
+    }
 }

@@ -14,6 +14,7 @@
 mod api;
 mod clients;
 mod directory;
+mod me;
 pub mod oauth;
 mod pages;
 mod playground;
@@ -87,6 +88,8 @@ pub fn router(admin: Arc<AppState>, api: Router, gateway: Option<Router>) -> Rou
         .route("/ui/clients", get(clients::clients))
         .route("/ui/audit", get(records::audit))
         .route("/ui/policies", get(records::policies).post(records::policies_action))
+        .route("/ui/me", get(me::me))
+        .route("/ui/me/credentials/{config}/{server}/{action}", post(me::credential_action))
         .route("/ui/playground", get(playground::playground).post(playground::play))
         .route("/ui/console.css", get(pages::stylesheet))
         .route("/ui/{*rest}", get(pages::not_found))
@@ -149,6 +152,17 @@ async fn guard(State(console): State<Arc<Console>>, req: Request, next: Next) ->
     let session = console.sessions.find(req.headers());
     if session.is_none() && !open {
         return Redirect::to("/ui/login").into_response();
+    }
+    // A user's own session reaches their own page and signing out, nothing else.
+    if let Some(own) = session.as_ref().filter(|s| s.own.is_some()) {
+        let allowed = path == "/ui/me" || path.starts_with("/ui/me/") || path == "/ui/logout" || open;
+        if !allowed {
+            if path == "/ui/" && req.method() == Method::GET {
+                return Redirect::to("/ui/me").into_response();
+            }
+            let who = &own.operator;
+            return refused(StatusCode::FORBIDDEN, &format!("{who} is not a console admin: your page is /ui/me."));
+        }
     }
     let (mut parts, body) = req.into_parts();
     if parts.method == Method::POST {

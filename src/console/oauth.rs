@@ -189,6 +189,8 @@ struct SignedInPage<'a> {
     signed_in: bool,
     csrf: &'a str,
     operator: &'a str,
+    /// Where the page goes on: the overview, or a user's own page.
+    next: &'a str,
 }
 
 /// `GET /ui/oauth/callback`: the issuer's answer (see the module's documentation).
@@ -202,7 +204,7 @@ pub async fn callback(
     let revision = crate::audit::revision(&snapshot.source_digest);
     let tls = behind_tls(&headers);
     let mut response = match signed_in_operator(&console, &headers, &params).await {
-        Ok(operator) => {
+        Ok((operator, own)) => {
             let user_id = snapshot.resolve_user(&operator);
             console.admin.audit.record(crate::audit::Event {
                 event: "console_sign_in",
@@ -211,13 +213,18 @@ pub async fn callback(
                 config_revision: Some(revision),
                 ..Default::default()
             });
-            tracing::info!(operator = %operator, "a console admin signed in with the OAuth issuer");
-            let Ok((id, session)) = console.sessions.start(&operator) else {
+            match own {
+                None => tracing::info!(operator = %operator, "a console admin signed in with the OAuth issuer"),
+                Some(_) => tracing::info!(operator = %operator, "a user signed in to their own page of the console"),
+            }
+            let next = if own.is_some() { "/ui/me" } else { "/ui/" };
+            let Ok((id, session)) = console.sessions.start_as(&operator, own) else {
                 return message(StatusCode::INTERNAL_SERVER_ERROR, "Unavailable", "no random numbers to sign in with");
             };
             // A page, not a redirect: the session cookie is `SameSite=Strict`, and a browser would not send it on a
             // redirect that follows the issuer's cross-site one; the page's own refresh is a same-site navigation.
-            let page = SignedInPage { signed_in: true, csrf: &session.csrf, operator: &operator };
+            let page =
+                SignedInPage { signed_in: session.own.is_none(), csrf: &session.csrf, operator: &operator, next };
             let mut response = render(StatusCode::OK, &page);
             set(&mut response, &session::set_cookie(COOKIE_NAME, Some(&id), LIFETIME, tls));
             set(&mut response, &session::set_cookie(LOGIN_COOKIE, None, LIFETIME, tls));
@@ -248,12 +255,13 @@ pub async fn callback(
 /// The audit record's code of a verified user without `console_admin_role`.
 const NOT_ADMIN: &str = "NOT_CONSOLE_ADMIN";
 
-/// The operator the callback signs in, or why not.
+/// The operator the callback signs in, and for a user of the gateway who is not a console admin their user id (a
+/// session for their own page only); or why not.
 async fn signed_in_operator(
     console: &Console,
     headers: &HeaderMap,
     params: &HashMap<String, String>,
-) -> Result<String, Refusal> {
+) -> Result<(String, Option<String>), Refusal> {
     let config = configured(console).ok_or_else(|| {
         Refusal::new(StatusCode::NOT_FOUND, "AUTH_INVALID_CREDENTIALS", "Signing in with the issuer is not configured.")
     })?;
@@ -316,15 +324,22 @@ async fn signed_in_operator(
         )
     })?;
     if !crate::auth::oauth::holds_role(&config, &claims, &sign_in.admin_role) {
+        // A user of the gateway: their own page (contract 16: a user sets their own credentials on the console).
         let snapshot = console.admin.store.snapshot();
+        if let Some(id) = snapshot.resolve_user(&user) {
+            return Ok((user, Some(id.to_string())));
+        }
         return Err(Refusal {
             status: StatusCode::FORBIDDEN,
-            text: format!("{user} is not a console admin: the issuer's token does not hold the console's admin role."),
+            text: format!(
+                "{user} is not a console admin (the issuer's token does not hold the console's admin role), nor a \
+                 user of this gateway."
+            ),
             code: NOT_ADMIN,
-            user_id: snapshot.resolve_user(&user).map(str::to_string),
+            user_id: None,
         });
     }
-    Ok(user)
+    Ok((user, None))
 }
 
 /// The `user_claim` value as an operator's name: printable, bounded.

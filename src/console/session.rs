@@ -30,6 +30,9 @@ pub struct Session {
     pub csrf: String,
     /// Who signed in: `admin key`, or the issuer's subject.
     pub operator: String,
+    /// For a user of the gateway who is not a console admin (signed in with the issuer): their user id. Such a session
+    /// reaches only the user's own page (`/ui/me`, their own upstream credentials, contract 16).
+    pub own: Option<String>,
     started: Instant,
     used: Instant,
 }
@@ -43,10 +46,15 @@ pub struct Sessions {
 impl Sessions {
     /// A new session for `operator`: its id (the cookie's value) and the session.
     pub fn start(&self, operator: &str) -> Result<(String, Session), secrets::RandomError> {
+        self.start_as(operator, None)
+    }
+
+    /// A new session for `operator`, an admin's (`own` is `None`) or a user's own (`own`: their user id).
+    pub fn start_as(&self, operator: &str, own: Option<String>) -> Result<(String, Session), secrets::RandomError> {
         let id = secrets::random_token()?;
         let now = Instant::now();
         let session =
-            Session { csrf: secrets::random_token()?, operator: operator.to_string(), started: now, used: now };
+            Session { csrf: secrets::random_token()?, operator: operator.to_string(), own, started: now, used: now };
         let mut live = self.lock();
         live.retain(|_, s| alive(s, now));
         if live.len() >= MAX_SESSIONS
