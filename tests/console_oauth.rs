@@ -240,6 +240,16 @@ fn an_admin_of_the_issuer_signs_in_and_others_do_not() {
     assert_eq!(alices[0]["set"], json!(false), "{alices}");
     let me_page = visit("/ui/me").text().unwrap();
     assert!(me_page.contains("<td>set</td>") && !me_page.contains(value), "{me_page}");
+    // A user's changes are bounded (each rewrites the configuration and is audited): 10 a minute, then 429.
+    let statuses: Vec<u16> = (0..10)
+        .map(|_| {
+            let path = format!("{}/ui/me/credentials/{}/echo/clear", s.gw.admin, common::CONFIG_ID);
+            let form = [("csrf", own_csrf.as_str())];
+            s.http.post(path).header("cookie", &own_session).form(&form).send().unwrap().status().as_u16()
+        })
+        .collect();
+    assert_eq!(statuses.last(), Some(&429), "{statuses:?}");
+    assert!(!statuses[..9].contains(&429), "the first ten changes of the minute pass: {statuses:?}");
 
     // Someone the issuer knows who is neither a console admin nor a user of the gateway: 403, no session.
     s.user("mallory@example.com", &["viewer"], &["staff"]);

@@ -1,7 +1,9 @@
 //! A user's own page (`/ui/me`): the status of their own upstream credentials (contract 16), a value of kind
 //! `secret` set or removed, for a user of the gateway signed in with the issuer who is not a console admin. The
 //! session says whose page it is (`Session::own`); no path names the user, so no other user's credentials can be
-//! reached from it. Every change goes through the admin API's own handlers, as the admin's would.
+//! reached from it. Every change goes through the admin API's own handlers, as the admin's would. Each rewrites the
+//! configuration and writes an audit record, so a user makes at most [`CHANGES_PER_MINUTE`] of them a minute (an
+//! admin's writes are not limited: the admin key could write as much through the API).
 
 use std::sync::Arc;
 
@@ -25,6 +27,20 @@ struct MePage<'a> {
     operator: &'a str,
     problem: Option<String>,
     credentials: Vec<CredentialRow>,
+}
+
+/// How many changes a user makes from their own page in a minute; more are refused (429) and change nothing.
+pub const CHANGES_PER_MINUTE: u32 = 10;
+
+/// Whether `user` may make one more change now (and counts it).
+fn may_change(console: &Console, user: &str) -> bool {
+    let now = std::time::Instant::now();
+    let mut changes = console.own_changes.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+    // Only users with a live minute are kept: at most one entry per user who changed something in the last minute.
+    changes.retain(|_, (since, _)| now.duration_since(*since) < std::time::Duration::from_secs(60));
+    let (_, count) = changes.entry(user.to_string()).or_insert((now, 0));
+    *count += 1;
+    *count <= CHANGES_PER_MINUTE
 }
 
 /// The answer to an admin's session on a user's own page.
@@ -59,6 +75,10 @@ pub async fn credential_action(
         "clear" => None,
         _ => return message(StatusCode::NOT_FOUND, "Not found", "There is no such action on a credential."),
     };
+    if !may_change(&console, user) {
+        let why = format!("At most {CHANGES_PER_MINUTE} changes a minute: wait a minute and try again.");
+        return message(StatusCode::TOO_MANY_REQUESTS, "Too many changes", &why);
+    }
     match change_credential(&console, &op.session.operator, user, (&config, &server), values).await {
         Ok(_) => Redirect::to("/ui/me").into_response(),
         Err(problem) => me_page(&console, &op, user, Some(problem)).await,

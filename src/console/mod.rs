@@ -50,6 +50,8 @@ pub struct Console {
     pub oauth: oauth::PendingSignIns,
     /// Tool calls counted at the last look at the overview, and when (its calls a second are since then).
     pub calls_seen: std::sync::Mutex<Option<(std::time::Instant, u64)>>,
+    /// Changes made from users' own pages, per user: since when the minute runs, and how many (`me.rs`).
+    pub own_changes: std::sync::Mutex<std::collections::HashMap<String, (std::time::Instant, u32)>>,
 }
 
 /// The console's routes (`/ui/...`), to merge with the admin API's router (`api`, the same one the listener serves);
@@ -62,6 +64,7 @@ pub fn router(admin: Arc<AppState>, api: Router, gateway: Option<Router>) -> Rou
         sessions: Sessions::default(),
         oauth: oauth::PendingSignIns::default(),
         calls_seen: std::sync::Mutex::default(),
+        own_changes: std::sync::Mutex::default(),
     });
     let router = Router::new()
         .route("/ui", get(|| async { Redirect::to("/ui/") }))
