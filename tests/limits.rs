@@ -238,3 +238,55 @@ fn invalid_limits_are_refused_with_every_problem_listed() {
         assert!(text.contains(&format!("limits.{field}")), "{field} not reported:\n{text}");
     }
 }
+
+/// `limits.session_dormant_seconds`: a quiet session goes dormant (counted in `mcpgw_sessions_dormant`) and its next
+/// request, of any kind, is answered as if it had never slept; a `DELETE` still ends it; a busy one stays awake.
+#[test]
+fn dormant_sessions_wake_unseen_by_their_clients() {
+    let gw = TestGateway::start(&limits_config(json!({"session_dormant_seconds": 0.5})));
+    let client = http();
+    let version = "2025-11-25";
+    let first = open_session(&client, &gw.mcp, API_KEY, version);
+    let second = open_session(&client, &gw.mcp, API_KEY, version);
+    let in_session = |session: &str, body: &Value| {
+        post(&client, &gw.mcp, Some(API_KEY), &[("mcp-session-id", session), ("mcp-protocol-version", version)], body)
+    };
+    let list = json!({"jsonrpc": "2.0", "id": 5, "method": "tools/list"});
+    let listed = in_session(&first, &list);
+    assert_eq!(listed.status, 200, "{}", listed.text);
+    let dormant = |n: f64| wait_until(SHORT_DEADLINE, || metric(&gw, "mcpgw_sessions_dormant") == n);
+    assert!(dormant(2.0), "both quiet sessions go dormant; stderr:\n{}", gw.logs());
+    assert_eq!(metric(&gw, "mcpgw_sessions"), 2.0, "dormant sessions are still open");
+
+    // Woken twice, by the protocol layer's routes (the initialize replayed) and by the fast route.
+    for round in 0..2 {
+        let again = in_session(&first, &list);
+        assert_eq!(again.status, 200, "round {round}: {}", again.text);
+        assert_eq!(again.message["result"], listed.message["result"], "round {round}: the same listing");
+        let called = in_session(&first, &tools_call_body(6, "gw_get_cache_status", json!({})));
+        assert_eq!(called.status, 200, "round {round}: {}", called.text);
+        assert!(called.message["result"]["content"].is_array(), "round {round}: {}", called.text);
+        assert!(dormant(2.0), "round {round}: the woken session sleeps again");
+    }
+    let ping = in_session(&second, &json!({"jsonrpc": "2.0", "id": 7, "method": "ping"}));
+    assert_eq!(ping.status, 200, "{}", ping.text);
+    assert_eq!(ping.message["result"], json!({}), "{}", ping.text);
+    assert!(dormant(2.0));
+
+    // A dormant session's DELETE ends it like a live one's.
+    assert_eq!(close_session(&client, &gw.mcp, API_KEY, &second, version).as_u16(), 200);
+    let gone = in_session(&second, &list);
+    error_data(&gone, 404, "SESSION_NOT_FOUND");
+    assert_eq!(metric(&gw, "mcpgw_sessions"), 1.0);
+
+    // A session with a call every 100 ms never sleeps (its worker is kept while it is used).
+    let started = Instant::now();
+    let mut woke_dormant = false;
+    while started.elapsed() < Duration::from_secs(2) {
+        woke_dormant |= metric(&gw, "mcpgw_sessions_dormant") == 0.0 && started.elapsed() > Duration::from_secs(1);
+        let r = in_session(&first, &list);
+        assert_eq!(r.status, 200, "{}", r.text);
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    assert!(woke_dormant, "a session in use is not dormant");
+}

@@ -61,6 +61,7 @@ pub fn fresh_config(admin_key: Option<String>) -> Result<(ConfigFile, FreshKeys)
                               "start_timeout_seconds": 120, "prestart": false},
             "limits": {"max_request_body_bytes": 4_194_304, "max_admin_body_bytes": 1_048_576,
                        "max_header_bytes": 65_536, "max_sessions": 10_000, "session_idle_timeout_seconds": 3600,
+                       "session_dormant_seconds": 30,
                        "request_read_timeout_seconds": 30, "max_tool_result_bytes": 16_777_216,
                        "max_calls_per_request": 64, "max_response_bytes": 33_554_432,
                        "max_sessions_per_key": 64, "max_connections": 4096,

@@ -192,6 +192,8 @@ pub struct LimitsConfig {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub session_idle_timeout_seconds: Option<Number>,
     #[serde(skip_serializing_if = "Option::is_none")]
+    pub session_dormant_seconds: Option<Number>,
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub request_read_timeout_seconds: Option<Number>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub max_tool_result_bytes: Option<u64>,

@@ -41,6 +41,9 @@ pub struct Limits {
     pub max_sessions: usize,
     /// A session with no request for this long is closed (then 404 `SESSION_NOT_FOUND`).
     pub session_idle_timeout: Duration,
+    /// A session with no request for this long, and no stream or subscription open, goes dormant: the protocol
+    /// layer's worker for it is ended and the session is woken, from its sealed id, by its next request.
+    pub session_dormant: Duration,
     /// A client's time to send a request's headers, and then its body (the connection is closed; 408
     /// `REQUEST_TIMEOUT` for a body).
     pub request_read_timeout: Duration,
@@ -178,6 +181,7 @@ impl Limits {
                 3600.0,
                 "session_idle_timeout_seconds",
             ),
+            session_dormant: timeout(c.session_dormant_seconds.as_ref(), 30.0, "session_dormant_seconds"),
             request_read_timeout: timeout(
                 c.request_read_timeout_seconds.as_ref(),
                 30.0,

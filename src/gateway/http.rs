@@ -172,13 +172,17 @@ async fn json_refusal(response: Response<Body>) -> Response<Body> {
 }
 
 /// Ends the sessions idle for `limits.session_idle_timeout_seconds`: forgotten by the registry (so their id gets 404)
-/// and closed in rmcp (so their worker and streams end). Runs until `sessions` is cancelled.
+/// and closed in rmcp (so their worker and streams end). Sends the sessions quiet for `limits.session_dormant_seconds`
+/// to sleep: their rmcp worker ends, the registry keeps them, and their next request wakes them (see
+/// `gateway/sessions`). Runs until `sessions` is cancelled.
 fn sweep_idle_sessions(ctx: Arc<GatewayContext>, manager: Arc<LocalSessionManager>, sessions: CancellationToken) {
     tokio::spawn(async move {
         loop {
-            let idle = ctx.store.snapshot().settings.limits.session_idle_timeout;
-            // Often enough that a session ends at most about a quarter of its idle limit late (between 0.25 s and 30 s).
-            let every = (idle / 4).clamp(Duration::from_millis(250), Duration::from_secs(30));
+            let limits = &ctx.store.snapshot().settings.limits;
+            let (idle, dormant) = (limits.session_idle_timeout, limits.session_dormant);
+            // Often enough that a session ends (or sleeps) at most about a quarter of its limit late (between 0.25 s
+            // and 30 s).
+            let every = (idle.min(dormant) / 4).clamp(Duration::from_millis(250), Duration::from_secs(30));
             tokio::select! {
                 _ = sessions.cancelled() => break,
                 _ = tokio::time::sleep(every) => {}
@@ -190,6 +194,20 @@ fn sweep_idle_sessions(ctx: Arc<GatewayContext>, manager: Arc<LocalSessionManage
                 if let Err(e) = manager.close_session(&id).await {
                     tracing::debug!(error = %e, "closing an idle session");
                 }
+            }
+            let sleepy = ctx.sessions.to_sleep(dormant);
+            // In batches: a request for a session going dormant waits for its batch only.
+            for batch in sleepy.chunks(256) {
+                for id in batch {
+                    let id: Arc<str> = Arc::from(id.as_str());
+                    if let Err(e) = manager.close_session(&id).await {
+                        tracing::debug!(error = %e, "ending the worker of a dormant session");
+                    }
+                }
+                ctx.sessions.slept(batch);
+            }
+            if !sleepy.is_empty() {
+                tracing::debug!(sessions = sleepy.len(), "MCP sessions gone dormant");
             }
         }
     });

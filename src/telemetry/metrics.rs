@@ -115,6 +115,8 @@ pub struct Metrics {
     pub quota_rejections: IntCounterVec,
     /// `mcpgw_sessions`: MCP sessions open now.
     pub sessions: IntGauge,
+    /// `mcpgw_sessions_dormant`: of those, the sessions dormant now (no protocol worker: `limits.session_dormant_seconds`).
+    pub sessions_dormant: IntGauge,
     /// `mcpgw_connections{listener="gateway"|"admin"|"metrics"}`: client connections open now.
     pub connections: IntGaugeVec,
     /// `mcpgw_trace_export_errors_total`: span batches the trace exporter failed to deliver.
@@ -204,6 +206,8 @@ impl Metrics {
         let quota_rejections =
             counter_vec(r, "mcpgw_quota_rejections_total", "Calls refused because a quota had no room", &["quota"]);
         let sessions = register(r, IntGauge::new("mcpgw_sessions", "MCP sessions open"));
+        let sessions_dormant =
+            register(r, IntGauge::new("mcpgw_sessions_dormant", "MCP sessions open and dormant (no protocol worker)"));
         let connections = register(
             r,
             IntGaugeVec::new(Opts::new("mcpgw_connections", "Client connections open, by listener"), &["listener"]),
@@ -280,6 +284,7 @@ impl Metrics {
             user_credential_events,
             quota_rejections,
             sessions,
+            sessions_dormant,
             connections,
             trace_export_errors,
             config_reloads,

@@ -100,6 +100,7 @@ fn decode_common(mut f: Fields<'_>) -> CommonConfig {
             max_header_bytes: l.integer("max_header_bytes", u64::MAX),
             max_sessions: l.integer("max_sessions", u64::MAX),
             session_idle_timeout_seconds: l.number("session_idle_timeout_seconds"),
+            session_dormant_seconds: l.number("session_dormant_seconds"),
             request_read_timeout_seconds: l.number("request_read_timeout_seconds"),
             max_tool_result_bytes: l.integer("max_tool_result_bytes", u64::MAX),
             max_calls_per_request: l.integer("max_calls_per_request", u64::MAX),

@@ -43,7 +43,7 @@ use crate::gateway::GatewayContext;
 use crate::gateway::exposure::EXPOSURE_HEADER;
 use crate::gateway::notify::Scope;
 use crate::gateway::session_id::{self, SessionClaims};
-use crate::gateway::sessions::{Full, PeerSlot, SessionCheck, StreamPlace};
+use crate::gateway::sessions::{Entered, Full, PeerSlot, SessionCheck, StreamPlace};
 
 pub const SESSION_HEADER: &str = "mcp-session-id";
 
@@ -105,6 +105,32 @@ async fn track_sessions(ctx: Arc<GatewayContext>, mut req: Request, next: impl N
     {
         return not_found();
     }
+    // The request counts as in flight in its session until its answer is sent (a busy session does not go dormant);
+    // a dormant session is woken (see crate::gateway::sessions).
+    let busy = match (&named, &external) {
+        (Named::Here(local), Some(external)) => match ctx.sessions.enter(local).await {
+            None => return not_found(),
+            Some(Entered::Live(busy)) => Some(busy),
+            Some(Entered::Woken(busy)) => {
+                if req.method() == Method::DELETE {
+                    // The protocol layer has nothing of a dormant session to end.
+                    ctx.sessions.close(local);
+                    return Response::new(Body::empty());
+                }
+                // rmcp replays the `initialize` the sealed id keeps; an id that no longer opens (the configuration's
+                // `session_secret` changed) ends the session, as it would have on another replica.
+                match session_id::open(&session_id::sealing_key(&identity.snapshot), external) {
+                    Some(claims) => ctx.sessions.restore.put(local, claims.params),
+                    None => {
+                        ctx.sessions.close(local);
+                        return not_found();
+                    }
+                }
+                Some(busy)
+            }
+        },
+        _ => None,
+    };
     let message = req.extensions().get::<ParsedMessage>().map(|parsed| &parsed.0);
     let method = message.and_then(|m| m.get("method")).and_then(Value::as_str);
     // A 2026-07-28 subscription is a stateless client's session: it holds a place for as long as its stream is open.
@@ -188,6 +214,9 @@ async fn track_sessions(ctx: Arc<GatewayContext>, mut req: Request, next: impl N
     }
     let closing = req.method() == Method::DELETE;
     let mut response = forward(next, req).await;
+    if let Some(busy) = busy {
+        response = response.map(|body| crate::held_body::holding(body, busy));
+    }
     let scope = Scope::of(&identity, requested);
     let take_peer = |slot: Option<PeerSlot>| slot.and_then(|slot| slot.0.lock().ok().and_then(|mut peer| peer.take()));
     if let Some(id) = &session

@@ -7,6 +7,14 @@
 //! layer. `limits.max_sessions` bounds how many are open at once: [`SessionRegistry::reserve`] takes a place for an
 //! `initialize` before the protocol layer creates the session, so concurrent `initialize` requests cannot overshoot.
 //! The drain waits on [`SessionRegistry::wait_empty`]: it may end early once the clients have closed their sessions.
+//!
+//! A session costs the protocol layer (rmcp) a worker task and its channels, tens of KiB, for as long as rmcp knows
+//! it. A session with no request for `limits.session_dormant_seconds`, no request in flight, no `GET` stream and no
+//! subscription goes *dormant*: [`SessionRegistry::to_sleep`] picks it, the sweeper ends its rmcp worker, and only its
+//! entry here (its key, its client's capabilities, its sealed id: about 1 KiB) is left. Its next request wakes it
+//! ([`SessionRegistry::enter`]): rmcp replays its `initialize` from the sealed id, as for a session taken over from
+//! another replica (see [`super::session_id`]), and the session goes on; a `tools/call` on the fast route needs no
+//! worker at all. A request that comes while the worker is being ended waits for that to finish.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
@@ -35,7 +43,8 @@ type OnEnd = Box<dyn Fn(&str) + Send + Sync>;
 struct Session {
     key: [u8; 32],
     seen: Instant,
-    streaming: Arc<AtomicBool>,
+    activity: Arc<Activity>,
+    life: Life,
     ended: CancellationToken,
     /// What the session's listings depend on and its peer, once a request of the session reached the handler: how a
     /// change of what it sees is told to it (a reload, an upstream's lists; contract 15).
@@ -50,6 +59,42 @@ struct Session {
     external: Option<String>,
 }
 
+/// Whether the protocol layer has a worker for a session.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum Life {
+    /// It has (or will have, at the session's first request).
+    Live,
+    /// Its worker is being ended; requests wait for the end.
+    Closing,
+    /// It has none: the next request wakes the session.
+    Dormant,
+}
+
+/// What a session is doing now: its `GET` stream open, its requests in flight.
+#[derive(Default)]
+struct Activity {
+    streaming: AtomicBool,
+    busy: AtomicUsize,
+}
+
+/// A request of a session in flight (held until its answer is sent): the session does not go dormant meanwhile.
+pub struct Busy(Arc<Activity>);
+
+impl Drop for Busy {
+    fn drop(&mut self) {
+        self.0.busy.fetch_sub(1, Ordering::AcqRel);
+    }
+}
+
+/// How a request entered its session.
+pub enum Entered {
+    /// The session was live.
+    Live(Busy),
+    /// The session was dormant: the protocol layer must be given its `initialize` to replay before the request
+    /// reaches it.
+    Woken(Busy),
+}
+
 /// Where the handler leaves the peer of a session it initializes, for the session layer to record with the session's
 /// id (which only the answer names): a request's extension.
 #[derive(Clone, Default)]
@@ -57,14 +102,14 @@ pub struct PeerSlot(pub Arc<std::sync::Mutex<Option<Peer<RoleServer>>>>);
 
 /// The `GET /mcp/` stream of one session, the only one while held (see [`SessionRegistry::open_stream`]).
 pub struct StreamPlace {
-    streaming: Arc<AtomicBool>,
+    activity: Arc<Activity>,
     /// Cancelled when the session ends (closed or expired): the stream ends with it.
     pub ended: CancellationToken,
 }
 
 impl Drop for StreamPlace {
     fn drop(&mut self) {
-        self.streaming.store(false, Ordering::Release);
+        self.activity.streaming.store(false, Ordering::Release);
     }
 }
 
@@ -76,6 +121,8 @@ pub struct SessionRegistry {
     pending: Arc<AtomicUsize>,
     /// The same, per key digest (for `limits.max_sessions_per_key`).
     pending_by_key: Arc<Mutex<HashMap<[u8; 32], usize>>>,
+    /// The sessions open per key digest (so that an `initialize` costs the same with 10 or 100,000 sessions open).
+    open_by_key: Mutex<HashMap<[u8; 32], usize>>,
     on_end: std::sync::OnceLock<OnEnd>,
     /// Woken when the last session is forgotten.
     emptied: tokio::sync::Notify,
@@ -84,8 +131,19 @@ pub struct SessionRegistry {
     /// The local ids of the sessions that ended here (closed or idle), so that their sealed ids are not taken over
     /// again by this replica.
     ended_ids: Mutex<Tombstones>,
-    /// What rmcp replays for a session taken over from another replica.
+    /// What rmcp replays for a session taken over from another replica, or woken.
     pub restore: super::session_id::RestoreStates,
+    /// Told when sessions that were going dormant are dormant (see [`SessionRegistry::enter`]).
+    slept: tokio::sync::Notify,
+}
+
+fn uncount(counts: &mut HashMap<[u8; 32], usize>, key: &[u8; 32]) {
+    if let Some(count) = counts.get_mut(key) {
+        *count = count.saturating_sub(1);
+        if *count == 0 {
+            counts.remove(key);
+        }
+    }
 }
 
 /// What a request's session id means for its key.
@@ -121,7 +179,7 @@ impl SessionRegistry {
         }
         let mut by_key = self.pending_by_key.lock().unwrap_or_else(|p| p.into_inner());
         let opening = by_key.get(&key_digest).copied().unwrap_or(0);
-        let open = map.values().filter(|session| session.key == key_digest).count();
+        let open = self.open_of(&key_digest);
         if open.saturating_add(opening) >= max_per_key {
             return Err(Full::Key);
         }
@@ -146,7 +204,8 @@ impl SessionRegistry {
         let session = Session {
             key: key_digest,
             seen: Instant::now(),
-            streaming: Arc::default(),
+            activity: Arc::default(),
+            life: Life::Live,
             ended: CancellationToken::new(),
             peer: None,
             capabilities,
@@ -157,7 +216,21 @@ impl SessionRegistry {
         if let Some(external) = external {
             self.externals().insert(external.to_string(), session_id.to_string());
         }
-        self.map().insert(session_id.to_string(), session);
+        let replaced = self.map().insert(session_id.to_string(), session);
+        let mut counts = self.counts();
+        if let Some(old) = replaced {
+            uncount(&mut counts, &old.key);
+        }
+        *counts.entry(key_digest).or_default() += 1;
+    }
+
+    fn counts(&self) -> std::sync::MutexGuard<'_, HashMap<[u8; 32], usize>> {
+        self.open_by_key.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// How many sessions of the key `key_digest` are open.
+    fn open_of(&self, key_digest: &[u8; 32]) -> usize {
+        self.counts().get(key_digest).copied().unwrap_or(0)
     }
 
     fn externals(&self) -> std::sync::MutexGuard<'_, HashMap<String, String>> {
@@ -174,8 +247,10 @@ impl SessionRegistry {
         self.ended_ids.lock().unwrap_or_else(|p| p.into_inner()).ids.contains(local)
     }
 
-    /// Forgets what a session that ended leaves behind: its sealed id, its restore state; remembers it ended.
+    /// Forgets what a session that ended leaves behind: its sealed id, its restore state, its place in its key's
+    /// count; remembers it ended.
     fn bury(&self, session_id: &str, session: &Session) {
+        uncount(&mut self.counts(), &session.key);
         if let Some(external) = &session.external {
             self.externals().remove(external);
         }
@@ -195,8 +270,90 @@ impl SessionRegistry {
     pub fn open_stream(&self, session_id: &str) -> Option<StreamPlace> {
         let map = self.map();
         let session = map.get(session_id)?;
-        session.streaming.compare_exchange(false, true, Ordering::AcqRel, Ordering::Acquire).ok()?;
-        Some(StreamPlace { streaming: Arc::clone(&session.streaming), ended: session.ended.clone() })
+        session.activity.streaming.compare_exchange(false, true, Ordering::AcqRel, Ordering::Acquire).ok()?;
+        Some(StreamPlace { activity: Arc::clone(&session.activity), ended: session.ended.clone() })
+    }
+
+    /// Enters a request into its session (checked by [`SessionRegistry::check`] first): waits while the session's
+    /// worker is being ended, wakes a dormant session; `None` when the session ended meanwhile.
+    pub async fn enter(&self, session_id: &str) -> Option<Entered> {
+        loop {
+            // Registered before the look, so that the end of the sleep in between still wakes this request.
+            let slept = self.slept.notified();
+            tokio::pin!(slept);
+            slept.as_mut().enable();
+            {
+                let mut map = self.map();
+                let session = map.get_mut(session_id)?;
+                let busy = || {
+                    session.activity.busy.fetch_add(1, Ordering::AcqRel);
+                    Busy(Arc::clone(&session.activity))
+                };
+                match session.life {
+                    Life::Live => return Some(Entered::Live(busy())),
+                    Life::Dormant => {
+                        let busy = busy();
+                        session.life = Life::Live;
+                        return Some(Entered::Woken(busy));
+                    }
+                    Life::Closing => {}
+                }
+            }
+            slept.await;
+        }
+    }
+
+    /// The sessions that go dormant now: live, not used for `after`, nothing in flight, no stream, no subscription
+    /// (and not the stdio connection's). They are marked as going dormant and their peers forgotten; the caller ends
+    /// their workers in the protocol layer, then calls [`SessionRegistry::slept`].
+    pub fn to_sleep(&self, after: Duration) -> Vec<String> {
+        let mut map = self.map();
+        let now = Instant::now();
+        let mut ids = Vec::new();
+        for (id, session) in map.iter_mut() {
+            let quiet = session.activity.busy.load(Ordering::Acquire) == 0
+                && !session.activity.streaming.load(Ordering::Acquire);
+            if session.life == Life::Live
+                && !session.pinned
+                && quiet
+                && session.subscriptions.is_empty()
+                && now.duration_since(session.seen) >= after
+            {
+                session.life = Life::Closing;
+                session.peer = None;
+                ids.push(id.clone());
+            }
+        }
+        drop(map);
+        for id in &ids {
+            // What a takeover or an earlier wake left for rmcp to replay: the next wake puts it again.
+            self.restore.forget(id);
+        }
+        ids
+    }
+
+    /// The sessions of [`SessionRegistry::to_sleep`] are dormant now (those still known); their waiting requests go on.
+    pub fn slept(&self, ids: &[String]) {
+        let mut map = self.map();
+        for id in ids {
+            if let Some(session) = map.get_mut(id)
+                && session.life == Life::Closing
+            {
+                session.life = Life::Dormant;
+            }
+        }
+        drop(map);
+        self.slept.notify_waiters();
+    }
+
+    /// Whether session `session_id` is dormant now.
+    pub fn is_dormant(&self, session_id: &str) -> bool {
+        self.map().get(session_id).is_some_and(|session| session.life == Life::Dormant)
+    }
+
+    /// How many sessions are dormant now.
+    pub fn dormant(&self) -> usize {
+        self.map().values().filter(|session| session.life == Life::Dormant).count()
     }
 
     /// Whether `session_id` belongs to the key and has not been idle for `idle_limit`; a foreign session is
