@@ -105,32 +105,6 @@ async fn track_sessions(ctx: Arc<GatewayContext>, mut req: Request, next: impl N
     {
         return not_found();
     }
-    // The request counts as in flight in its session until its answer is sent (a busy session does not go dormant);
-    // a dormant session is woken (see crate::gateway::sessions).
-    let busy = match (&named, &external) {
-        (Named::Here(local), Some(external)) => match ctx.sessions.enter(local).await {
-            None => return not_found(),
-            Some(Entered::Live(busy)) => Some(busy),
-            Some(Entered::Woken(busy)) => {
-                if req.method() == Method::DELETE {
-                    // The protocol layer has nothing of a dormant session to end.
-                    ctx.sessions.close(local);
-                    return Response::new(Body::empty());
-                }
-                // rmcp replays the `initialize` the sealed id keeps; an id that no longer opens (the configuration's
-                // `session_secret` changed) ends the session, as it would have on another replica.
-                match session_id::open(&session_id::sealing_key(&identity.snapshot), external) {
-                    Some(claims) => ctx.sessions.restore.put(local, claims.params),
-                    None => {
-                        ctx.sessions.close(local);
-                        return not_found();
-                    }
-                }
-                Some(busy)
-            }
-        },
-        _ => None,
-    };
     let message = req.extensions().get::<ParsedMessage>().map(|parsed| &parsed.0);
     let method = message.and_then(|m| m.get("method")).and_then(Value::as_str);
     // A 2026-07-28 subscription is a stateless client's session: it holds a place for as long as its stream is open.
@@ -178,6 +152,32 @@ async fn track_sessions(ctx: Arc<GatewayContext>, mut req: Request, next: impl N
         ctx.sessions.open(&claims.local, Some(external), identity.key_digest, capabilities);
         tracing::info!("MCP session taken over from another replica");
     }
+    // The request counts as in flight in its session until its answer is sent (a busy session does not go dormant);
+    // a dormant session is woken (see crate::gateway::sessions).
+    let busy = match (&session, &external) {
+        (Some(local), Some(external)) => match ctx.sessions.enter(local).await {
+            None => return not_found(),
+            Some(Entered::Live(busy)) => Some(busy),
+            Some(Entered::Woken(busy)) => {
+                if req.method() == Method::DELETE {
+                    // The protocol layer has nothing of a dormant session to end.
+                    ctx.sessions.close(local);
+                    return Response::new(Body::empty());
+                }
+                // rmcp replays the `initialize` the sealed id keeps; an id that no longer opens (the configuration's
+                // `session_secret` changed) ends the session, as it would have on another replica.
+                match session_id::open(&session_id::sealing_key(&identity.snapshot), external) {
+                    Some(claims) => ctx.sessions.restore.put(local, claims.params),
+                    None => {
+                        ctx.sessions.close(local);
+                        return not_found();
+                    }
+                }
+                Some(busy)
+            }
+        },
+        _ => None,
+    };
     // Inside, the session is known by its local id (rmcp, the fast route, the upstream pool).
     if let Some(local) = &session
         && let Ok(value) = HeaderValue::from_str(local)
