@@ -324,6 +324,8 @@ fn main() {
     }
     if selected("keys") {
         runtime.block_on(dimensions::keys());
+    }
+    if selected("keys") || selected("reload") {
         runtime.block_on(reload::redis_reload());
     }
     if selected("tools") {
