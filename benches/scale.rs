@@ -1,7 +1,7 @@
 //! Cost as the work grows (issue 36): the release `mcpgw` driven along five dimensions, each a curve of at least four
 //! points (three for replicas) with a fitted constant.
 //!
-//! Run with `cargo bench --bench scale` (about 5 minutes; needs `redis-server` for `keys` and `replicas`). Every
+//! Run with `cargo bench --bench scale` (about 6 minutes; needs `redis-server` for `keys` and `replicas`). Every
 //! figure is measured on one machine where the clients, the gateways, their upstreams and Redis share the cores, so
 //! read the constants, not the absolute times. Dimensions (`MCPGW_SCALE_ONLY=sessions,keys,...` runs some of them):
 //!
@@ -21,7 +21,8 @@
 //! - `replicas`: 1, 2 and 4 replicas on one Redis configuration store, eight clients spread over them: calls per
 //!   second, the CPU per call of each replica, and the time an admin write on one takes to reach the others.
 //!
-//! `MCPGW_SCALE_BIN_DIR` runs another build (a directory holding `mcpgw` and `mcpgw-mock-upstream`).
+//! `MCPGW_SCALE_LISTINGS` sets the timed listings per point of `tools` (default 200), `MCPGW_SCALE_RELOAD_KEYS` the keys
+//! of the reloaded store (default 1,000,000). `MCPGW_SCALE_BIN_DIR` runs another build (a directory holding `mcpgw` and `mcpgw-mock-upstream`).
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
