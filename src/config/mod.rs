@@ -12,6 +12,7 @@ pub mod pins;
 pub mod policies;
 pub mod redis_store;
 pub mod remote;
+pub mod retire;
 pub mod secrets_key;
 pub mod server_credentials;
 pub mod settings;

@@ -59,6 +59,23 @@ pub struct Snapshot {
     user_emails: HashMap<String, String>,
 }
 
+/// The file and the indexes, the parts whose freeing grows with the configuration, are freed on the retiring thread
+/// ([`super::retire`]): the last holder of a snapshot is often a tokio worker, which must not spend a large
+/// configuration's hundreds of milliseconds of deallocations there.
+impl Drop for Snapshot {
+    fn drop(&mut self) {
+        let parts = (
+            std::mem::take(&mut self.file),
+            std::mem::take(&mut self.keys),
+            std::mem::take(&mut self.key_ids),
+            std::mem::take(&mut self.config_names),
+            std::mem::take(&mut self.project_names),
+            std::mem::take(&mut self.user_emails),
+        );
+        super::retire::free_later(Box::new(parts));
+    }
+}
+
 impl Snapshot {
     /// Validates `file` and builds its indexes; on failure returns every problem found.
     pub fn build(file: ConfigFile, source_digest: [u8; 32]) -> Result<Snapshot, Problems> {

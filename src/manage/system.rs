@@ -242,8 +242,9 @@ fn read_backup(store: &ConfigStore, path: &Path) -> ManageResult<ConfigFile> {
     for meta in BACKUP_META {
         doc.remove(meta);
     }
-    let snapshot = crate::config::Snapshot::from_value(Value::Object(doc), [0; 32]).map_err(ManageError::Invalid)?;
-    Ok(snapshot.file)
+    let mut snapshot =
+        crate::config::Snapshot::from_value(Value::Object(doc), [0; 32]).map_err(ManageError::Invalid)?;
+    Ok(std::mem::take(&mut snapshot.file))
 }
 
 fn doc_fingerprint(bytes: &[u8]) -> Option<String> {
