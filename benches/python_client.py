@@ -34,7 +34,9 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 VENV_PYTHON = os.path.join(ROOT, "target", "py-peers", "bin", "python")
 
-if os.path.realpath(sys.executable) != os.path.realpath(VENV_PYTHON) and not os.environ.get("MCPGW_BENCH_REEXEC"):
+VENV = os.path.join(ROOT, "target", "py-peers")
+
+if os.path.realpath(sys.prefix) != os.path.realpath(VENV) and not os.environ.get("MCPGW_BENCH_REEXEC"):
     if not os.path.exists(VENV_PYTHON):
         sys.exit("the official Python SDK's venv is missing: run `MCPGW_TEST_INSTALL_ONLY=1 .ci/test` first")
     os.environ["MCPGW_BENCH_REEXEC"] = "1"
@@ -88,13 +90,13 @@ def start_gateway(binary, workdir):
     common = config["common_mcp_gateway_config"]
     common["gw_log_level"] = "INFO"
     common["tool_exposure"] = "both"
-    common["telemetry"] = {"provider": "stdout", "config": {"enabled": True}}
     common["limits"] = dict(common.get("limits", {}), max_inflight_per_key=1000, max_sessions_per_key=1000)
     servers = [
         {"server_name": "py", "description": "The official Python SDK's server", "config":
          {"command": VENV_PYTHON, "args": [upstream]}},
         {"server_name": "mock", "description": "The Rust mock upstream", "config": {"command": mock, "args": []}},
     ]
+    config.setdefault("plugins", {})["telemetry"] = {"provider": "stdout", "config": {"enabled": True}}
     for cfg in config["mcp_configs"].values():
         cfg["mcp_config"] = servers
     with open(path, "w") as f:
@@ -104,7 +106,12 @@ def start_gateway(binary, workdir):
         [binary, "serve", "--config", path, "--gateway-addr", "127.0.0.1:%d" % port, "--admin-addr",
          "127.0.0.1:%d" % admin, "--metrics-addr", "127.0.0.1:%d" % metrics],
         env=env, stdout=log, stderr=log)
-    wait_ready(metrics, 30)
+    try:
+        wait_ready(metrics, 30)
+    except SystemExit:
+        log.flush()
+        with open(os.path.join(workdir, "gateway.log")) as f:
+            sys.exit("the gateway did not become ready:\n" + f.read()[-2000:])
     return proc, "http://127.0.0.1:%d/mcp/" % port, key
 
 
@@ -133,8 +140,7 @@ class Agent:
         else:
             server = "py" if variant.endswith("/py") else "mock"
             params = {"name": "gw_secure_call_tools",
-                      "arguments": {"calls": [{"server_name": server, "tool_name": "echo",
-                                               "tool_args": {"text": "hello"}}]}}
+                      "arguments": {"server_name": server, "tool_calls": [{"name": "echo", "args": {"text": "hello"}}]}}
         body = {"jsonrpc": "2.0", "id": self.next_id, "method": "tools/call", "params": params}
         r = self.client.post(self.url, json=body, headers=self.headers)
         message = answer_of(r.content)
@@ -206,7 +212,8 @@ def main():
                 for name, agents, r in variants:
                     results[name].append(run(agents, name, seconds, r, proc.pid))
         finally:
-            proc.terminate()
+            # Not SIGTERM: the drain would wait for the clients' open sessions.
+            proc.kill()
             proc.wait(10)
     print("2 cores shared by the Python clients, the gateway and its upstreams; %s per variant, %d rounds, medians"
           % ("%.0f s" % seconds, rounds))
