@@ -98,7 +98,8 @@ pub async fn require_admin(State(state): State<Arc<AppState>>, req: Request, nex
                     config_revision: Some(crate::audit::revision(&snapshot.source_digest)),
                     ..Default::default()
                 },
-            );
+            )
+            .await;
             let reason = e.as_str();
             let mut response = ApiError::from(e).into_response();
             response.extensions_mut().insert(RefusalReason(reason));

@@ -126,7 +126,8 @@ where
         outcome: Some(if written.is_ok() { "ok" } else { "refused" }),
         config_revision: Some(crate::audit::revision(&state.store.snapshot().source_digest)),
         ..Default::default()
-    });
+    })
+    .await;
     written
 }
 

@@ -212,7 +212,8 @@ pub async fn callback(
                 user_id,
                 config_revision: Some(revision),
                 ..Default::default()
-            });
+            })
+            .await;
             match own {
                 None => tracing::info!(operator = %operator, "a console admin signed in with the OAuth issuer"),
                 Some(_) => tracing::info!(operator = %operator, "a user signed in to their own page of the console"),
@@ -242,7 +243,8 @@ pub async fn callback(
                     config_revision: Some(revision),
                     ..Default::default()
                 },
-            );
+            )
+            .await;
             tracing::info!(reason = %refusal.text, "a console sign-in with the OAuth issuer was refused");
             let heading = if refusal.code == NOT_ADMIN { "Not a console admin" } else { "Sign-in refused" };
             message(refusal.status, heading, &refusal.text)

@@ -127,7 +127,8 @@ pub async fn login(
                 config_revision: Some(crate::audit::revision(&snapshot.source_digest)),
                 ..Default::default()
             },
-        );
+        )
+        .await;
         return login_page(&console, &headers, StatusCode::UNAUTHORIZED, Some("That is not the admin key.")).await;
     }
     let Ok((id, _)) = console.sessions.start("admin key") else {

@@ -53,7 +53,8 @@ pub async fn callback(ctx: Arc<GatewayContext>, Query(params): Query<HashMap<Str
                 outcome: Some("connected"),
                 credential: Some(crate::config::server_credentials::OAUTH),
                 ..Default::default()
-            });
+            })
+            .await;
             page(
                 StatusCode::OK,
                 "Connected",
