@@ -254,3 +254,130 @@ impl Drop for Abandoned<'_> {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::HashSet;
+    use std::sync::Arc;
+    use std::task::{Context, Waker};
+
+    fn tool_names(path: &std::path::Path) -> Vec<String> {
+        let text = std::fs::read_to_string(path).unwrap();
+        text.lines()
+            .map(|line| serde_json::from_str::<serde_json::Value>(line).unwrap()["tool_name"].as_str().unwrap().into())
+            .collect()
+    }
+
+    #[test]
+    fn tasks_and_threads_recording_at_once_write_one_chain_with_every_record() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("audit.jsonl");
+        let log = Arc::new(AuditLog::default());
+        log.configure(Some(&path), None);
+        let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(4).build().unwrap();
+        let (tasks, threads, each) = (64, 4, 40);
+        runtime.block_on(async {
+            let mut handles = Vec::new();
+            for task in 0..tasks {
+                let log = Arc::clone(&log);
+                handles.push(tokio::spawn(async move {
+                    for i in 0..each {
+                        let name = format!("task{task}-{i}");
+                        log.record(Event { event: "tool_call", tool_name: Some(&name), ..Event::default() }).await;
+                        // Written before `record` returned (looked at now and then: the file grows).
+                        if i % 10 == 0 {
+                            assert!(std::fs::read_to_string(log.path().unwrap()).unwrap().contains(&name));
+                        }
+                        tokio::task::yield_now().await;
+                    }
+                }));
+            }
+            let blocking: Vec<_> = (0..threads)
+                .map(|thread| {
+                    let log = Arc::clone(&log);
+                    std::thread::spawn(move || {
+                        for i in 0..each {
+                            let name = format!("thread{thread}-{i}");
+                            log.record_blocking(Event {
+                                event: "tool_call",
+                                tool_name: Some(&name),
+                                ..Event::default()
+                            });
+                        }
+                    })
+                })
+                .collect();
+            for handle in handles {
+                handle.await.unwrap();
+            }
+            for thread in blocking {
+                thread.join().unwrap();
+            }
+        });
+        let total = (tasks + threads) * each;
+        assert_eq!(super::super::verify(&path).unwrap(), total as u64);
+        let names: HashSet<String> = tool_names(&path).into_iter().collect();
+        assert_eq!(names.len(), total, "each record once");
+        // The chain goes on in the next process, and a file changed while records wait for their write gets them first.
+        let again = AuditLog::default();
+        again.configure(Some(&path), None);
+        again.record_blocking(Event { event: "config_reload", tool_name: Some("after"), ..Event::default() });
+        assert_eq!(super::super::verify(&path).unwrap(), total as u64 + 1);
+    }
+
+    #[test]
+    fn a_wait_given_up_during_a_write_still_gets_its_record_written() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("audit.jsonl");
+        let log = AuditLog::default();
+        log.configure(Some(&path), None);
+        let event = |name: &'static str| Event { event: "tool_call", tool_name: Some(name), ..Event::default() };
+        // A write in progress: its writer holds the role (and the chain).
+        let batch = {
+            let mut state = log.lock();
+            state.queue.push(Prepared::new(event("first")));
+            state.queued += 1;
+            take_batch(&mut state).unwrap()
+        };
+        {
+            let mut waiting = std::pin::pin!(log.record(event("second")));
+            let mut context = Context::from_waker(Waker::noop());
+            assert!(waiting.as_mut().poll(&mut context).is_pending(), "queued behind the write in progress");
+        }
+        // The request went away while it waited; the writer in progress writes its record too.
+        log.write(batch);
+        assert_eq!(tool_names(&path), ["first", "second"]);
+        assert_eq!(super::super::verify(&path).unwrap(), 2);
+
+        // Given up with no write in progress: written as the wait ends.
+        let mut state = log.lock();
+        state.queue.push(Prepared::new(event("third")));
+        state.queued += 1;
+        let ticket = state.queued;
+        drop(state);
+        drop(Abandoned { log: &log, ticket });
+        assert_eq!(tool_names(&path), ["first", "second", "third"]);
+        assert_eq!(log.written.load(Ordering::Acquire), ticket);
+    }
+
+    #[test]
+    fn a_failed_write_releases_its_waiters_and_the_chain_goes_on_from_the_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("audit.jsonl");
+        let log = AuditLog::default();
+        log.configure(Some(&path), None);
+        log.record_blocking(Event { event: "tool_call", tool_name: Some("kept"), ..Event::default() });
+        // A file that refuses writes (opened read-only in place of the log's own).
+        let writable = {
+            let mut state = log.lock();
+            let chain = state.open.as_mut().unwrap().chain.as_mut().unwrap();
+            std::mem::replace(&mut chain.file, File::open(&path).unwrap())
+        };
+        log.record_blocking(Event { event: "tool_call", tool_name: Some("lost"), ..Event::default() });
+        log.lock().open.as_mut().unwrap().chain.as_mut().unwrap().file = writable;
+        log.record_blocking(Event { event: "tool_call", tool_name: Some("next"), ..Event::default() });
+        assert_eq!(tool_names(&path), ["kept", "next"]);
+        assert_eq!(super::super::verify(&path).unwrap(), 2);
+    }
+}

@@ -250,12 +250,14 @@ impl<'a> ServerCalls<'a> {
         self.ctx.meter.usage.record(&sample, self.ctx.meter.shared());
         if let Some(args_hmac) = args_hmac {
             let (target, principal) = fields.unzip();
-            self.ctx.audit.record(audit::Event {
-                target,
-                principal,
-                ..call_event(self.identity, (event, self.entry, name), args_hmac, result, rule.as_deref())
-            })
-            .await;
+            self.ctx
+                .audit
+                .record(audit::Event {
+                    target,
+                    principal,
+                    ..call_event(self.identity, (event, self.entry, name), args_hmac, result, rule.as_deref())
+                })
+                .await;
         }
     }
 
