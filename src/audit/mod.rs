@@ -15,9 +15,14 @@
 //! like a trust-on-first-use pin, or kept in memory when the file cannot be written (its digests then compare only
 //! within this process).
 //!
-//! The file is created with mode 0600 and appended to; each record is written and flushed before the answer it records
-//! is sent (a write that fails is logged, and the answer still goes). After a restart the chain continues from the
-//! file's last record. [`verify()`] (`mcpgw audit verify PATH`) checks a file.
+//! The file is created with mode 0600 and appended to; each record is written (`write(2)` done, no `fsync`) before the
+//! answer it records is sent (a write that fails is logged, and the answer still goes). The records of the calls in
+//! flight are written together, with one `write` ([`commit`]: group commit): a caller builds its record's text
+//! outside any lock ([`record`]), queues it under a short lock, and either writes the queue itself or waits, yielding
+//! on the async path ([`AuditLog::record`]), for the write in progress and the next one. Each line is the record in
+//! the form its hash is taken of (sorted keys), `hash` in its place; the records of one write share its `timestamp`,
+//! so `seq` and `timestamp` go up together. After a restart the chain continues from the file's last record.
+//! [`verify()`] (`mcpgw audit verify PATH`) checks a file.
 //!
 //! What the chain proves: that the records were not changed, removed or inserted after they were written, *unless*
 //! the file was rewritten from the changed record to its end, hashes included (anyone who can write the file can do
