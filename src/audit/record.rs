@@ -11,10 +11,11 @@
 //! `seq`, `server_name`, [`source_address`], [`suppressed`], [`target`], `timestamp`, `tool_name`, `user_id`.
 
 use serde::Serialize;
+use serde_json::Value;
 use sha2::{Digest, Sha256};
 
 use super::Event;
-use crate::json_strict::canonical;
+use crate::json_strict::write_canonical;
 use crate::secrets::hex;
 
 /// A record but for its place in the chain.
@@ -54,7 +55,7 @@ impl Prepared {
         let at_prev = text.len();
         text.push(b',');
         if let Some(principal) = &event.principal {
-            raw_field(&mut text, "principal", canonical(principal).as_bytes());
+            raw_field(&mut text, "principal", principal);
         }
         field(&mut text, "project_id", &event.project_id);
         text.extend_from_slice(b"\"seq\":");
@@ -68,7 +69,7 @@ impl Prepared {
             field(&mut text, "suppressed", &suppressed);
         }
         if let Some(target) = &event.target {
-            raw_field(&mut text, "target", canonical(target).as_bytes());
+            raw_field(&mut text, "target", target);
         }
         text.extend_from_slice(b"\"timestamp\":\"");
         let at_timestamp = text.len();
@@ -121,19 +122,20 @@ fn field(text: &mut Vec<u8>, key: &str, value: &impl Serialize) {
     text.push(b',');
 }
 
-/// `"key":value,` with `value` already JSON text.
-fn raw_field(text: &mut Vec<u8>, key: &str, value: &[u8]) {
+/// `"key":value,` with `value` in canonical form (its objects' keys sorted).
+fn raw_field(text: &mut Vec<u8>, key: &str, value: &Value) {
     text.push(b'"');
     text.extend_from_slice(key.as_bytes());
     text.extend_from_slice(b"\":");
-    text.extend_from_slice(value);
+    write_canonical(value, text);
     text.push(b',');
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use serde_json::{Value, json};
+    use crate::json_strict::canonical;
+    use serde_json::json;
 
     fn chained(event: Event<'_>) -> (Value, String, String) {
         let mut line = Vec::new();
