@@ -2,8 +2,9 @@
 //! written.
 //!
 //! A caller prepares its record ([`Prepared`]) outside any lock, then, under the log's lock, queues it and takes a
-//! ticket (a number counting every record this process queued). The first caller that finds no write in progress
-//! takes the writer's role: it moves out the queue and the chain (the file, the last `seq` and hash), and, with the
+//! ticket (a number counting every record this process queued). An async caller then yields once, so that the other
+//! tasks ready on its worker thread queue theirs too (with one worker thread, as on two cores, nothing else could
+//! ever be queued beside it). The first caller that then finds no write in progress takes the writer's role: it moves out the queue and the chain (the file, the last `seq` and hash), and, with the
 //! lock released so that others keep queueing, gives each record its `seq`, `prev_hash` and the batch's `timestamp`,
 //! and writes the batch with one `write_all`. It then publishes the highest ticket written (`written`) and wakes
 //! the waiters; a waiter whose record came too late for that batch takes the role for the next one. Whoever holds the
@@ -91,23 +92,29 @@ pub(super) struct State {
 impl AuditLog {
     /// Writes one record before it returns, the task yielding while another task's write is in progress. Nothing is
     /// done when the log is off.
+    ///
+    /// The task yields once before it writes: the other tasks ready on this worker thread (the answers of the calls
+    /// in flight that came in together) queue their records meanwhile, and one write takes them all. On a gateway
+    /// with one worker thread (two cores: half the CPUs) no record would otherwise ever find another queued.
     pub async fn record(&self, event: Event<'_>) {
-        if let Some(ticket) = self.queue(event) {
-            self.wait_async(ticket).await;
-        }
+        let Some(ticket) = self.queue(event, false) else { return };
+        // Written by whoever finishes the wait if this future is dropped first.
+        let _abandoned = Abandoned { log: self, ticket };
+        tokio::task::yield_now().await;
+        self.wait_async(ticket).await;
     }
 
     /// [`AuditLog::record`] for a caller that is not async: blocks the thread while another write is in progress
     /// (that write only waits on the file). On the async path, prefer `record(..).await`.
     pub fn record_blocking(&self, event: Event<'_>) {
-        if let Some(ticket) = self.queue(event) {
+        if let Some(ticket) = self.queue(event, true) {
             self.wait_blocking(ticket);
         }
     }
 
-    /// Queues `event`'s record and, when no write is in progress, writes the queue; the record's ticket, `None` when
-    /// the log is off.
-    fn queue(&self, event: Event<'_>) -> Option<u64> {
+    /// Queues `event`'s record and, with `write_now` and no write in progress, writes the queue; the record's
+    /// ticket, `None` when the log is off.
+    fn queue(&self, event: Event<'_>, write_now: bool) -> Option<u64> {
         if !self.enabled() {
             return None;
         }
@@ -117,7 +124,7 @@ impl AuditLog {
             state.open.as_ref()?;
             state.queue.push(prepared);
             state.queued += 1;
-            (state.queued, take_batch(&mut state))
+            (state.queued, if write_now { take_batch(&mut state) } else { None })
         };
         if let Some(batch) = batch {
             self.write(batch);
@@ -126,8 +133,6 @@ impl AuditLog {
     }
 
     async fn wait_async(&self, ticket: u64) {
-        // Written by whoever finishes the wait if this future is dropped first.
-        let _abandoned = Abandoned { log: self, ticket };
         loop {
             if self.written.load(Ordering::Acquire) >= ticket {
                 return;
