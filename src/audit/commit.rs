@@ -332,6 +332,37 @@ mod tests {
     }
 
     #[test]
+    fn the_records_of_tasks_ready_together_on_one_worker_thread_go_in_one_write() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("audit.jsonl");
+        let log = Arc::new(AuditLog::default());
+        log.configure(Some(&path), None);
+        let runtime = tokio::runtime::Builder::new_current_thread().build().unwrap();
+        runtime.block_on(async {
+            let tasks: Vec<_> = (0..16)
+                .map(|n| {
+                    let log = Arc::clone(&log);
+                    tokio::spawn(async move {
+                        let name = format!("call{n}");
+                        log.record(Event { event: "tool_call", tool_name: Some(&name), ..Event::default() }).await;
+                    })
+                })
+                .collect();
+            for task in tasks {
+                task.await.unwrap();
+            }
+        });
+        assert_eq!(super::super::verify(&path).unwrap(), 16);
+        // The records of one write share its timestamp.
+        let text = std::fs::read_to_string(&path).unwrap();
+        let stamps: HashSet<String> = text
+            .lines()
+            .map(|line| serde_json::from_str::<serde_json::Value>(line).unwrap()["timestamp"].to_string())
+            .collect();
+        assert_eq!(stamps.len(), 1, "{text}");
+    }
+
+    #[test]
     fn a_wait_given_up_during_a_write_still_gets_its_record_written() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("audit.jsonl");
