@@ -12,6 +12,7 @@ warm-up calls, zeroes the counters (`callgrind_control -z`), makes N calls (defa
 (`callgrind_control -d`): the instructions the gateway process executed (all its threads), divided by N. Three kinds of
 call, each measured on its own: `gw_secure_call_tools` of the mock's `echo` (gateway mode), the transparent
 `tools/call` of `mock__echo`, and `gw_secure_call_tools` on the server behind guardrails (keywords, PII redaction).
+`--audit` turns the audit log on (a file in the run's temporary folder: one hash-chained record per call).
 Upstream processes are not traced; `MCPGW_INSTRUCTIONS_KEEP=DIR` keeps each dump there (for `callgrind_annotate`); the mock upstream is this checkout's `target/release/mcpgw-mock-upstream` for every
 build (or `MCPGW_MOCK_UPSTREAM`). Needs `valgrind` (Debian's package). Each round takes a minute or two per build and kind.
 """
@@ -39,12 +40,14 @@ MOCK = os.environ.get("MCPGW_MOCK_UPSTREAM") or os.path.join(HERE, "..", "target
 
 
 
-def config(directory):
+def config(directory, audit=False):
     mock = {"command": os.path.abspath(MOCK), "args": []}
+    common = {"gw_log_level": "WARNING", "tool_exposure": "both", "upstream_pool": {"max_processes_per_server": 1}}
+    if audit:
+        common["audit_log"] = {"enabled": True, "path": os.path.join(directory, "audit.jsonl")}
     return {
         "admin_apikey": "bench-admin-key-0123456789abcdefghijklmnop",
-        "common_mcp_gateway_config": {"gw_log_level": "WARNING", "tool_exposure": "both",
-                                      "upstream_pool": {"max_processes_per_server": 1}},
+        "common_mcp_gateway_config": common,
         "plugins": {"guardrails": {"provider": "custom_keyword",
                                    "config": {"blocked_keywords": ["drop table", "rm -rf"]}}},
         "mcp_configs": {"c1": {"mcp_config_name": "bench", "mcp_config": [
@@ -87,11 +90,11 @@ class Session:
             sys.exit("unexpected answer: %r" % data[:300])
 
 
-def measure(binary, kind, calls):
+def measure(binary, kind, calls, audit=False):
     with tempfile.TemporaryDirectory() as directory:
         path = os.path.join(directory, "gw.json")
         with open(path, "w") as f:
-            json.dump(config(directory), f)
+            json.dump(config(directory, audit), f)
         port, metrics = free_port(), free_port()
         out = os.path.join(directory, "callgrind.out")
         gateway = subprocess.Popen(
@@ -134,6 +137,7 @@ def main():
     parser.add_argument("--calls", type=int, default=2000)
     parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument("--kinds", default="gateway,transparent,guarded")
+    parser.add_argument("--audit", action="store_true", help="with the audit log on")
     args = parser.parse_args()
     kinds = args.kinds.split(",")
     figures = {(b, k): [] for b in args.builds for k in kinds}
@@ -141,7 +145,7 @@ def main():
         builds = args.builds if round_ % 2 == 0 else list(reversed(args.builds))
         for kind in kinds:
             for build in builds:
-                per_call = measure(build, kind, args.calls)
+                per_call = measure(build, kind, args.calls, args.audit)
                 figures[(build, kind)].append(per_call)
                 print("round %d, %s, %s: %.0f instructions per call" % (round_ + 1, kind, build, per_call), flush=True)
     print("mean instructions per call (gateway process, all threads; %d calls after 200 warm-up):" % args.calls)

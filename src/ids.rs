@@ -8,7 +8,23 @@ pub fn new_id() -> String {
 
 /// The current UTC time as `YYYY-MM-DDTHH:MM:SS.ffffff`.
 pub fn timestamp() -> String {
-    chrono::Utc::now().naive_utc().format("%Y-%m-%dT%H:%M:%S%.6f").to_string()
+    timestamp_of(chrono::Utc::now().naive_utc())
+}
+
+/// `time` as [`timestamp`] writes it: the fields written out, not through chrono's format string, which is parsed
+/// again on each call (a quarter of the cost of an audit write).
+fn timestamp_of(time: chrono::NaiveDateTime) -> String {
+    use chrono::{Datelike, Timelike};
+    let (date, micros) = (time.date(), time.nanosecond() % 1_000_000_000 / 1_000);
+    format!(
+        "{:04}-{:02}-{:02}T{:02}:{:02}:{:02}.{micros:06}",
+        date.year(),
+        date.month(),
+        date.day(),
+        time.hour(),
+        time.minute(),
+        time.second()
+    )
 }
 
 /// A request correlation id (spec 2.7 `custom_id`): 34 characters (`gw` and 32 hex digits), an underscore and the
@@ -37,6 +53,12 @@ mod tests {
         assert_eq!(&ts[10..11], "T");
         assert_eq!(&ts[19..20], ".");
         assert!(!ts.ends_with('Z'));
+        for (seconds, nanos) in
+            [(0, 0), (1_764_669_600, 123_456_789), (1_798_761_599, 999_999_999), (951_782_400, 1_000)]
+        {
+            let time = chrono::DateTime::from_timestamp(seconds, nanos).unwrap().naive_utc();
+            assert_eq!(timestamp_of(time), time.format("%Y-%m-%dT%H:%M:%S%.6f").to_string());
+        }
     }
 
     #[test]

@@ -13,18 +13,53 @@ use serde_json::{Map, Number, Value};
 /// `value` as JSON text with every object's keys sorted, at every depth: equal values give equal bytes on every
 /// instance, whatever order they were built or read in.
 pub fn canonical(value: &Value) -> String {
-    fn sorted(value: &Value) -> Value {
-        match value {
-            Value::Object(map) => {
-                let mut keys: Vec<&String> = map.keys().collect();
-                keys.sort();
-                Value::Object(keys.into_iter().map(|k| (k.clone(), sorted(&map[k]))).collect())
+    let mut text = Vec::with_capacity(128);
+    write_canonical(value, &mut text);
+    // serde_json writes UTF-8 only; the lossy form is never taken.
+    String::from_utf8(text).unwrap_or_else(|e| String::from_utf8_lossy(e.as_bytes()).into_owned())
+}
+
+/// [`canonical`] appended to `out`, written as it is walked (no sorted copy of the value is built: this runs for
+/// each audit record and each pin).
+pub fn write_canonical(value: &Value, out: &mut Vec<u8>) {
+    match value {
+        Value::Object(map) => {
+            out.push(b'{');
+            if map.keys().is_sorted() {
+                write_entries(map.iter(), out);
+            } else {
+                let mut entries: Vec<(&String, &Value)> = map.iter().collect();
+                entries.sort_unstable_by(|a, b| a.0.cmp(b.0));
+                write_entries(entries.into_iter(), out);
             }
-            Value::Array(items) => Value::Array(items.iter().map(sorted).collect()),
-            other => other.clone(),
+            out.push(b'}');
+        }
+        Value::Array(items) => {
+            out.push(b'[');
+            for (i, item) in items.iter().enumerate() {
+                if i > 0 {
+                    out.push(b',');
+                }
+                write_canonical(item, out);
+            }
+            out.push(b']');
+        }
+        // Writing a scalar into a Vec cannot fail.
+        scalar => {
+            let _ = serde_json::to_writer(&mut *out, scalar);
         }
     }
-    sorted(value).to_string()
+}
+
+fn write_entries<'a>(entries: impl Iterator<Item = (&'a String, &'a Value)>, out: &mut Vec<u8>) {
+    for (i, (key, value)) in entries.enumerate() {
+        if i > 0 {
+            out.push(b',');
+        }
+        let _ = serde_json::to_writer(&mut *out, key);
+        out.push(b':');
+        write_canonical(value, out);
+    }
 }
 
 /// A JSON object of `fields`, the values moved in. `serde_json::json!` serialises every value it is given into a new
@@ -144,6 +179,36 @@ impl<'de> Visitor<'de> for StrictValue {
 mod tests {
     use super::*;
     use serde_json::json;
+
+    #[test]
+    fn canonical_text_sorts_keys_at_every_depth_and_escapes_as_serde_json_does() {
+        // What `canonical` was first: a sorted deep copy of the value, written by serde_json.
+        fn sorted(value: &Value) -> Value {
+            match value {
+                Value::Object(map) => {
+                    let mut keys: Vec<&String> = map.keys().collect();
+                    keys.sort();
+                    Value::Object(keys.into_iter().map(|k| (k.clone(), sorted(&map[k]))).collect())
+                }
+                Value::Array(items) => Value::Array(items.iter().map(sorted).collect()),
+                other => other.clone(),
+            }
+        }
+        let odd = "quote \" backslash \\ newline \n nul \u{0} \u{1f} é 日本 \u{1F600}";
+        let values = [
+            json!(null),
+            json!(-1.5e300),
+            json!({}),
+            json!([]),
+            json!({"b": 1, "a": [{"z": null, "y": [true, false]}, 2.25, u64::MAX, i64::MIN], "é": odd, odd: {}}),
+            json!([{"b": {"d": 1, "c": 2}}, "x", [[]], {"a": {}}]),
+            json!({"a": 1, "b": {"c": 2, "d": 3}}),
+        ];
+        for value in values {
+            assert_eq!(canonical(&value), sorted(&value).to_string(), "{value}");
+        }
+        assert_eq!(canonical(&json!({"b": 1, "a": {"d": [], "c": "x"}})), r#"{"a":{"c":"x","d":[]},"b":1}"#);
+    }
 
     #[test]
     fn values_read_as_serde_json_reads_them() {

@@ -5,7 +5,8 @@
 //! and a chain that does not start at seq 1. Arguments appear only as `args_hmac`, keyed by `audit_log.hmac_key`
 //! (written into a file that lacks it, encrypted in backups); authentication failures of both fronts are recorded at
 //! most 10 a second per source address, with `suppressed`; approvals and pin removals name the server and the tool;
-//! a review that finds more than 100 tools changed writes one summary.
+//! a review that finds more than 100 tools changed writes one summary. Many calls at once (the records of calls in
+//! flight written together) each have their record before their answer, and the chain holds.
 
 mod common;
 #[path = "common/mcp.rs"]
@@ -317,6 +318,56 @@ fn a_review_that_changes_more_than_100_tools_writes_one_summary() {
     let logs = gw.logs();
     assert_eq!(logs.matches("tool definitions changed on many tools at once").count(), 1, "{logs}");
     assert!(!logs.contains("\"new tool\"") && !logs.contains("bulk_149"), "a log record per tool: {logs}");
+}
+
+/// Many calls in flight at once, secure and transparent: the records of calls answered together are written together
+/// (group commit), and still each before its answer. Every answered call has its record, once, and the chain holds.
+#[test]
+fn concurrent_calls_each_have_their_record_before_the_answer_and_the_chain_holds() {
+    const CLIENTS: usize = 16;
+    const CALLS: usize = 12;
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("audit.jsonl");
+    let gw = TestGateway::start(&config_with(vec![mock_server("mock")], audit_config(&path, Some(HMAC_KEY))));
+    let answered: Vec<String> = runtime().block_on(async {
+        let tasks = (0..CLIENTS).map(|client_number| {
+            let (url, path) = (gw.mcp.clone(), path.clone());
+            tokio::spawn(async move {
+                let client = connect(&url, API_KEY).await;
+                let mut digests = Vec::new();
+                for i in 0..CALLS {
+                    let args = json!({"text": format!("client {client_number} call {i}")});
+                    let digest = hmac_hex(HMAC_KEY, &format!(r#"{{"text":"client {client_number} call {i}"}}"#));
+                    if i % 2 == 0 {
+                        let done = call(&client, "gw_secure_call_tools", calls("mock", &[("echo", args)])).await;
+                        assert_eq!(done["results"][0]["status"], json!("success"), "{done}");
+                    } else {
+                        try_call(&client, "mock__echo", args).await.expect("transparent call");
+                    }
+                    // The answer is here: its record is in the file already.
+                    let text = std::fs::read_to_string(&path).unwrap();
+                    assert!(text.contains(&digest), "client {client_number} call {i} answered before its record");
+                    digests.push(digest);
+                }
+                client.cancel().await.unwrap();
+                digests
+            })
+        });
+        let mut all = Vec::new();
+        for task in tasks.collect::<Vec<_>>() {
+            all.extend(task.await.unwrap());
+        }
+        all
+    });
+    drop(gw);
+    let all = records(&path);
+    let (holds, said) = verify(&path);
+    assert!(holds && said.contains(&format!("{} records", all.len())), "{said}");
+    for digest in &answered {
+        let found = all.iter().filter(|r| r["event"] == json!("tool_call") && r["args_hmac"] == json!(digest));
+        assert_eq!(found.count(), 1, "the record of the call with args_hmac {digest}");
+    }
+    assert_eq!(answered.len(), CLIENTS * CALLS);
 }
 
 fn initialize_status(gw: &TestGateway, key: &str) -> u16 {

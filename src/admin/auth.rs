@@ -89,16 +89,19 @@ pub async fn require_admin(State(state): State<Arc<AppState>>, req: Request, nex
             // Logged by the request log (`request_log.rs`), with the route template, never the path; audited at most
             // 10 a second per source address, never with what was presented (contract section 14).
             let source = req.extensions().get::<ConnectInfo<SocketAddr>>().map(|peer| peer.0.ip());
-            state.audit.record_auth_failure(
-                source,
-                crate::audit::Event {
-                    event: "admin_auth_failure",
-                    outcome: Some("refused"),
-                    error_code: Some(CODE),
-                    config_revision: Some(crate::audit::revision(&snapshot.source_digest)),
-                    ..Default::default()
-                },
-            );
+            state
+                .audit
+                .record_auth_failure(
+                    source,
+                    crate::audit::Event {
+                        event: "admin_auth_failure",
+                        outcome: Some("refused"),
+                        error_code: Some(CODE),
+                        config_revision: Some(crate::audit::revision(&snapshot.source_digest)),
+                        ..Default::default()
+                    },
+                )
+                .await;
             let reason = e.as_str();
             let mut response = ApiError::from(e).into_response();
             response.extensions_mut().insert(RefusalReason(reason));

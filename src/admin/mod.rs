@@ -119,14 +119,17 @@ where
     let store = Arc::clone(&state.store);
     let written = blocking(move || store.update(change)).await;
     // Recorded before the answer goes; the revision is that of the file as written.
-    state.audit.record(crate::audit::Event {
-        event: "admin_write",
-        server_name: about.as_ref().map(|a| a.server),
-        tool_name: about.as_ref().map(|a| a.tool),
-        outcome: Some(if written.is_ok() { "ok" } else { "refused" }),
-        config_revision: Some(crate::audit::revision(&state.store.snapshot().source_digest)),
-        ..Default::default()
-    });
+    state
+        .audit
+        .record(crate::audit::Event {
+            event: "admin_write",
+            server_name: about.as_ref().map(|a| a.server),
+            tool_name: about.as_ref().map(|a| a.tool),
+            outcome: Some(if written.is_ok() { "ok" } else { "refused" }),
+            config_revision: Some(crate::audit::revision(&state.store.snapshot().source_digest)),
+            ..Default::default()
+        })
+        .await;
     written
 }
 

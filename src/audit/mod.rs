@@ -15,30 +15,39 @@
 //! like a trust-on-first-use pin, or kept in memory when the file cannot be written (its digests then compare only
 //! within this process).
 //!
-//! The file is created with mode 0600 and appended to; each record is written and flushed before the answer it records
-//! is sent (a write that fails is logged, and the answer still goes). After a restart the chain continues from the
-//! file's last record. [`verify()`] (`mcpgw audit verify PATH`) checks a file.
+//! The file is created with mode 0600 and appended to; each record is written (`write(2)` done, no `fsync`) before the
+//! answer it records is sent (a write that fails is logged, and the answer still goes). The records of the calls in
+//! flight are written together, with one `write` ([`commit`]: group commit): a caller builds its record's text
+//! outside any lock ([`record`]), queues it under a short lock, and either writes the queue itself or waits, yielding
+//! on the async path ([`AuditLog::record`]), for the write in progress and the next one. Each line is the record in
+//! the form its hash is taken of (sorted keys), `hash` in its place; the records of one write share its `timestamp`,
+//! so `seq` and `timestamp` go up together. After a restart the chain continues from the file's last record.
+//! [`verify()`] (`mcpgw audit verify PATH`) checks a file.
 //!
 //! What the chain proves: that the records were not changed, removed or inserted after they were written, *unless*
 //! the file was rewritten from the changed record to its end, hashes included (anyone who can write the file can do
 //! that). Ship the log off the machine (to a write-once store, or as OTLP logs) to close that gap; SECURITY.md says so.
 
+mod commit;
 pub mod flood;
+mod record;
 mod verify;
 
 use std::fs::{File, OpenOptions};
-use std::io::{BufRead, BufReader, Write};
+use std::io::{BufRead, BufReader};
 use std::net::IpAddr;
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
-use std::sync::{Mutex, OnceLock};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Condvar, Mutex, OnceLock};
 
 use ring::hmac;
-use serde_json::{Map, Value, json};
+use serde_json::{Map, Value};
 use sha2::{Digest, Sha256};
 
 use crate::json_strict::canonical;
 use crate::secrets::hex;
+use commit::{Chain, State};
 pub use verify::{Broken, VerifyError, verify, verify_appending};
 
 const FIRST_PREV: &str = "0000000000000000000000000000000000000000000000000000000000000000";
@@ -81,19 +90,28 @@ pub fn revision(digest: &[u8; 32]) -> String {
     hex(digest)
 }
 
-struct Writer {
+/// The file events are recorded in.
+struct Open {
     path: PathBuf,
-    file: File,
-    seq: u64,
-    prev: String,
     /// What `args_hmac` is keyed with; `None` only when no key could be had (the digests are then left out).
-    key: Option<hmac::Key>,
+    key: Option<Arc<hmac::Key>>,
+    /// The end of its chain; `None` while a writer holds it ([`commit`]).
+    chain: Option<Chain>,
 }
 
 /// The audit log of one gateway; off until [`AuditLog::configure`] names a file.
 #[derive(Default)]
 pub struct AuditLog {
-    writer: Mutex<Option<Writer>>,
+    /// The open file, the records queued for it and who writes them ([`commit`]).
+    state: Mutex<State>,
+    /// Whether a file is open, read without the lock (the calls of a gateway without an audit log ask on each call).
+    on: AtomicBool,
+    /// The ticket of the last record written (or whose write failed): waiters read it without the lock.
+    written: AtomicU64,
+    /// Wakes the tasks waiting for their record after each write.
+    written_notify: tokio::sync::Notify,
+    /// Wakes the threads waiting for their record (and `configure`, waiting for a write to end).
+    written_condvar: Condvar,
     /// The key this process uses when the configuration has none (generated once, on first need).
     own_key: OnceLock<Option<String>>,
     /// The bound on authentication failure records.
@@ -103,35 +121,40 @@ pub struct AuditLog {
 impl AuditLog {
     /// Follows the configuration: `path` on (the file opened, its chain continued), `None` off; `key` is
     /// `audit_log.hmac_key` (when `None`, this process's own, [`AuditLog::own_key`]). The same path keeps the open
-    /// file.
+    /// file. The records queued for the file in use are written to it before it changes.
     pub fn configure(&self, path: Option<&Path>, key: Option<&str>) {
-        let key = key.or_else(|| self.own_key()).map(|k| hmac::Key::new(hmac::HMAC_SHA256, k.as_bytes()));
-        let mut writer = self.lock();
-        match (path, writer.as_mut()) {
-            (Some(path), Some(open)) if open.path == path => open.key = key,
-            (Some(path), _) => match open(path, key) {
-                Ok(opened) => {
-                    tracing::info!(path = %path.display(), seq = opened.seq, "audit log open");
-                    *writer = Some(opened);
-                }
-                Err(error) => {
-                    tracing::error!(path = %path.display(), %error,
-                        "the audit log cannot be opened; no events are recorded");
-                    *writer = None;
-                }
-            },
-            (None, _) => *writer = None,
+        let key = key.or_else(|| self.own_key()).map(|k| Arc::new(hmac::Key::new(hmac::HMAC_SHA256, k.as_bytes())));
+        let mut state = self.lock();
+        if let (Some(path), Some(open)) = (path, state.open.as_mut())
+            && open.path == path
+        {
+            open.key = key;
+            return;
         }
+        let mut state = self.write_all_queued(state);
+        state.open = path.and_then(|path| match open(path) {
+            Ok(chain) => {
+                tracing::info!(path = %path.display(), seq = chain.seq, "audit log open");
+                Some(Open { path: path.to_path_buf(), key, chain: Some(chain) })
+            }
+            Err(error) => {
+                tracing::error!(path = %path.display(), %error,
+                    "the audit log cannot be opened; no events are recorded");
+                None
+            }
+        });
+        self.on.store(state.open.is_some(), Ordering::Release);
+        self.wake(state);
     }
 
     /// The file events are recorded in, if any.
     pub fn path(&self) -> Option<PathBuf> {
-        self.lock().as_ref().map(|writer| writer.path.clone())
+        self.lock().open.as_ref().map(|open| open.path.clone())
     }
 
     /// Whether events are being recorded.
     pub fn enabled(&self) -> bool {
-        self.lock().is_some()
+        self.on.load(Ordering::Acquire)
     }
 
     /// The key this process uses when `audit_log.hmac_key` is missing: 32 bytes from the operating system, URL-safe
@@ -152,15 +175,15 @@ impl AuditLog {
     /// The HMAC-SHA-256, in hex, of a call's arguments as sorted-key JSON, under the log's key; `None` when the log
     /// is off (nothing to compute) or has no key.
     pub fn args_hmac(&self, args: &Value) -> Option<String> {
-        // The key is cloned out so that a large argument is digested without holding the writer's lock.
-        let key = self.lock().as_ref()?.key.clone()?;
+        // The key is taken out so that a large argument is digested without holding the log's lock.
+        let key = self.lock().open.as_ref()?.key.clone()?;
         Some(hex(hmac::sign(&key, canonical(args).as_bytes()).as_ref()))
     }
 
     /// Records an authentication failure from `source` (`None` over stdio), unless that address already had
     /// [`flood::RECORDS_PER_SECOND`] records in its window: then it is only counted, and the next record written for
     /// the address carries the count as `suppressed`.
-    pub fn record_auth_failure(&self, source: Option<IpAddr>, event: Event<'_>) {
+    pub async fn record_auth_failure(&self, source: Option<IpAddr>, event: Event<'_>) {
         if !self.enabled() {
             return;
         }
@@ -170,69 +193,12 @@ impl AuditLog {
             .unwrap_or_else(std::sync::PoisonError::into_inner)
             .admit(source, tokio::time::Instant::now());
         if let Some(suppressed) = admitted {
-            self.record(Event { source_address: source, suppressed: Some(suppressed), ..event });
+            self.record(Event { source_address: source, suppressed: Some(suppressed), ..event }).await;
         }
     }
 
-    /// Writes one record (and flushes it) before returning.
-    pub fn record(&self, event: Event<'_>) {
-        let mut guard = self.lock();
-        let Some(writer) = guard.as_mut() else { return };
-        let seq = writer.seq + 1;
-        let mut record = json!({
-            "seq": seq,
-            "timestamp": crate::ids::timestamp(),
-            "event": event.event,
-            "project_id": event.project_id,
-            "user_id": event.user_id,
-            "key_id": event.key_id,
-            "server_name": event.server_name,
-            "tool_name": event.tool_name,
-            "args_hmac": event.args_hmac,
-            "outcome": event.outcome,
-            "error_code": event.error_code,
-            "config_revision": event.config_revision,
-            "prev_hash": writer.prev,
-        });
-        // Fields of some events only: the records of every other event keep the shape contract section 11 lists.
-        if let Some(source) = event.source_address {
-            record["source_address"] = json!(source.to_string());
-        }
-        if let Some(suppressed) = event.suppressed {
-            record["suppressed"] = json!(suppressed);
-        }
-        if let Some(count) = event.count {
-            record["count"] = json!(count);
-        }
-        if let Some(credential) = event.credential {
-            record["credential"] = json!(credential);
-        }
-        if let Some(rule) = event.policy_rule {
-            record["policy_rule"] = json!(rule);
-        }
-        if let Some(target) = event.target {
-            record["target"] = target;
-        }
-        if let Some(principal) = event.principal {
-            record["principal"] = principal;
-        }
-        let hash = hash_of(&record);
-        record["hash"] = Value::String(hash.clone());
-        let mut line = record.to_string();
-        line.push('\n');
-        match writer.file.write_all(line.as_bytes()).and_then(|()| writer.file.flush()) {
-            Ok(()) => {
-                writer.seq = seq;
-                writer.prev = hash;
-            }
-            Err(error) => {
-                tracing::error!(path = %writer.path.display(), %error, "an audit record could not be written")
-            }
-        }
-    }
-
-    fn lock(&self) -> std::sync::MutexGuard<'_, Option<Writer>> {
-        self.writer.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+    fn lock(&self) -> std::sync::MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 }
 
@@ -246,7 +212,7 @@ fn hash_of(record: &Value) -> String {
 }
 
 /// Opens (or creates, mode 0600) the file and reads where its chain ends.
-fn open(path: &Path, key: Option<hmac::Key>) -> std::io::Result<Writer> {
+fn open(path: &Path) -> std::io::Result<Chain> {
     let (mut seq, mut prev) = (0, FIRST_PREV.to_string());
     if let Ok(existing) = File::open(path) {
         for line in BufReader::new(existing).lines() {
@@ -258,12 +224,15 @@ fn open(path: &Path, key: Option<hmac::Key>) -> std::io::Result<Writer> {
         }
     }
     let file = OpenOptions::new().create(true).append(true).mode(0o600).open(path)?;
-    Ok(Writer { path: path.to_path_buf(), file, seq, prev, key })
+    // Kept as the JSON string the next record's `prev_hash` holds (escaped: the file may say anything).
+    let prev = Value::String(prev).to_string();
+    Ok(Chain::new(path.to_path_buf(), file, seq, prev))
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use serde_json::json;
 
     #[test]
     fn a_chain_holds_across_reopening_and_breaks_on_any_edit() {
@@ -272,12 +241,12 @@ mod tests {
         let log = AuditLog::default();
         log.configure(Some(&path), None);
         for i in 0..3 {
-            log.record(Event { event: "tool_call", tool_name: Some(&format!("t{i}")), ..Event::default() });
+            log.record_blocking(Event { event: "tool_call", tool_name: Some(&format!("t{i}")), ..Event::default() });
         }
         // A restart: the chain continues.
         let again = AuditLog::default();
         again.configure(Some(&path), None);
-        again.record(Event { event: "config_reload", outcome: Some("ok"), ..Event::default() });
+        again.record_blocking(Event { event: "config_reload", outcome: Some("ok"), ..Event::default() });
         assert_eq!(verify(&path).unwrap(), 4);
         use std::os::unix::fs::PermissionsExt;
         assert_eq!(std::fs::metadata(&path).unwrap().permissions().mode() & 0o777, 0o600);
@@ -327,7 +296,7 @@ mod tests {
         let log = AuditLog::default();
         log.configure(Some(&path), None);
         for _ in 0..3 {
-            log.record(Event { event: "admin_write", outcome: Some("ok"), ..Event::default() });
+            log.record_blocking(Event { event: "admin_write", outcome: Some("ok"), ..Event::default() });
         }
         let lines: Vec<String> = std::fs::read_to_string(&path).unwrap().lines().map(str::to_string).collect();
         let why = |lines: &[String]| match verify_text(dir.path(), lines) {
@@ -353,7 +322,7 @@ mod tests {
         let log = AuditLog::default();
         log.configure(Some(&path), None);
         for _ in 0..2 {
-            log.record(Event { event: "admin_write", outcome: Some("ok"), ..Event::default() });
+            log.record_blocking(Event { event: "admin_write", outcome: Some("ok"), ..Event::default() });
         }
         let whole = std::fs::read_to_string(&path).unwrap();
         let third = whole.lines().next().unwrap().to_string();

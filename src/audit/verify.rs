@@ -4,11 +4,11 @@
 //! `hash` is the SHA-256 of the record without it. A file with no record is refused too: it proves nothing (it may be
 //! a log cut to nothing), and a chain that starts at a `seq` other than 1 lost its beginning.
 //!
-//! [`verify_appending`] checks a log the gateway may be appending to (`GET /api/v1/audit/verify`). The writer writes
-//! each record with its newline in one `write_all` on a file opened for appending, under its lock, so a reader sees
-//! whole lines followed, at most, by the beginning of the record being written: a last line without its newline is
-//! taken as not yet written, and the check stops before it (the next check sees it whole). `mcpgw audit verify`
-//! reads a file at rest and checks every line, the last one too.
+//! [`verify_appending`] checks a log the gateway may be appending to (`GET /api/v1/audit/verify`). One writer at a time
+//! writes a batch of whole records, each with its newline, in one `write_all` on a file opened for appending, so a
+//! reader sees whole lines followed, at most, by the beginning of the records being written: a last line without its
+//! newline is taken as not yet written, and the check stops before it (the next check sees it whole). `mcpgw audit
+//! verify` reads a file at rest and checks every line, the last one too.
 
 use std::fs::File;
 use std::io::{BufRead, BufReader};

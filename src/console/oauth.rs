@@ -206,13 +206,17 @@ pub async fn callback(
     let mut response = match signed_in_operator(&console, &headers, &params).await {
         Ok((operator, own)) => {
             let user_id = snapshot.resolve_user(&operator);
-            console.admin.audit.record(crate::audit::Event {
-                event: "console_sign_in",
-                outcome: Some("ok"),
-                user_id,
-                config_revision: Some(revision),
-                ..Default::default()
-            });
+            console
+                .admin
+                .audit
+                .record(crate::audit::Event {
+                    event: "console_sign_in",
+                    outcome: Some("ok"),
+                    user_id,
+                    config_revision: Some(revision),
+                    ..Default::default()
+                })
+                .await;
             match own {
                 None => tracing::info!(operator = %operator, "a console admin signed in with the OAuth issuer"),
                 Some(_) => tracing::info!(operator = %operator, "a user signed in to their own page of the console"),
@@ -232,17 +236,21 @@ pub async fn callback(
         }
         Err(refusal) => {
             let source = peer.map(|Extension(ConnectInfo(addr))| addr.ip());
-            console.admin.audit.record_auth_failure(
-                source,
-                crate::audit::Event {
-                    event: "console_sign_in",
-                    outcome: Some("refused"),
-                    error_code: Some(refusal.code),
-                    user_id: refusal.user_id.as_deref(),
-                    config_revision: Some(revision),
-                    ..Default::default()
-                },
-            );
+            console
+                .admin
+                .audit
+                .record_auth_failure(
+                    source,
+                    crate::audit::Event {
+                        event: "console_sign_in",
+                        outcome: Some("refused"),
+                        error_code: Some(refusal.code),
+                        user_id: refusal.user_id.as_deref(),
+                        config_revision: Some(revision),
+                        ..Default::default()
+                    },
+                )
+                .await;
             tracing::info!(reason = %refusal.text, "a console sign-in with the OAuth issuer was refused");
             let heading = if refusal.code == NOT_ADMIN { "Not a console admin" } else { "Sign-in refused" };
             message(refusal.status, heading, &refusal.text)

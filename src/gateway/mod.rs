@@ -266,7 +266,7 @@ impl GatewayContext {
             if let (true, Some(store)) = (used, store.upgrade()) {
                 configure_audit(&audit, &store.snapshot(), store.path());
             }
-            audit.record(crate::audit::Event {
+            audit.record_blocking(crate::audit::Event {
                 event: "config_reload",
                 outcome: Some(if used { "ok" } else { "error" }),
                 config_revision: digest.as_ref().map(crate::audit::revision),

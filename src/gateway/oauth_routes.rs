@@ -46,14 +46,16 @@ pub async fn connect(ctx: Arc<GatewayContext>, Path(state): Path<String>) -> Res
 pub async fn callback(ctx: Arc<GatewayContext>, Query(params): Query<HashMap<String, String>>) -> Response<Body> {
     match ctx.broker.callback(&ctx.store, &params).await {
         Ok(connected) => {
-            ctx.audit.record(crate::audit::Event {
-                event: "credentials_connected",
-                user_id: Some(&connected.user_id),
-                server_name: Some(&connected.server_name),
-                outcome: Some("connected"),
-                credential: Some(crate::config::server_credentials::OAUTH),
-                ..Default::default()
-            });
+            ctx.audit
+                .record(crate::audit::Event {
+                    event: "credentials_connected",
+                    user_id: Some(&connected.user_id),
+                    server_name: Some(&connected.server_name),
+                    outcome: Some("connected"),
+                    credential: Some(crate::config::server_credentials::OAUTH),
+                    ..Default::default()
+                })
+                .await;
             page(
                 StatusCode::OK,
                 "Connected",

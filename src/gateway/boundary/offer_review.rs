@@ -250,7 +250,7 @@ fn pin_on_first_use(ctx: &GatewayContext, config_id: &str, server: &str, kind: K
         }
     };
     let event = format!("{}s_pinned", kind.noun);
-    ctx.audit.record(crate::audit::Event {
+    ctx.audit.record_blocking(crate::audit::Event {
         event: &event,
         server_name: Some(server),
         outcome: Some(outcome),
@@ -284,7 +284,7 @@ fn report(
     }
     // One audit record: the event, the item it is about (none for a summary), a finding's kind, the outcome.
     let audit = |event: &str, item: Option<&str>, error_code: Option<&str>, outcome: &str, count: Option<u64>| {
-        ctx.audit.record(crate::audit::Event {
+        ctx.audit.record_blocking(crate::audit::Event {
             event,
             project_id: Some(&identity.project_id),
             server_name: Some(server),

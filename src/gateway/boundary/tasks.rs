@@ -86,8 +86,15 @@ impl<'a> TaskBoundary<'a> {
 
 /// The audit record of a request about a task: `event` (`task_get`, `task_result`, `task_cancel`, `task_update`), the
 /// server and the task's tool, and how it ended (`outcome`'s `status` and `error_code`).
-pub fn audit(ctx: &GatewayContext, identity: &Identity, event: &str, entry: &ServerEntry, tool: &str, outcome: &Value) {
+pub async fn audit(
+    ctx: &GatewayContext,
+    identity: &Identity,
+    event: &str,
+    entry: &ServerEntry,
+    tool: &str,
+    outcome: &Value,
+) {
     if ctx.audit.enabled() {
-        audit_call(ctx, identity, (event, entry, tool), None, outcome, None);
+        audit_call(ctx, identity, (event, entry, tool), None, outcome, None).await;
     }
 }

@@ -200,18 +200,21 @@ pub fn check_call(
 /// annotations}`) and what of the caller is not elsewhere in the record (`{auth, groups, roles, scopes}`). Never a
 /// claim's value beyond those lists, never an argument.
 fn audit_fields(identity: &Identity, target: &Target<'_>) -> (Value, Value) {
-    let target = serde_json::json!({
-        "kind": target.kind.as_str(),
-        "exposed_name": target.exposed_name(),
-        "annotations": target.annotations(),
-    });
+    // Built with the values moved in (`json!` would serialise each into a copy): this runs for every audited call.
+    use crate::json_strict::object;
+    let target = object([
+        ("kind", Value::from(target.kind.as_str())),
+        ("exposed_name", Value::from(target.exposed_name())),
+        ("annotations", target.annotations().clone()),
+    ]);
     let lists = lists(identity);
-    let principal = serde_json::json!({
-        "auth": if identity.claims.is_some() { "oauth" } else { "apikey" },
-        "groups": lists.groups,
-        "roles": lists.roles,
-        "scopes": lists.scopes,
-    });
+    let strings = |list: Vec<&str>| Value::Array(list.into_iter().map(Value::from).collect());
+    let principal = object([
+        ("auth", Value::from(if identity.claims.is_some() { "oauth" } else { "apikey" })),
+        ("groups", strings(lists.groups)),
+        ("roles", strings(lists.roles)),
+        ("scopes", strings(lists.scopes)),
+    ]);
     (target, principal)
 }
 

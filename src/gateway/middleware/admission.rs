@@ -94,22 +94,22 @@ async fn identify_from(
     }
     // Refusals are logged at most 10 a second, the next record counting those left out (contract section 13), and
     // audited at most 10 a second per source address (contract section 14).
-    resolved.map_err(|failure| {
-        if let Some(left_out) = ctx.refusals.admit() {
-            tracing::info!(reason = %failure, left_out, "gateway request refused");
-        }
-        ctx.audit.record_auth_failure(
-            source,
-            crate::audit::Event {
-                event: "auth_failure",
-                outcome: Some("refused"),
-                error_code: Some("AUTH_FAILED"),
-                config_revision: Some(crate::audit::revision(&snapshot.source_digest)),
-                ..Default::default()
-            },
-        );
-        GatewayError::from(failure)
-    })
+    let failure = match resolved {
+        Ok(identity) => return Ok(identity),
+        Err(failure) => failure,
+    };
+    if let Some(left_out) = ctx.refusals.admit() {
+        tracing::info!(reason = %failure, left_out, "gateway request refused");
+    }
+    let event = crate::audit::Event {
+        event: "auth_failure",
+        outcome: Some("refused"),
+        error_code: Some("AUTH_FAILED"),
+        config_revision: Some(crate::audit::revision(&snapshot.source_digest)),
+        ..Default::default()
+    };
+    ctx.audit.record_auth_failure(source, event).await;
+    Err(GatewayError::from(failure))
 }
 
 /// The upstream calls a `tools/call` asks for: the calls of a `gw_secure_call_tools` batch within

@@ -192,7 +192,7 @@ impl<'a> ServerCalls<'a> {
         };
         let (result, bytes) = self.gathered(result);
         record_upstream_call(self.ctx, &self.entry.server_name, &tool_name, started.elapsed(), &result);
-        self.account(("tool_call", &tool_name), args_hmac, &result, args_bytes + bytes);
+        self.account(("tool_call", &tool_name), args_hmac, &result, args_bytes + bytes).await;
         result
     }
 
@@ -223,13 +223,19 @@ impl<'a> ServerCalls<'a> {
         };
         let (result, bytes) = self.gathered(result);
         let event = if operation == Operation::GetPrompt { "prompt_get" } else { "resource_read" };
-        self.account((event, &name), args_hmac, &result, args_bytes + bytes);
+        self.account((event, &name), args_hmac, &result, args_bytes + bytes).await;
         result
     }
 
     /// What a call that ended leaves behind: its usage (contract 17) and, when the audit log is on (`args_hmac` is
     /// `Some`), its audit record with the rule that decided it.
-    fn account(&mut self, (event, name): (&str, &str), args_hmac: Option<Option<String>>, result: &Value, bytes: u64) {
+    async fn account(
+        &mut self,
+        (event, name): (&str, &str),
+        args_hmac: Option<Option<String>>,
+        result: &Value,
+        bytes: u64,
+    ) {
         let rule = self.decided_by.take();
         let fields = self.audit_fields.take();
         let sample = Sample {
@@ -244,11 +250,14 @@ impl<'a> ServerCalls<'a> {
         self.ctx.meter.usage.record(&sample, self.ctx.meter.shared());
         if let Some(args_hmac) = args_hmac {
             let (target, principal) = fields.unzip();
-            self.ctx.audit.record(audit::Event {
-                target,
-                principal,
-                ..call_event(self.identity, (event, self.entry, name), args_hmac, result, rule.as_deref())
-            });
+            self.ctx
+                .audit
+                .record(audit::Event {
+                    target,
+                    principal,
+                    ..call_event(self.identity, (event, self.entry, name), args_hmac, result, rule.as_deref())
+                })
+                .await;
         }
     }
 
@@ -342,7 +351,7 @@ impl<'a> ServerCalls<'a> {
 /// The audit record of one call of an upstream (a tool call, a prompt, a resource, a completion): who, what
 /// (`event`, server, tool, prompt or URI), a keyed digest of the arguments, how it ended (the result object's
 /// `status` and `error_code`), and whose credentials the server's calls carry (contract 16).
-pub fn audit_call(
+pub async fn audit_call(
     ctx: &GatewayContext,
     identity: &Identity,
     what: (&str, &ServerEntry, &str),
@@ -350,7 +359,7 @@ pub fn audit_call(
     result: &Value,
     rule: Option<&str>,
 ) {
-    ctx.audit.record(call_event(identity, what, args_hmac, result, rule));
+    ctx.audit.record(call_event(identity, what, args_hmac, result, rule)).await;
 }
 
 /// The audit record of a call of `name` of `entry` (`event`: `tool_call`, …) whose result is `result`.

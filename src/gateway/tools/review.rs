@@ -210,7 +210,7 @@ fn tell(ctx: &GatewayContext, identity: &Identity, server: &str, notices: &[Noti
             quarantined = quarantined.len(),
             "tool definitions changed on many tools at once (one summary; the tool-pins listing shows each)"
         );
-        ctx.audit.record(crate::audit::Event {
+        ctx.audit.record_blocking(crate::audit::Event {
             event: "tools_changed_summary",
             project_id: Some(&identity.project_id),
             server_name: Some(server),
@@ -243,7 +243,7 @@ fn tell(ctx: &GatewayContext, identity: &Identity, server: &str, notices: &[Noti
                 ("tool_finding", Some(*kind))
             }
         };
-        ctx.audit.record(crate::audit::Event {
+        ctx.audit.record_blocking(crate::audit::Event {
             event,
             project_id: Some(&identity.project_id),
             server_name: Some(server),
@@ -296,7 +296,7 @@ fn pin_on_first_use(
             _ => Ok(false),
         }
     });
-    ctx.audit.record(crate::audit::Event {
+    ctx.audit.record_blocking(crate::audit::Event {
         event: "tools_pinned",
         server_name: Some(server),
         outcome: Some(if written.is_ok() { "written" } else { "in_memory" }),

@@ -298,7 +298,7 @@ pub async fn complete(
             Ok(_) => json!({"status": "success"}),
             Err(failure) => failure.answer(),
         };
-        audit_call(ctx, identity, ("completion", entry, &name), args_hmac, &outcome, None);
+        audit_call(ctx, identity, ("completion", entry, &name), args_hmac, &outcome, None).await;
     }
     match answered {
         Ok(Some(result)) => Ok(listing::completion(ctx, identity, entry, result).await),

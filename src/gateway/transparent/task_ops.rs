@@ -124,7 +124,7 @@ pub async fn get(asked: &Asked<'_>, id: &str) -> Reply {
     let provider = ctx.guardrails.get(&identity.snapshot, Provider::from_snapshot);
     let mut boundary = TaskBoundary::open(ctx, identity, entry, &provider, lock(&record.mapping).take());
     if let Err(refused) = boundary.may_build() {
-        return over_budget(asked, &record, entry, boundary, refused);
+        return over_budget(asked, &record, entry, boundary, refused).await;
     }
     let reply = match record.hold.request("tasks/get", record.upstream_params(), poll_timeout(identity)).await {
         Err(error) => failure(ctx, &boundary, error).await,
@@ -147,7 +147,7 @@ pub async fn get(asked: &Asked<'_>, id: &str) -> Reply {
             Reply::Result(Value::Object(task))
         }
     };
-    finish(asked, &record, entry, boundary, "task_get", &reply);
+    finish(asked, &record, entry, boundary, "task_get", &reply).await;
     reply
 }
 
@@ -192,7 +192,7 @@ pub async fn result(asked: &Asked<'_>, id: &str) -> Reply {
     let provider = ctx.guardrails.get(&identity.snapshot, Provider::from_snapshot);
     let mut boundary = TaskBoundary::open(ctx, identity, entry, &provider, lock(&record.mapping).take());
     if let Err(refused) = boundary.may_build() {
-        return over_budget(asked, &record, entry, boundary, refused);
+        return over_budget(asked, &record, entry, boundary, refused).await;
     }
     let reply = match record.upstream_result().await {
         Ok(result) => {
@@ -213,7 +213,7 @@ pub async fn result(asked: &Asked<'_>, id: &str) -> Reply {
         }
     };
     ended(ctx, &record);
-    finish(asked, &record, entry, boundary, "task_result", &reply);
+    finish(asked, &record, entry, boundary, "task_result", &reply).await;
     reply
 }
 
@@ -239,7 +239,7 @@ pub async fn cancel(asked: &Asked<'_>, id: &str) -> Reply {
         }
     };
     ended(ctx, &record);
-    finish(asked, &record, entry, boundary, "task_cancel", &reply);
+    finish(asked, &record, entry, boundary, "task_cancel", &reply).await;
     reply
 }
 
@@ -281,7 +281,7 @@ pub async fn update(asked: &Asked<'_>, id: &str, answers: Value) -> Reply {
             }
         }
     };
-    finish(asked, &record, entry, boundary, "task_update", &reply);
+    finish(asked, &record, entry, boundary, "task_update", &reply).await;
     reply
 }
 
@@ -347,7 +347,7 @@ fn ended(ctx: &Arc<GatewayContext>, record: &TaskRecord) {
 }
 
 /// The reply to a request that would fetch a result while the key is over its budget (contract 14).
-fn over_budget(
+async fn over_budget(
     asked: &Asked<'_>,
     record: &TaskRecord,
     entry: &ServerEntry,
@@ -355,12 +355,12 @@ fn over_budget(
     refused: GatewayError,
 ) -> Reply {
     let reply = Reply::Error { code: -32000, message: refused.message.clone(), data: refused.answer() };
-    finish(asked, record, entry, boundary, "task_get", &reply);
+    finish(asked, record, entry, boundary, "task_get", &reply).await;
     reply
 }
 
 /// Keeps the PII mapping for the next request and writes the audit record.
-fn finish(
+async fn finish(
     asked: &Asked<'_>,
     record: &TaskRecord,
     entry: &ServerEntry,
@@ -374,7 +374,7 @@ fn finish(
         Reply::Result(_) => json!({"status": "success"}),
         Reply::Error { .. } => json!({"status": "error", "error_code": "UPSTREAM_ERROR"}),
     };
-    audit(asked.ctx, asked.identity, event, entry, &record.upstream_tool, &outcome);
+    audit(asked.ctx, asked.identity, event, entry, &record.upstream_tool, &outcome).await;
 }
 
 /// How long one poll of a task may take upstream.
