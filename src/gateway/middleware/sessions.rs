@@ -15,6 +15,9 @@
 //! - a session that the protocol layer closed (a successful `DELETE`) or no longer knows (404) is forgotten;
 //! - a 2026-07-28 `subscriptions/listen` (no session id) counts as a session under both limits, refused as an
 //!   `initialize` would be, for as long as its answer's stream is open;
+//! - a request of a session counts as in flight in it until its answer is sent, and wakes it when it is dormant
+//!   (`limits.session_dormant_seconds`: rmcp is given the `initialize` the sealed id keeps to replay; a dormant
+//!   session's `DELETE` is answered here, rmcp having nothing of it);
 //! - a session has at most one `GET` stream: a second gets 409 `STREAM_ALREADY_OPEN` while the first is open, and the
 //!   stream ends when its session ends (closed, or idle for `session_idle_timeout_seconds`; the stream itself is not
 //!   a use of the session).
