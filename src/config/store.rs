@@ -351,6 +351,25 @@ impl ConfigStore {
         }
     }
 
+    /// [`ConfigStore::update`] for synchronous code that may run on a tokio worker (the pins written at a server's
+    /// first use): the worker first hands its other tasks to another thread (`block_in_place`), so that the write, which
+    /// takes seconds for a configuration of a million keys, holds up no other request (issue 36). Outside a
+    /// multi-threaded runtime it is `update`.
+    pub fn update_off_worker<T, E>(
+        &self,
+        change: impl FnOnce(&mut ConfigFile, &Snapshot) -> Result<T, E>,
+    ) -> Result<T, E>
+    where
+        E: From<WriteError>,
+    {
+        match tokio::runtime::Handle::try_current() {
+            Ok(handle) if handle.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread => {
+                tokio::task::block_in_place(|| self.update(change))
+            }
+            _ => self.update(change),
+        }
+    }
+
     /// Applies `change` to the current file and writes the result. The change sees a copy of the file as it is on
     /// disk now (re-read under the lock) and the snapshot of it; when it fails, or the result does not validate,
     /// nothing is written.

@@ -215,7 +215,7 @@ fn pin_rows(
 /// written.
 fn pin_on_first_use(ctx: &GatewayContext, config_id: &str, server: &str, kind: Kind, pins: IndexMap<String, String>) {
     let count = pins.len();
-    let written = ctx.store.update(|file, _| -> Result<bool, crate::config::WriteError> {
+    let written = ctx.store.update_off_worker(|file, _| -> Result<bool, crate::config::WriteError> {
         let entry = file
             .mcp_configs
             .get_mut(config_id)

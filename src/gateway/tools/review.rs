@@ -283,7 +283,7 @@ fn pin_on_first_use(
 ) -> Option<indexmap::IndexMap<String, String>> {
     let pins: indexmap::IndexMap<String, String> =
         current.iter().map(|(name, pin, _)| (name.to_string(), pin.clone())).collect();
-    let written = ctx.store.update(|file, _| -> Result<bool, crate::config::WriteError> {
+    let written = ctx.store.update_off_worker(|file, _| -> Result<bool, crate::config::WriteError> {
         let entry = file
             .mcp_configs
             .get_mut(config_id)
