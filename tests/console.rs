@@ -104,6 +104,19 @@ async fn at_login(client: &Client) -> bool {
 }
 
 /// The text of the first element `css` selects, once there is one (a page a click led to may still be loading).
+/// The page's heading once it is `expected` (a click's navigation may not have happened yet), or the last one read
+/// after 10 s.
+async fn heading_when(client: &Client, expected: &str) -> String {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    loop {
+        let text = text_of(client, "h1").await;
+        if text == expected || std::time::Instant::now() > deadline {
+            return text;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+}
+
 async fn text_of(client: &Client, css: &str) -> String {
     client.wait().for_element(Locator::Css(css)).await.unwrap_or_else(|e| panic!("{css}: {e}")).text().await.unwrap()
 }
@@ -255,7 +268,7 @@ async fn a_server_added_and_a_rug_pull_reviewed_and_approved_in_a_real_browser()
     browser.wait().for_element(Locator::Id("server_name")).await.unwrap().send_keys("second").await.unwrap();
     browser.wait().for_element(Locator::Id("command")).await.unwrap().send_keys(mock_bin()).await.unwrap();
     browser.wait().for_element(Locator::Css("main form button[type=submit]")).await.unwrap().click().await.unwrap();
-    assert_eq!(text_of(&browser, "h1").await, "Server second");
+    assert_eq!(heading_when(&browser, "Server second").await, "Server second");
     let ready = tokio::time::timeout(STARTUP_DEADLINE, async {
         loop {
             if discovered(&mcp, "second").await.contains(&"echo".to_string()) {
@@ -400,12 +413,12 @@ async fn playground_guardrail_verdict_audit_and_policy_simulation_in_a_real_brow
         ("Client setup", "Client setup", "clients", "mcpServers"),
     ] {
         browser.wait().for_element(Locator::LinkText(link)).await.unwrap().click().await.unwrap();
-        assert_eq!(text_of(&browser, "h1").await, heading);
+        assert_eq!(heading_when(&browser, heading).await, heading);
         assert!(browser.source().await.unwrap().contains(holds), "{link} shows {holds}");
         screenshots(&browser, shot).await;
     }
     browser.goto(&format!("{admin}/ui/users/{ALICE_ID}")).await.unwrap();
-    assert_eq!(text_of(&browser, "h1").await, "User alice@example.com");
+    assert_eq!(heading_when(&browser, "User alice@example.com").await, "User alice@example.com");
     screenshots(&browser, "user").await;
     let page = browser.source().await.unwrap();
     assert!(!page.contains(&key), "the key is shown once only");

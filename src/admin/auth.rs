@@ -76,6 +76,23 @@ pub struct SignedIn {
     pub operator: String,
 }
 
+/// Audits a refused admin key, at the API or the console's sign-in: at most 10 records a second per source address,
+/// never with what was presented (contract section 14).
+pub async fn audit_refused_key(
+    audit: &crate::audit::AuditLog,
+    source: Option<std::net::IpAddr>,
+    snapshot: &crate::config::Snapshot,
+) {
+    let event = crate::audit::Event {
+        event: "admin_auth_failure",
+        outcome: Some("refused"),
+        error_code: Some(CODE),
+        config_revision: Some(crate::audit::revision(&snapshot.source_digest)),
+        ..Default::default()
+    };
+    audit.record_auth_failure(source, event).await;
+}
+
 /// The middleware: lets `GET /health` and the console's own requests ([`SignedIn`]) through, checks everything else.
 pub async fn require_admin(State(state): State<Arc<AppState>>, req: Request, next: Next) -> Response {
     if req.uri().path() == "/health" || req.extensions().get::<SignedIn>().is_some() {
@@ -89,19 +106,7 @@ pub async fn require_admin(State(state): State<Arc<AppState>>, req: Request, nex
             // Logged by the request log (`request_log.rs`), with the route template, never the path; audited at most
             // 10 a second per source address, never with what was presented (contract section 14).
             let source = req.extensions().get::<ConnectInfo<SocketAddr>>().map(|peer| peer.0.ip());
-            state
-                .audit
-                .record_auth_failure(
-                    source,
-                    crate::audit::Event {
-                        event: "admin_auth_failure",
-                        outcome: Some("refused"),
-                        error_code: Some(CODE),
-                        config_revision: Some(crate::audit::revision(&snapshot.source_digest)),
-                        ..Default::default()
-                    },
-                )
-                .await;
+            audit_refused_key(&state.audit, source, &snapshot).await;
             let reason = e.as_str();
             let mut response = ApiError::from(e).into_response();
             response.extensions_mut().insert(RefusalReason(reason));

@@ -118,20 +118,7 @@ pub async fn login(
     if !valid {
         // Audited as at the API: at most 10 records a second per source address.
         let source = peer.map(|Extension(ConnectInfo(addr))| addr.ip());
-        console
-            .admin
-            .audit
-            .record_auth_failure(
-                source,
-                crate::audit::Event {
-                    event: "admin_auth_failure",
-                    outcome: Some("refused"),
-                    error_code: Some("AUTH_INVALID_CREDENTIALS"),
-                    config_revision: Some(crate::audit::revision(&snapshot.source_digest)),
-                    ..Default::default()
-                },
-            )
-            .await;
+        crate::admin::auth::audit_refused_key(&console.admin.audit, source, &snapshot).await;
         return login_page(&console, &headers, StatusCode::UNAUTHORIZED, Some("That is not the admin key.")).await;
     }
     let Ok((id, _)) = console.sessions.start("admin key") else {
