@@ -368,3 +368,46 @@ fn under_both_a_client_picks_its_view_and_cannot_widen_a_narrower_one() {
         assert!(error.contains("X-Mcpgw-Tool-Exposure") || error.contains("x-mcpgw-tool-exposure"), "{error}");
     });
 }
+
+#[test]
+fn a_sessions_tools_list_is_one_json_body_equal_to_the_protocol_routes_answer() {
+    let mut server = mock_server("m1");
+    server["config"]["args"] = json!(["--task-tool"]);
+    let gw = TestGateway::start(&config(vec![server, mock_server("m2")], json!({"tool_exposure": "both"})));
+    let client = reqwest::blocking::Client::new();
+    let version = "2025-11-25";
+    let session = open_session(&client, &gw.mcp, API_KEY, version);
+    let headers = [("mcp-session-id", session.as_str()), ("mcp-protocol-version", version)];
+    let list = |id: u64, params: Value| {
+        post(
+            &client,
+            &gw.mcp,
+            Some(API_KEY),
+            &headers,
+            &json!({"jsonrpc": "2.0", "id": id, "method": "tools/list",
+            "params": params}),
+        )
+    };
+    // A plain listing is written as one JSON body (transparent/tool_list.rs): twice, the second from what the first
+    // kept.
+    for id in [2, 3] {
+        let plain = list(id, json!({}));
+        assert_eq!((plain.status, plain.content_type.as_str()), (200, "application/json"), "{}", plain.text);
+        assert_eq!(plain.message["id"], json!(id), "{}", plain.text);
+        // A listing with a cursor goes through rmcp's route: the same tools, the same definitions.
+        let paged = list(id + 10, json!({"cursor": "c"}));
+        assert_eq!(paged.status, 200, "{}", paged.text);
+        assert_eq!(paged.message["result"], plain.message["result"], "both routes list the same");
+        let tools = plain.message["result"]["tools"].as_array().cloned().unwrap_or_default();
+        let names: Vec<&str> = tools.iter().filter_map(|t| t["name"].as_str()).collect();
+        let mut expected: Vec<String> = GW_TOOLS.iter().map(|t| t.to_string()).collect();
+        expected.extend(prefixed("m1__"));
+        expected.push("m1__task_run".into());
+        expected.extend(prefixed("m2__"));
+        assert_eq!(names, expected, "the gateway's tools first, then each server's in config order");
+        let task = tools.iter().find(|t| t["name"] == json!("m1__task_run")).cloned().unwrap_or_default();
+        assert_eq!(task["execution"]["taskSupport"], json!("required"), "{task}");
+        let add = tools.iter().find(|t| t["name"] == json!("m2__add")).cloned().unwrap_or_default();
+        assert_eq!(add["inputSchema"]["required"], json!(["a", "b"]), "{add}");
+    }
+}

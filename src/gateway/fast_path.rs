@@ -131,6 +131,21 @@ fn media_types_ok(headers: &HeaderMap) -> bool {
     json && sse && content_json
 }
 
+/// Whether the headers of a request in a session (`Mcp-Session-Id`) are those of a plain one: the media types of
+/// [`media_types_ok`], a protocol version header absent or a session revision, no SEP-2243 headers. Also the
+/// condition of a transparent `tools/list` answered beside rmcp (`transparent/task_route.rs`).
+pub(crate) fn plain_in_session(headers: &HeaderMap) -> bool {
+    let has = |name: &str| headers.contains_key(name);
+    let version_ok =
+        !has("mcp-protocol-version") || single(headers, "mcp-protocol-version").is_some_and(session_revision);
+    media_types_ok(headers)
+        && has("mcp-session-id")
+        && version_ok
+        && !has("mcp-method")
+        && !has("mcp-name")
+        && !headers.keys().any(|k| k.as_str().starts_with("mcp-param-"))
+}
+
 /// Whether the headers fit a plain call in a session, or a plain stateless call of tool `name`.
 fn headers_ok(headers: &HeaderMap, name: &str, meta: Option<&Value>) -> Option<bool> {
     if !media_types_ok(headers) {
@@ -140,10 +155,8 @@ fn headers_ok(headers: &HeaderMap, name: &str, meta: Option<&Value>) -> Option<b
     if headers.keys().any(|k| k.as_str().starts_with("mcp-param-")) {
         return None;
     }
-    let version = headers.get("mcp-protocol-version");
     if has("mcp-session-id") {
-        let version_ok = version.is_none() || single(headers, "mcp-protocol-version").is_some_and(session_revision);
-        return (version_ok && !has("mcp-method") && !has("mcp-name")).then_some(false);
+        return plain_in_session(headers).then_some(false);
     }
     let stateless = single(headers, "mcp-protocol-version") == Some(STATELESS_REVISION)
         && single(headers, "mcp-method") == Some("tools/call")

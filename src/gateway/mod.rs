@@ -113,6 +113,8 @@ pub struct GatewayContext {
     pub broker: Arc<crate::credentials::broker::Broker>,
     /// The quotas' counters and the usage figures (contract 17), in Redis when the gateway has one.
     pub meter: Arc<crate::meter::Meter>,
+    /// Each cached tool list as a transparent `tools/list` shows it, written once (transparent/tool_list.rs).
+    pub shown_tools: transparent::tool_list::ShownTools,
 }
 
 /// Counts work in progress so a drain can wait for it to finish.
@@ -210,6 +212,7 @@ impl GatewayContext {
             config_cache: GatewayConfigCache::new(snapshot.settings.gateway_cache_expiry),
             external_cache: ExternalCache::new(&snapshot.settings),
             meter: crate::meter::Meter::new(&snapshot.settings),
+            shown_tools: Default::default(),
             timeouts: TimeoutsByTenant::default(),
             sessions: SessionRegistry::default(),
             remote_auth: Default::default(),

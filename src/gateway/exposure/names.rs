@@ -14,7 +14,7 @@
 //! gateway's own (`gw_*`), every claimant is left out and reported, so no server can shadow another's tool (or the
 //! gateway's) and a call never reaches a server the client did not mean.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 
 use sha2::{Digest, Sha256};
 
@@ -85,6 +85,18 @@ pub struct Collision {
     pub claimants: Vec<(String, String)>,
 }
 
+/// Of `names` (one per claim), those nobody may have: names claimed more than once, and names in `reserved` (the
+/// gateway's own tools). The one rule of the module documentation's "names claimed twice", for [`expose`] and for the
+/// listing that names its tools without it (`gateway/transparent/tool_list.rs`).
+pub fn refused<'a>(names: impl IntoIterator<Item = &'a str>, reserved: &[&str]) -> HashSet<&'a str> {
+    // foldhash (seeded per process), not SipHash: a listing of 5,000 tools counts 5,000 names.
+    let mut claims: HashMap<&str, usize, foldhash::fast::RandomState> = HashMap::default();
+    for name in names {
+        *claims.entry(name).or_default() += 1;
+    }
+    claims.into_iter().filter(|(name, claims)| *claims > 1 || reserved.contains(name)).map(|(name, _)| name).collect()
+}
+
 /// The exposed names of `tools` (`(server, prefix, tool)` in config order), with names in `reserved` (the gateway's own
 /// tools) and names claimed twice left out; the order of the rest is kept.
 pub fn expose<'a>(
@@ -99,17 +111,14 @@ pub fn expose<'a>(
             tool: tool.to_string(),
         })
         .collect();
-    let mut claims: HashMap<&str, usize> = HashMap::new();
-    for exposed in &all {
-        *claims.entry(exposed.name.as_str()).or_default() += 1;
-    }
+    let refused = refused(all.iter().map(|exposed| exposed.name.as_str()), reserved);
     let mut collisions: Vec<Collision> = Vec::new();
     let mut seen: HashMap<String, usize> = HashMap::new();
     for exposed in &all {
-        let gateway_name = reserved.contains(&exposed.name.as_str());
-        if claims.get(exposed.name.as_str()).copied().unwrap_or(0) < 2 && !gateway_name {
+        if !refused.contains(exposed.name.as_str()) {
             continue;
         }
+        let gateway_name = reserved.contains(&exposed.name.as_str());
         let at = *seen.entry(exposed.name.clone()).or_insert_with(|| {
             let mut claimants = Vec::new();
             if gateway_name {

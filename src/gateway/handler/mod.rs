@@ -19,7 +19,7 @@ use rmcp::model::{
     ListResourceTemplatesRequestMethod, ListResourceTemplatesResult, ListResourcesRequestMethod, ListResourcesResult,
     ListToolsResult, PaginatedRequestParams, ReadResourceRequestMethod, ReadResourceRequestParams,
     ReadResourceResponse, ServerConfig, SetLevelRequestMethod, SubscribeRequestMethod, SubscribeRequestParams,
-    SubscriptionFilter, Tool, UnsubscribeRequestMethod, UnsubscribeRequestParams,
+    SubscriptionFilter, UnsubscribeRequestMethod, UnsubscribeRequestParams,
 };
 // Logging is deprecated by SEP-2577 for the newest revision; contract 8 forwards `logging/setLevel` for the others.
 #[allow(deprecated)]
@@ -231,7 +231,7 @@ impl ServerHandler for GatewayHandler {
         let mut listed = if exposure.gateway_tools() { tools::definitions() } else { Vec::new() };
         if exposure.upstream() {
             let upstream = transparent::list_tools(&self.ctx, &identity, self.session(&context)).await;
-            listed.extend(upstream.into_iter().filter_map(|tool| serde_json::from_value::<Tool>(tool).ok()));
+            listed.extend(upstream.tools());
         }
         Ok(ListToolsResult::with_all_items(listed))
     }

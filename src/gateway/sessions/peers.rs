@@ -37,6 +37,18 @@ impl SessionRegistry {
         }
     }
 
+    /// Records what session `session_id`'s listings depend on, for a listing answered without rmcp's handler (a
+    /// transparent `tools/list`, `transparent/task_route.rs`); false when the session has no peer recorded yet, so
+    /// that the listing goes to the handler, which records both.
+    pub fn rescope(&self, session_id: &str, scope: Scope) -> bool {
+        let mut map = self.map();
+        let Some((known, _)) = map.get_mut(session_id).and_then(|session| session.peer.as_mut()) else { return false };
+        if *known != scope {
+            *known = scope;
+        }
+        true
+    }
+
     /// What the client of session `session_id` declared at `initialize`; `None` when the session is unknown.
     pub fn client_capabilities(&self, session_id: &str) -> Option<Option<ClientCapabilities>> {
         self.map().get(session_id).map(|session| session.capabilities.clone())

@@ -78,15 +78,18 @@ pub async fn discover_visible(
 ) -> Result<DiscoveryResult, GatewayError> {
     let mut found = discover(ctx, identity, session, entry).await?;
     let curation = Curation::of(identity);
-    // Curation, then the caller's authorization rules (contract 17): a listing shows what a call could be allowed for.
-    let hidden = |t: &Value| {
-        !curation.visible(entry, t.get("name").and_then(Value::as_str).unwrap_or(""))
-            || !policy::listed(identity, policy::Kind::Tool, entry, t)
-    };
+    let hidden = |tool: &Value| !shown_to(identity, &curation, entry, tool);
     if found.tools.iter().any(hidden) {
         found.tools = Arc::new(found.tools.iter().filter(|t| !hidden(t)).cloned().collect());
     }
     Ok(found)
+}
+
+/// Whether `identity` is shown `tool` of `entry`: curation, then the caller's authorization rules (contract 17: a
+/// listing shows what a call could be allowed for).
+pub fn shown_to(identity: &Identity, curation: &Curation, entry: &ServerEntry, tool: &Value) -> bool {
+    curation.visible(entry, tool.get("name").and_then(Value::as_str).unwrap_or(""))
+        && policy::listed(identity, policy::Kind::Tool, entry, tool)
 }
 
 /// The servers of the caller's configuration, or the failure to answer instead.

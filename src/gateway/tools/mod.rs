@@ -26,7 +26,7 @@ use crate::telemetry::spans;
 use crate::timeouts::TimeoutKind;
 
 pub use discovery::{
-    DiscoveryResult, discover, discover_visible, servers, upstream_failure, upstream_spec, visible_servers,
+    DiscoveryResult, discover, discover_visible, servers, shown_to, upstream_failure, upstream_spec, visible_servers,
 };
 pub use execute::{Operation, ServerCalls, TIMEOUT_MARGIN, audit_call, json_size};
 

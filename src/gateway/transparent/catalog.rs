@@ -11,6 +11,9 @@
 
 use serde_json::Value;
 
+use std::sync::Arc;
+
+use super::tool_list::{ShownList, ToolList};
 use super::{late, upstream};
 use crate::auth::Identity;
 use crate::config::model::ServerEntry;
@@ -24,7 +27,7 @@ use crate::gateway::exposure::filter::Curation;
 use crate::gateway::exposure::names::{self, MAX_NAME};
 use crate::gateway::exposure::policy;
 use crate::gateway::notify::List;
-use crate::gateway::tools::{DiscoveryResult, discover_visible, visible_servers};
+use crate::gateway::tools::{DiscoveryResult, discover, discover_visible, shown_to, visible_servers};
 use crate::telemetry::metrics::GW_TOOLS;
 
 /// One upstream tool or prompt as the caller sees it.
@@ -68,23 +71,70 @@ fn could_make(prefix: &str, name: &str) -> bool {
     name.starts_with(kept)
 }
 
-/// The upstream tools `identity` sees, in configuration order.
-pub async fn tools<'a>(ctx: &GatewayContext, identity: &'a Identity, session: Option<&str>) -> Vec<Exposed<'a>> {
+/// The upstream tools `identity` sees, in configuration order, as `tools/list` shows them (see `tool_list.rs`).
+pub async fn tool_list(ctx: &GatewayContext, identity: &Identity, session: Option<&str>) -> ToolList {
     let candidates = candidates(identity, None);
     // Every server asked at once (contract 15: one slow server does not stall the others), kept in config order.
     // Each waited for at most its `discovery_timeout` (a late one is left out, and its clients told when it is ready).
     let asked = candidates.iter().map(|(entry, _)| {
-        late::within(ctx, identity, session, entry, List::Tools, discover_visible(ctx, identity, session, entry))
+        late::within(ctx, identity, session, entry, List::Tools, discover(ctx, identity, session, entry))
     });
     let answers = futures_util::future::join_all(asked).await;
-    let mut found = Vec::new();
-    for ((entry, prefix), answer) in candidates.into_iter().zip(answers) {
+    let curation = Curation::of(identity);
+    let mut servers = Vec::with_capacity(candidates.len());
+    for ((entry, prefix), answer) in candidates.iter().zip(answers) {
         match answer {
-            Ok(discovered) => found.extend(discovered.tools.iter().map(|tool| (entry, prefix.clone(), tool.clone()))),
+            Ok(found) => {
+                let shown = ctx.shown_tools.of(prefix, &found.tools);
+                let seen = found.tools.iter().zip(shown.iter()).enumerate();
+                let seen =
+                    seen.filter(|(_, (tool, shown))| shown.is_some() && shown_to(identity, &curation, entry, tool));
+                let seen: Vec<u32> = seen.map(|(at, _)| at as u32).collect();
+                servers.push(Seen { entry, tools: found.tools, shown, seen });
+            }
             Err(failure) => left_out(entry, "tools", &failure),
         }
     }
-    expose_all(found, &GW_TOOLS, "tool")
+    // Names claimed twice, or a gateway tool's: no claimant is listed (the rule of `names::refused`).
+    let refused: Vec<String> = names::refused(servers.iter().flat_map(Seen::exposed).map(|(_, name)| name), &GW_TOOLS)
+        .into_iter()
+        .map(str::to_string)
+        .collect();
+    for name in &refused {
+        let gateway = GW_TOOLS.contains(&name.as_str()).then(|| format!("the gateway's {name}"));
+        let claims = servers.iter().flat_map(|server| {
+            server.exposed().filter(|(_, exposed)| exposed == name).map(|(at, _)| {
+                let upstream = server.tools.get(at).and_then(|t| t.get("name")).and_then(Value::as_str);
+                format!("{}/{}", server.entry.server_name, upstream.unwrap_or_default())
+            })
+        });
+        collision(name, &gateway.into_iter().chain(claims).collect::<Vec<_>>(), "tool");
+    }
+    let servers = servers.into_iter().map(|mut server| {
+        if !refused.is_empty() {
+            let shown = &server.shown;
+            let refused =
+                |at: &u32| shown[*at as usize].as_ref().is_some_and(|t| refused.iter().any(|r| **r == *t.exposed));
+            server.seen.retain(|at| !refused(at));
+        }
+        (server.shown, server.seen)
+    });
+    ToolList { servers: servers.collect() }
+}
+
+/// A server's tools in a listing: as discovered, as shown, and which of them the caller sees.
+struct Seen<'a> {
+    entry: &'a ServerEntry,
+    tools: Arc<Vec<Value>>,
+    shown: ShownList,
+    seen: Vec<u32>,
+}
+
+impl Seen<'_> {
+    /// Each seen tool's index and exposed name.
+    fn exposed(&self) -> impl Iterator<Item = (usize, &str)> {
+        self.seen.iter().filter_map(|&at| Some((at as usize, &*self.shown.get(at as usize)?.as_ref()?.exposed)))
+    }
 }
 
 /// The upstream prompts `identity` sees, in configuration order, named as tools are; with `only`, just what could be
@@ -302,6 +352,15 @@ pub(super) fn left_out(entry: &ServerEntry, what: &str, failure: &GatewayError) 
     );
 }
 
+/// Logs that exposed name `name` of a `kind` is claimed by each of `claimants`, so none of them has it.
+fn collision(name: &str, claimants: &[String], kind: &str) {
+    tracing::warn!(
+        name = %name,
+        claimants = %claimants.join(", "),
+        "transparent mode: an exposed {kind} name is claimed more than once; no claimant is listed or callable under it"
+    );
+}
+
 /// `found` (server, prefix, item) under exposed names, in the order given: names in `reserved` and names claimed
 /// twice are left out, and logged.
 fn expose_all<'a>(found: Vec<(&'a ServerEntry, String, Value)>, reserved: &[&str], kind: &str) -> Vec<Exposed<'a>> {
@@ -309,8 +368,8 @@ fn expose_all<'a>(found: Vec<(&'a ServerEntry, String, Value)>, reserved: &[&str
         (entry.server_name.as_str(), prefix.as_str(), item.get("name").and_then(Value::as_str).unwrap_or(""))
     });
     let (exposed, collisions) = names::expose(claims, reserved);
-    for collision in &collisions {
-        let claimants: Vec<String> = collision
+    for found in &collisions {
+        let claimants: Vec<String> = found
             .claimants
             .iter()
             .map(
@@ -319,11 +378,7 @@ fn expose_all<'a>(found: Vec<(&'a ServerEntry, String, Value)>, reserved: &[&str
                 },
             )
             .collect();
-        tracing::warn!(
-            name = %collision.name,
-            claimants = %claimants.join(", "),
-            "transparent mode: an exposed {kind} name is claimed more than once; no claimant is listed or callable under it"
-        );
+        collision(&found.name, &claimants, kind);
     }
     // `expose` keeps the order of what it was given, so the two lists are walked side by side.
     let mut listed = Vec::with_capacity(exposed.len());

@@ -1,7 +1,7 @@
 //! Transparent mode (contract section 8): upstream tools served as the gateway's own, with `tool_exposure`
 //! `"transparent"` or `"both"`.
 //!
-//! - `tools/list` shows [`catalog::tools`]: every tool curation lets the caller see, under its exposed name, its
+//! - `tools/list` shows [`catalog::tool_list`]: every tool curation lets the caller see, under its exposed name, its
 //!   definition otherwise the upstream's.
 //! - `tools/call` of an exposed name ([`call_tool`]) runs exactly the pipeline of one `gw_secure_call_tools` item
 //!   ([`ServerCalls`]: curation, input guardrails and PII redaction, the pooled call under `tool_execution_timeout`,
@@ -23,6 +23,7 @@ mod task_ops;
 pub mod task_route;
 mod task_wire;
 pub mod tasks;
+pub mod tool_list;
 mod upstream;
 
 use serde_json::{Map, Value};
@@ -46,8 +47,8 @@ use crate::upstream::relay::{FromServer, Relay};
 pub struct UnknownTool(pub String);
 
 /// The upstream tools `identity` sees, as `tools/list` lists them.
-pub async fn list_tools(ctx: &GatewayContext, identity: &Identity, session: Option<&str>) -> Vec<Value> {
-    catalog::tools(ctx, identity, session).await.into_iter().map(catalog::Exposed::listed).collect()
+pub async fn list_tools(ctx: &GatewayContext, identity: &Identity, session: Option<&str>) -> tool_list::ToolList {
+    catalog::tool_list(ctx, identity, session).await
 }
 
 /// What a transparent call answers.

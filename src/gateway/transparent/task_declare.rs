@@ -89,11 +89,7 @@ pub async fn amend(response: Response<Body>, what: Amend) -> Response<Body> {
 
 /// The `execution` of each tool the caller's `tools/list` shows, by exposed name.
 pub async fn executions(ctx: &GatewayContext, identity: &Identity, session: Option<&str>) -> HashMap<String, Value> {
-    let listed = super::list_tools(ctx, identity, session).await;
-    let executions = listed.into_iter().filter_map(|tool| {
-        Some((tool.get("name")?.as_str()?.to_string(), tool.get("execution").filter(|e| e.is_object())?.clone()))
-    });
-    executions.collect()
+    super::list_tools(ctx, identity, session).await.executions()
 }
 
 /// Amends `message` when it is a JSON-RPC result; whether it was one.

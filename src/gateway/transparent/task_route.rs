@@ -35,11 +35,14 @@ pub use super::task_ops::Asked;
 use super::task_ops::{self, offers_task};
 pub use super::task_wire::TASKS_EXTENSION;
 use super::task_wire::declares_tasks;
+use super::tool_list;
 use crate::auth::Identity;
 use crate::config::exposure::ToolExposure;
 use crate::gateway::GatewayContext;
 use crate::gateway::exposure::EXPOSURE_HEADER;
+use crate::gateway::fast_path;
 use crate::gateway::middleware::jsonrpc::ParsedMessage;
+use crate::gateway::notify::Scope;
 
 /// What a request about a task is answered.
 pub enum Reply {
@@ -187,6 +190,16 @@ where
     if !view.upstream() || requested.is_some_and(|view| view.is_none()) {
         return inner.call(req).await;
     }
+    // A plain `tools/list` of a session whose peer is recorded is answered here, written from what the listing keeps
+    // (tool_list.rs); rmcp's route would build, serialise, parse and amend it again.
+    if !initialize
+        && let Some(id) = plain_listing(&req)
+        && let Some(session) = session.as_deref()
+        && ctx.sessions.rescope(session, Scope::of(&identity, requested.flatten()))
+    {
+        let list = super::list_tools(&ctx, &identity, Some(session)).await;
+        return Ok(tool_list::answer(&id, view.gateway_tools(), &list));
+    }
     let what = if initialize {
         Amend::Initialize
     } else {
@@ -194,6 +207,19 @@ where
     };
     let response = inner.call(req).await?;
     Ok(amend(response, what).await)
+}
+
+/// The id of a plain `tools/list` request in a session: headers as [`fast_path::plain_in_session`] wants them, an id,
+/// no cursor (pagination is rmcp's to answer).
+fn plain_listing(req: &Request<Body>) -> Option<Value> {
+    let ParsedMessage(message) = req.extensions().get::<ParsedMessage>()?;
+    let id = message.get("id").filter(|id| id.is_string() || id.is_number())?;
+    let plain = match message.get("params") {
+        None | Some(Value::Null) => true,
+        Some(Value::Object(params)) => !params.contains_key("cursor"),
+        Some(_) => false,
+    };
+    (plain && fast_path::plain_in_session(req.headers())).then(|| id.clone())
 }
 
 /// Whether [`dispatch`] answers `message` (one [`about_tasks`]): every `tasks/*` request; a `tools/call` in the
