@@ -118,11 +118,6 @@ impl ToolList {
         self.listed().filter_map(|tool| serde_json::from_str(tool.json.as_deref()?).ok())
     }
 
-    /// The definitions as JSON values (`execution` included).
-    pub fn values(&self) -> impl Iterator<Item = Value> + '_ {
-        self.listed().filter_map(|tool| serde_json::from_str(tool.json.as_deref()?).ok())
-    }
-
     /// The `execution` of each listed tool that declares one, by exposed name.
     pub fn executions(&self) -> HashMap<String, Value> {
         let listed = self.listed().filter(|tool| tool.json.is_some());
