@@ -29,7 +29,7 @@ pub fn reload_on_hangup(store: Arc<ConfigStore>) {
         while hangup.recv().await.is_some() {
             tracing::info!("SIGHUP received; reloading the configuration");
             let store = Arc::clone(&store);
-            let _ = tokio::task::spawn_blocking(move || store.reload()).await;
+            let _ = crate::config::background::run("mcpgw-reload", move || store.reload()).await;
         }
     });
 }

@@ -133,9 +133,11 @@ where
     written
 }
 
-/// Runs a blocking management call (file I/O, fsync) off the async workers.
+/// Runs a blocking management call (file I/O, fsync, a configuration's write) off the async workers, on a thread at
+/// the lowest priority: an admin write of a large configuration takes seconds of CPU that requests must not wait behind
+/// (`config/background.rs`).
 async fn blocking<T: Send + 'static>(f: impl FnOnce() -> ManageResult<T> + Send + 'static) -> Result<T, ApiError> {
-    match tokio::task::spawn_blocking(f).await {
+    match crate::config::background::run("mcpgw-admin", f).await {
         Ok(result) => result.map_err(ApiError::from),
         Err(e) => Err(ApiError::from(ManageError::Internal(format!("operation aborted: {e}")))),
     }

@@ -1,5 +1,6 @@
 //! Configuration: the file model, validation into snapshots, the store that swaps them, and the watcher.
 
+pub mod background;
 pub mod client_oauth;
 pub mod decode;
 pub mod defaults;

@@ -6,7 +6,7 @@
 //! hundred milliseconds), and a worker busy with them serves nobody else meanwhile (issue 36). So a snapshot's drop
 //! hands its heavy parts to one thread of their own, `mcpgw-retire`, which frees them in the order they come; the
 //! drop itself is a move and a channel send. Should the thread be impossible to start, the parts are freed in place
-//! as before.
+//! as before. The thread runs at the lowest priority (`background.rs`).
 
 use std::sync::OnceLock;
 use std::sync::mpsc::{Sender, channel};
@@ -21,6 +21,7 @@ pub fn free_later(parts: Retired) {
     let sender = RETIRE.get_or_init(|| {
         let (sender, receiver) = channel::<Retired>();
         let started = std::thread::Builder::new().name("mcpgw-retire".into()).spawn(move || {
+            super::background::yield_to_requests();
             for parts in receiver {
                 drop(parts);
             }

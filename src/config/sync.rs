@@ -42,7 +42,7 @@ pub async fn follow(store: Arc<ConfigStore>, stop: CancellationToken) {
 
 async fn refresh(store: &Arc<ConfigStore>) {
     let reading = Arc::clone(store);
-    if let Err(e) = tokio::task::spawn_blocking(move || reading.reload()).await {
+    if let Err(e) = super::background::run("mcpgw-reload", move || reading.reload()).await {
         tracing::warn!(error = %e, "reading the configuration store failed");
     }
     if let Some(redis) = store.redis() {

@@ -47,7 +47,9 @@ pub fn watch(store: Arc<ConfigStore>) -> Result<ConfigWatcher, notify::Error> {
         names.push(real);
     }
     let mut debouncer = new_debouncer(DEBOUNCE, None, move |result: DebounceEventResult| match result {
+        // The debouncer's thread does nothing but reload: at the lowest priority (`background.rs`).
         Ok(events) if events.iter().any(|event| relevant(&event.event, &names)) => {
+            super::background::yield_to_requests();
             reload_store.reload_on_change();
         }
         Ok(_) => {}
@@ -55,6 +57,7 @@ pub fn watch(store: Arc<ConfigStore>) -> Result<ConfigWatcher, notify::Error> {
             for error in errors {
                 tracing::warn!(error = %error, "config watcher error");
             }
+            super::background::yield_to_requests();
             reload_store.reload_on_change();
         }
     })?;
