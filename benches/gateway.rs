@@ -19,6 +19,7 @@
 //!   p50 at c=1 and throughput at c=16 (`MCPGW_BENCH_REMOTE_ONLY=1` runs that section alone);
 //! - a call authenticated by a JWT (provider `oauth`) against one authenticated by an API key: p50 at c=1 and
 //!   throughput at c=16 (`MCPGW_BENCH_OAUTH_ONLY=1` runs that section alone);
+//! - the audit log on against off at c=16, alternating rounds (`MCPGW_BENCH_AUDIT_ONLY=1` only, `MCPGW_BENCH_ROUNDS`);
 //! - the costs of INFO logs, traces, the audit log and the Redis cache, each against the base gateway measured just
 //!   before it (`MCPGW_BENCH_COSTS_ONLY=1` runs that section alone).
 //!
@@ -642,15 +643,57 @@ async fn client_oauth(processes: u64, calls: u64, seconds: u64) {
             cpus[slot].push(cpu.micros("gateway") / calls.max(1.0));
         }
     }
-    let median = |v: &mut Vec<f64>| {
-        v.sort_by(f64::total_cmp);
-        v[v.len() / 2]
-    };
     let (key_rate, jwt_rate) = (median(&mut rates[0]), median(&mut rates[1]));
     let (key_cpu, jwt_cpu) = (median(&mut cpus[0]), median(&mut cpus[1]));
     println!(
         "JWT against API key at c={concurrency}, medians of {rounds} alternating rounds: {jwt_rate:.0} against {key_rate:.0} calls/s ({:.3}, goal >= 0.97); gateway CPU per call {jwt_cpu:.1} against {key_cpu:.1} us",
         jwt_rate / key_rate
+    );
+}
+
+/// The median of `values` (not empty).
+fn median(values: &mut [f64]) -> f64 {
+    values.sort_by(f64::total_cmp);
+    values[values.len() / 2]
+}
+
+/// `MCPGW_BENCH_AUDIT_ONLY=1`: the audit log's cost at c=16 (issue 36: at least 0.95 of the throughput without it),
+/// the base gateway and one with the audit log on measured in turn for `MCPGW_BENCH_ROUNDS` rounds (default 5):
+/// medians of the throughput and of each gateway's CPU per call (from `/proc`), which moves less with the machine's
+/// other load than the throughput does.
+async fn audit_ratio(processes: u64, calls_per_process: u64, seconds: u64) {
+    let rounds = env_number("MCPGW_BENCH_ROUNDS", 5);
+    println!("-- the audit log at c=16 against the base gateway (light clients, alternating, {rounds} rounds) --");
+    let base = start_gateway(processes, calls_per_process, |_| {});
+    let audited = start_gateway(processes, calls_per_process, |c: &mut Value| {
+        c["common_mcp_gateway_config"]["audit_log"] = json!({"enabled": true, "path": "audit.jsonl"});
+    });
+    let mut rates: [Vec<f64>; 2] = Default::default();
+    let mut cpus: [Vec<f64>; 2] = Default::default();
+    for round in 0..rounds {
+        for (slot, (name, gw)) in [("base", &base), ("audit log on", &audited)].into_iter().enumerate() {
+            let mut callers = Vec::with_capacity(16);
+            for _ in 0..16 {
+                callers.push(raw_gateway(&gw.addr, false, Call::Gateway).await);
+            }
+            let pid = gw.child.id();
+            let cpu = CpuSplit::start(vec![("gateway", Box::new(move || vec![pid]))]);
+            let rate = throughput(callers, seconds).await;
+            let calls = rate * seconds as f64;
+            println!(
+                "round {round}: c=16 {name} (2 cores shared by client, gateway and upstreams): {rate:.0} calls/s; CPU per call: {}",
+                cpu.per_call(calls)
+            );
+            rates[slot].push(rate);
+            cpus[slot].push(cpu.micros("gateway") / calls.max(1.0));
+        }
+    }
+    let (base_rate, audit_rate) = (median(&mut rates[0]), median(&mut rates[1]));
+    let (base_cpu, audit_cpu) = (median(&mut cpus[0]), median(&mut cpus[1]));
+    println!(
+        "audit log on against base at c=16, medians of {rounds} alternating rounds: {audit_rate:.0} against {base_rate:.0} calls/s ({:.3}, goal >= 0.95); gateway CPU per call {audit_cpu:.1} against {base_cpu:.1} us (+{:.1})",
+        audit_rate / base_rate,
+        audit_cpu - base_cpu
     );
 }
 
@@ -705,6 +748,9 @@ fn main() {
         }
         if std::env::var("MCPGW_BENCH_OAUTH_ONLY").is_ok() {
             return client_oauth(processes, calls, seconds).await;
+        }
+        if std::env::var("MCPGW_BENCH_AUDIT_ONLY").is_ok() {
+            return audit_ratio(processes, calls_per_process, seconds).await;
         }
         if let Ok(hold) = std::env::var("MCPGW_BENCH_PROFILE_SECONDS") {
             return profile_run(processes, calls_per_process, hold.parse().unwrap_or(20)).await;

@@ -69,7 +69,8 @@ mod tests {
     #[tokio::test]
     async fn work_runs_on_a_thread_of_its_own_at_the_lowest_priority() {
         let here = std::thread::current().id();
-        let (there, nice) = run("mcpgw-test", move || (std::thread::current().id(), nice_of_this_thread())).await.unwrap();
+        let (there, nice) =
+            run("mcpgw-test", move || (std::thread::current().id(), nice_of_this_thread())).await.unwrap();
         assert_ne!(there, here);
         assert_eq!(nice, LOWEST);
         assert_ne!(nice_of_this_thread(), LOWEST, "the caller's thread keeps its priority");
