@@ -1,9 +1,10 @@
 //! The upstream tools and prompts a caller sees in transparent mode, under their exposed names (contract section 8).
 //!
 //! Built from the tool cache on every `tools/list` and `tools/call` (discovery's order: cache, the entry's `tools`,
-//! live), so it never lags the configuration or the cache: each server's tools as curation lets the caller see them
-//! ([`discover_visible`]), named by [`names::expose`] (names claimed twice, or a `gw_*` name, are left out and
-//! logged). A server that cannot be reached is left out and logged; it does not fail the list.
+//! live), so it never lags the configuration or the cache: each server's tools as curation and the rules let the
+//! caller see them ([`shown_to`]), under their exposed names (names claimed twice, or a `gw_*` name, are left out and
+//! logged: [`names::refused`]); a listing's text is what `tool_list.rs` keeps of each cached list. A server that cannot
+//! be reached is left out and logged; it does not fail the list.
 //!
 //! A call looks its exact name up here, never splitting it at the separator. To find it without discovering every
 //! server, it asks only the servers that could have made the name: those whose prefix begins it (an empty prefix
