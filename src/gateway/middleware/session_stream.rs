@@ -7,7 +7,8 @@
 //! then answers as rmcp did: `text/event-stream`, a first event with an id and `retry: 3000` (SEP-1699's priming
 //! event), a `:` comment after 15 s with nothing to send, one stream per session (a second gets 409
 //! `STREAM_ALREADY_OPEN` while the first is open), `Last-Event-ID` resuming after the event it names while the
-//! outbox still keeps what came after. The stream ends when its session ends (closed, idle, or the gateway stopping).
+//! outbox still keeps what came after (an id that is not one of the session's resumes nothing). The stream ends when
+//! its session ends (closed, idle, or the gateway stopping).
 //!
 //! What rmcp still answers ([`wanted`] says no, and the request goes on as any other of the session): a `GET` whose
 //! `Accept` lacks `text/event-stream` (406), whose `MCP-Protocol-Version` is unknown (400) or names a revision without
@@ -38,9 +39,11 @@ pub fn wanted(req: &Request) -> Option<Option<u64>> {
             return None;
         }
     }
-    match req.headers().get("last-event-id") {
+    // rmcp's ids of a `POST`'s stream are `N/M`; the session's own are numbers; anything else resumes nothing.
+    match req.headers().get("last-event-id").map(|value| value.to_str().unwrap_or("").trim()) {
         None => Some(None),
-        Some(value) => value.to_str().ok()?.trim().parse::<u64>().ok().map(Some),
+        Some(id) if id.contains('/') => None,
+        Some(id) => Some(id.parse::<u64>().ok()),
     }
 }
 
@@ -99,6 +102,7 @@ mod tests {
         assert_eq!(wanted(&get(&[("accept", "application/json, text/event-stream;q=0.5")])), Some(None));
         assert_eq!(wanted(&get(&[sse, ("mcp-protocol-version", "2025-06-18")])), Some(None));
         assert_eq!(wanted(&get(&[sse, ("last-event-id", "7")])), Some(Some(7)));
+        assert_eq!(wanted(&get(&[sse, ("last-event-id", "-1")])), Some(None), "not one of the session's ids");
         // rmcp's answers: 406, 400, 405, and the resumption of a POST's stream.
         assert_eq!(wanted(&get(&[("accept", "application/json")])), None);
         assert_eq!(wanted(&get(&[("accept", "text/event-stream;q=0")])), None);
