@@ -484,3 +484,49 @@ fn the_python_sdk_as_a_2026_07_28_upstream_gets_its_headers_and_its_questions_an
     let _ = upstream.kill();
     let _ = upstream.wait();
 }
+
+/// Issue 36, dormant sessions: the official Python SDK holds its session's `GET` stream open from the handshake on,
+/// and its session still goes dormant (`limits.session_dormant_seconds`: the gateway serves that stream from the
+/// session's own queue, not from rmcp's worker); a reload that changes what the key sees is told on that stream to the
+/// dormant session, and the SDK lists again through the same session.
+#[test]
+fn a_python_sdk_session_holding_its_get_stream_goes_dormant_and_is_still_told() {
+    let python = python_peer();
+    let common = json!({"limits": {"session_dormant_seconds": 1}});
+    let gw = TestGateway::start(&config_with(vec![mock_server("m1")], common));
+    let mut client = Command::new(&python)
+        .arg(repo().join("tests/clients/python_dormant.py"))
+        .args([gw.mcp.as_str(), API_KEY, &format!("{}/metrics", gw.gw.metrics)])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("start the Python SDK client");
+    let (Some(mut stdin), Some(stdout)) = (client.stdin.take(), client.stdout.take()) else { panic!("pipes") };
+    let (sender, steps) = std::sync::mpsc::channel::<Value>();
+    thread::spawn(move || {
+        use std::io::BufRead;
+        for line in std::io::BufReader::new(stdout).lines().map_while(Result::ok) {
+            if let Ok(step) = serde_json::from_str::<Value>(&line) {
+                let _ = sender.send(step);
+            }
+        }
+    });
+    let next_step = |name: &str| {
+        let step = steps.recv_timeout(Duration::from_secs(60));
+        let step = step.unwrap_or_else(|_| panic!("no {name} step from the Python SDK client; stderr:\n{}", gw.logs()));
+        assert_eq!(step["step"], json!(name), "{step}");
+        assert_eq!(step["ok"], json!(true), "{step}; stderr:\n{}", gw.logs());
+    };
+    next_step("connected");
+    next_step("dormant");
+    // The configuration's view turns to "both": the upstream's tools join the seven gw_* tools.
+    let mut file = common::read_json(gw.config_path());
+    file["common_mcp_gateway_config"]["tool_exposure"] = json!("both");
+    common::replace_json(gw.config_path(), &file);
+    std::io::Write::write_all(&mut stdin, b"go\n").expect("tell the client");
+    next_step("told");
+    next_step("listed");
+    let _ = client.kill();
+    let _ = client.wait();
+}

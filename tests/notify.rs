@@ -113,62 +113,6 @@ fn a_session_in_the_gateway_view_is_told_when_a_reload_turns_on_both() {
     });
 }
 
-/// A session that went dormant (`limits.session_dormant_seconds`) and then opened its `GET` stream is told of a reload
-/// that changes its view, as a session that never slept: its peer is recorded again when it wakes.
-#[test]
-fn a_session_woken_from_dormancy_is_told_when_a_reload_changes_its_view() {
-    let common = json!({"tool_exposure": "transparent", "limits": {"session_dormant_seconds": 0.5}});
-    let gw = TestGateway::start(&config_with(vec![mock_server("m1")], common));
-    let client = http();
-    let version = "2025-11-25";
-    let session = open_session(&client, &gw.mcp, API_KEY, version);
-    let headers = [("mcp-session-id", session.as_str()), ("mcp-protocol-version", version)];
-    let listed =
-        post(&client, &gw.mcp, Some(API_KEY), &headers, &json!({"jsonrpc": "2.0", "id": 2, "method": "tools/list"}));
-    assert_eq!(listed.status, 200, "{}", listed.text);
-    let asleep = common::wait_until(Duration::from_secs(20), || metric(&gw, "mcpgw_sessions_dormant") == 1.0);
-    assert!(asleep, "the quiet session goes dormant; stderr:\n{}", gw.logs());
-    let stream = common::client_with_timeout(Duration::from_secs(30))
-        .get(&gw.mcp)
-        .header("accept", "text/event-stream")
-        .header("authorization", format!("Bearer {API_KEY}"))
-        .header("mcp-session-id", session.as_str())
-        .header("mcp-protocol-version", version)
-        .send()
-        .expect("GET stream");
-    assert_eq!(stream.status().as_u16(), 200, "the dormant session's stream opens");
-    let (sender, events) = mpsc::channel();
-    std::thread::spawn(move || {
-        for line in BufReader::new(stream).lines() {
-            let Ok(line) = line else { break };
-            if let Some(event) = line.strip_prefix("data:").and_then(|d| serde_json::from_str::<Value>(d.trim()).ok())
-                && sender.send(event).is_err()
-            {
-                break;
-            }
-        }
-    });
-    assert_eq!(metric(&gw, "mcpgw_sessions_dormant"), 0.0, "the stream woke the session");
-    add_server_now(&gw, CONFIG_ID, "m2");
-    let deadline = Instant::now() + Duration::from_secs(20);
-    let mut told = false;
-    while let Some(left) = deadline.checked_duration_since(Instant::now()) {
-        match events.recv_timeout(left) {
-            Ok(event) if event["method"] == json!("notifications/tools/list_changed") => {
-                told = true;
-                break;
-            }
-            Ok(_) => continue,
-            Err(_) => break,
-        }
-    }
-    assert!(told, "tools/list_changed on the woken session's stream; stderr:\n{}", gw.logs());
-    let after =
-        post(&client, &gw.mcp, Some(API_KEY), &headers, &json!({"jsonrpc": "2.0", "id": 3, "method": "tools/list"}));
-    let count = |r: &Rpc| r.message["result"]["tools"].as_array().map_or(0, Vec::len);
-    assert!(count(&after) > count(&listed), "the new server's tools are listed: {}", after.text);
-}
-
 /// A 2026-07-28 listen stream: its events (JSON-RPC messages) as they arrive, and its HTTP status.
 struct Listen {
     events: mpsc::Receiver<Value>,

@@ -66,6 +66,14 @@ pub fn router(ctx: Arc<GatewayContext>, sessions: CancellationToken) -> Router {
     manager.session_config.keep_alive = None;
     let manager = Arc::new(manager);
     sweep_idle_sessions(Arc::clone(&ctx), Arc::clone(&manager), sessions.clone());
+    // rmcp's streams end with `sessions` (its cancellation token); the `GET` streams the session layer serves, too.
+    let (streams, stopping) = (Arc::downgrade(&ctx), sessions.clone());
+    tokio::spawn(async move {
+        stopping.cancelled().await;
+        if let Some(ctx) = streams.upgrade() {
+            ctx.sessions.end_streams();
+        }
+    });
     let handler_ctx = Arc::clone(&ctx);
     let protocol = Protocol(Arc::new(StreamableHttpService::new(
         move || Ok(GatewayHandler::http(Arc::clone(&handler_ctx))),

@@ -320,6 +320,7 @@ impl GatewayContext {
         }
         metrics.sessions.set(i64::try_from(self.sessions.len()).unwrap_or(i64::MAX));
         metrics.sessions_dormant.set(i64::try_from(self.sessions.dormant()).unwrap_or(i64::MAX));
+        metrics.session_streams.set(i64::try_from(self.sessions.streams()).unwrap_or(i64::MAX));
         catch_up(&metrics.upstream_restarts, pool.restarts);
         catch_up(&metrics.upstream_starts, pool.started);
         catch_up(&metrics.upstream_start_failures, pool.start_failures);

@@ -117,6 +117,8 @@ pub struct Metrics {
     pub sessions: IntGauge,
     /// `mcpgw_sessions_dormant`: of those, the sessions dormant now (no protocol worker: `limits.session_dormant_seconds`).
     pub sessions_dormant: IntGauge,
+    /// `mcpgw_session_streams`: of the sessions open, those with their `GET` stream open now (dormant or not).
+    pub session_streams: IntGauge,
     /// `mcpgw_connections{listener="gateway"|"admin"|"metrics"}`: client connections open now.
     pub connections: IntGaugeVec,
     /// `mcpgw_trace_export_errors_total`: span batches the trace exporter failed to deliver.
@@ -208,6 +210,8 @@ impl Metrics {
         let sessions = register(r, IntGauge::new("mcpgw_sessions", "MCP sessions open"));
         let sessions_dormant =
             register(r, IntGauge::new("mcpgw_sessions_dormant", "MCP sessions open and dormant (no protocol worker)"));
+        let session_streams =
+            register(r, IntGauge::new("mcpgw_session_streams", "MCP sessions open with their GET stream open"));
         let connections = register(
             r,
             IntGaugeVec::new(Opts::new("mcpgw_connections", "Client connections open, by listener"), &["listener"]),
@@ -285,6 +289,7 @@ impl Metrics {
             quota_rejections,
             sessions,
             sessions_dormant,
+            session_streams,
             connections,
             trace_export_errors,
             config_reloads,

@@ -49,7 +49,7 @@ impl GatewayHandler {
                 // this request's stream.
                 let progress_token = context.meta.get_progress_token();
                 let capabilities = context.meta.client_capabilities();
-                let caller = Caller { peer: &context.peer, progress_token, capabilities };
+                let caller = Caller { peer: &context.peer, progress_token, capabilities, stream: None };
                 let round = match request.request_state {
                     Some(state) => {
                         let answers = request.input_responses.unwrap_or_default();
@@ -71,7 +71,7 @@ impl GatewayHandler {
                     }
                 };
             }
-            let (relay, caller, messages) = relayed(&context);
+            let (relay, caller, messages) = self.relayed(&context);
             let work = transparent::call_tool(&self.ctx, &identity, session, &request.name, args, Some(relay));
             return match caller.serve(work, messages).await {
                 Ok(CallAnswer::Upstream(result)) => Ok(upstream_result(result).into()),
@@ -86,14 +86,24 @@ impl GatewayHandler {
     }
 }
 
-/// The relay of a transparent request: the upstream's messages during it go to the caller (its progress token, the
-/// capabilities its session declared), and the client's cancellation of the request ends it.
-pub(super) fn relayed(context: &RequestContext<RoleServer>) -> (Relay, Caller<'_>, mpsc::Receiver<FromServer>) {
-    let progress_token = context.meta.get_progress_token();
-    let meta = progress_token.as_ref().map(|token| serde_json::json!({"progressToken": token}));
-    let (relay, messages) = Relay::new(context.ct.clone(), meta);
-    let capabilities = context.peer.peer_info().map(|info| info.capabilities.clone());
-    (relay, Caller { peer: &context.peer, progress_token, capabilities }, messages)
+impl GatewayHandler {
+    /// The relay of a transparent request: the upstream's messages during it go to the caller (its progress token,
+    /// the capabilities its session declared, its session's own stream over HTTP), and the client's cancellation of
+    /// the request ends it.
+    pub(super) fn relayed<'a>(
+        &self,
+        context: &'a RequestContext<RoleServer>,
+    ) -> (Relay, Caller<'a>, mpsc::Receiver<FromServer>) {
+        let progress_token = context.meta.get_progress_token();
+        let meta = progress_token.as_ref().map(|token| serde_json::json!({"progressToken": token}));
+        let (relay, messages) = Relay::new(context.ct.clone(), meta);
+        let capabilities = context.peer.peer_info().map(|info| info.capabilities.clone());
+        let stream = match (&self.stdio_session, self.session(context)) {
+            (None, Some(session)) => self.ctx.sessions.channel_of(session),
+            _ => None,
+        };
+        (relay, Caller { peer: &context.peer, progress_token, capabilities, stream }, messages)
+    }
 }
 
 /// Items an upstream listed, as rmcp's type; an item that does not fit the protocol is left out.

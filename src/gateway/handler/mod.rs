@@ -8,7 +8,7 @@
 
 mod call;
 
-use call::{relayed, typed, upstream_value};
+use call::{typed, upstream_value};
 
 use std::sync::Arc;
 
@@ -35,7 +35,6 @@ use crate::gateway::exposure::EXPOSURE_HEADER;
 use crate::gateway::middleware::{admission, request_metrics};
 use crate::gateway::notify::Scope;
 use crate::gateway::notify::listeners::MAX_RESOURCES;
-use crate::gateway::sessions::PeerSlot;
 use crate::gateway::transparent::subscriptions::Holder;
 use crate::gateway::transparent::{self, resources};
 use crate::gateway::{GatewayContext, tools};
@@ -115,8 +114,11 @@ impl GatewayHandler {
         let view = identity.snapshot.tool_exposure(identity.mcp_config_id.as_deref()).chosen(requested);
         if let Some(session) = self.session(context) {
             let scope = Scope::of(identity, requested);
-            let stdio = self.stdio_session.is_some();
-            self.ctx.sessions.attach(session, identity.key_digest, scope, &context.peer, stdio);
+            if self.stdio_session.is_some() {
+                self.ctx.sessions.attach_stdio(session, identity.key_digest, scope, &context.peer);
+            } else {
+                self.ctx.sessions.rescope(session, scope);
+            }
         }
         Ok(view)
     }
@@ -199,13 +201,6 @@ impl ServerHandler for GatewayHandler {
         context: RequestContext<RoleServer>,
     ) -> Result<InitializeResult, McpError> {
         context.peer.set_peer_info(request.clone());
-        // The session layer records this peer with the session's id, once the answer names it.
-        let slot = context.extensions.get::<axum::http::request::Parts>().and_then(|p| p.extensions.get::<PeerSlot>());
-        if let Some(PeerSlot(slot)) = slot
-            && let Ok(mut slot) = slot.lock()
-        {
-            *slot = Some(context.peer.clone());
-        }
         let mut result = self.negotiate_initialize(&request)?;
         let config = self.config(self.exposure(&context).await?);
         (result.capabilities, result.instructions) = (config.capabilities, config.instructions);
@@ -257,7 +252,7 @@ impl ServerHandler for GatewayHandler {
         let identity = self.transparent::<GetPromptRequestMethod>(&context, Capability::Prompts, true).await?;
         let args = request.arguments.unwrap_or_default();
         let session = self.session(&context);
-        let (relay, caller, messages) = relayed(&context);
+        let (relay, caller, messages) = self.relayed(&context);
         let work = transparent::get_prompt(&self.ctx, &identity, session, &request.name, args, Some(relay));
         // Boxed, as each request's work below: rmcp's session task holds the future of every handler method in one,
         // so the largest would set the memory of every session.
@@ -292,7 +287,7 @@ impl ServerHandler for GatewayHandler {
         context: RequestContext<RoleServer>,
     ) -> Result<ReadResourceResponse, McpError> {
         let identity = self.transparent::<ReadResourceRequestMethod>(&context, Capability::Resources, true).await?;
-        let (relay, caller, messages) = relayed(&context);
+        let (relay, caller, messages) = self.relayed(&context);
         let work = resources::read(&self.ctx, &identity, self.session(&context), &request.uri, Some(relay));
         let result = Box::pin(caller.serve(work, messages)).await?;
         Ok(ReadResourceResponse::Complete(upstream_value(result)?))

@@ -7,7 +7,8 @@
 //! - [`admission`]: who is calling and their rate limit; shared with the stdio front.
 //! - [`budgets`]: a key's requests in flight and bytes of answers not taken (contract 14).
 //! - [`jsonrpc`]: one well-formed JSON-RPC message within the body limits.
-//! - [`sessions`]: a session id belongs to the caller's key; `max_sessions`.
+//! - [`sessions`]: a session id belongs to the caller's key; `max_sessions`; a session's `GET` stream, answered from
+//!   its own outbox ([`session_stream`]).
 //! - [`param_headers`]: a 2026-07-28 call's `Mcp-Param-*` headers say what its body says (SEP-2243).
 //! - [`drain`]: who is served after SIGTERM; the work in flight.
 //! - [`guardrails`]: the per-call stack's guardrail stage.
@@ -26,5 +27,6 @@ pub mod param_headers;
 pub mod quota_status;
 pub mod rate_limit;
 pub mod request_metrics;
+pub mod session_stream;
 pub mod sessions;
 pub mod step;

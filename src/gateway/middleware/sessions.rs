@@ -18,17 +18,16 @@
 //! - a request of a session counts as in flight in it until its answer is sent, and wakes it when it is dormant
 //!   (`limits.session_dormant_seconds`: rmcp is given the `initialize` the sealed id keeps to replay; a dormant
 //!   session's `DELETE` is answered here, rmcp having nothing of it);
-//! - a session has at most one `GET` stream: a second gets 409 `STREAM_ALREADY_OPEN` while the first is open, and the
-//!   stream ends when its session ends (closed, or idle for `session_idle_timeout_seconds`; the stream itself is not
-//!   a use of the session).
+//! - a session's `GET` stream is answered here, not by the protocol layer ([`super::session_stream`]): from the
+//!   session's own outbox, so that the stream stays open and is told what changes while the session is dormant; one
+//!   stream per session (a second gets 409 `STREAM_ALREADY_OPEN` while the first is open), ended when its session ends
+//!   (closed, or idle for `session_idle_timeout_seconds`: the stream itself is not a use of the session).
 //!
 //! The registry itself is [`crate::gateway::sessions::SessionRegistry`]; the sweeper that ends idle sessions runs in
 //! `gateway/http.rs`.
 
 use std::future::Future;
-use std::pin::Pin;
 use std::sync::Arc;
-use std::task::{Context, Poll};
 
 use axum::body::Body;
 use axum::extract::Request;
@@ -38,6 +37,7 @@ use serde_json::Value;
 
 use super::drain;
 use super::jsonrpc::ParsedMessage;
+use super::session_stream;
 use super::step::{Next, Step, forward};
 use crate::auth::Identity;
 use crate::config::exposure::ToolExposure;
@@ -46,7 +46,7 @@ use crate::gateway::GatewayContext;
 use crate::gateway::exposure::EXPOSURE_HEADER;
 use crate::gateway::notify::Scope;
 use crate::gateway::session_id::{self, SessionClaims};
-use crate::gateway::sessions::{Entered, Full, PeerSlot, SessionCheck, StreamPlace};
+use crate::gateway::sessions::{Entered, Full, SessionCheck};
 
 pub const SESSION_HEADER: &str = "mcp-session-id";
 
@@ -119,6 +119,10 @@ async fn track_sessions(ctx: Arc<GatewayContext>, mut req: Request, next: impl N
     {
         return refused;
     }
+    // What the session's listings depend on: told to it when a reload changes them (contract 15; the handler keeps it
+    // up to date).
+    let requested = req.headers().get(EXPOSURE_HEADER).and_then(|v| v.to_str().ok()).and_then(ToolExposure::parse);
+    let scope = Scope::of(&identity, requested);
     let takes_over = matches!(named, Named::Taken(_));
     if takes_over {
         // Taking a session over while draining is opening one: refused, so that the client goes elsewhere.
@@ -152,8 +156,15 @@ async fn track_sessions(ctx: Arc<GatewayContext>, mut req: Request, next: impl N
     if let (Named::Taken(claims), Some(external)) = (&named, &external) {
         let capabilities = claims.params.get("capabilities").and_then(|c| serde_json::from_value(c.clone()).ok());
         ctx.sessions.restore.put(&claims.local, claims.params.clone());
-        ctx.sessions.open(&claims.local, Some(external), identity.key_digest, capabilities);
+        ctx.sessions.open(&claims.local, Some(external), identity.key_digest, capabilities, Some(scope.clone()));
         tracing::info!("MCP session taken over from another replica");
+    }
+    // The session's `GET` stream needs nothing of the protocol layer: answered here, it neither wakes a dormant
+    // session nor keeps it awake.
+    if let Some(local) = &session
+        && let Some(last_seen) = session_stream::wanted(&req)
+    {
+        return session_stream::answer(&ctx, local, last_seen);
     }
     // The request counts as in flight in its session until its answer is sent (a busy session does not go dormant);
     // a dormant session is woken (see crate::gateway::sessions).
@@ -187,16 +198,6 @@ async fn track_sessions(ctx: Arc<GatewayContext>, mut req: Request, next: impl N
     {
         req.headers_mut().insert(SESSION_HEADER, value);
     }
-    let stream = match &session {
-        Some(id) if req.method() == Method::GET => match ctx.sessions.open_stream(id) {
-            Some(place) => Some(place),
-            None => {
-                let message = "this MCP session has a GET stream open already; one stream per session";
-                return GatewayError::new(ErrorCode::StreamAlreadyOpen, message).response(None);
-            }
-        },
-        _ => None,
-    };
     let message = req.extensions().get::<ParsedMessage>().map(|parsed| &parsed.0);
     // What a new session's client declares: what may be asked of it during a relayed call (transparent mode).
     let params = opens_session.then(|| message.and_then(|m| m.get("params"))).flatten().cloned();
@@ -204,28 +205,10 @@ async fn track_sessions(ctx: Arc<GatewayContext>, mut req: Request, next: impl N
         .as_ref()
         .and_then(|p| p.get("capabilities"))
         .and_then(|declared| serde_json::from_value(declared.clone()).ok());
-    // The session's peer, left by the handler's `initialize` (a new session's, or the one rmcp replays for a session
-    // taken over): it is told when what it sees changes (a reload, contract 15; the upstreams' lists).
-    let requested = req.headers().get(EXPOSURE_HEADER).and_then(|v| v.to_str().ok()).and_then(ToolExposure::parse);
-    let transparent = identity.snapshot.tool_exposure(identity.mcp_config_id.as_deref()).chosen(requested).upstream();
-    // Every new session; a session that has none recorded yet is looked for only with the transparent view (a lock
-    // per request otherwise; the handler records the others' at their first request that reaches it).
-    let wants_peer = || session.as_deref().is_some_and(|id| !ctx.sessions.has_peer(id));
-    let peer_slot = (opens_session || (transparent && wants_peer())).then(PeerSlot::default);
-    if let Some(slot) = &peer_slot {
-        req.extensions_mut().insert(slot.clone());
-    }
     let closing = req.method() == Method::DELETE;
     let mut response = forward(next, req).await;
     if let Some(busy) = busy {
         response = response.map(|body| crate::held_body::holding(body, busy));
-    }
-    let scope = Scope::of(&identity, requested);
-    let take_peer = |slot: Option<PeerSlot>| slot.and_then(|slot| slot.0.lock().ok().and_then(|mut peer| peer.take()));
-    if let Some(id) = &session
-        && let Some(peer) = take_peer(peer_slot.clone())
-    {
-        ctx.sessions.attach(id, identity.key_digest, scope.clone(), &peer, false);
     }
     // The client knows the session by its sealed id only.
     if let (Some(local), Some(external)) = (&session, &external)
@@ -233,9 +216,6 @@ async fn track_sessions(ctx: Arc<GatewayContext>, mut req: Request, next: impl N
         && let Ok(value) = HeaderValue::from_str(external)
     {
         response.headers_mut().insert(SESSION_HEADER, value);
-    }
-    if let Some(place) = stream {
-        return response.map(|body| Body::new(SessionStream::new(body, place)));
     }
     if subscribes && let Some(place) = place {
         // Open-ended: bounded by the session limits, not by the key's requests in flight.
@@ -256,12 +236,9 @@ async fn track_sessions(ctx: Arc<GatewayContext>, mut req: Request, next: impl N
             let message = "cannot open an MCP session now (the system's random generator failed); try again later";
             return GatewayError::new(ErrorCode::TooManySessions, message).retry_after(5).response(None);
         };
-        ctx.sessions.open(&local, Some(&sealed), identity.key_digest, capabilities);
+        ctx.sessions.open(&local, Some(&sealed), identity.key_digest, capabilities, Some(scope));
         if let Ok(value) = HeaderValue::from_str(&sealed) {
             response.headers_mut().insert(SESSION_HEADER, value);
-        }
-        if let Some(peer) = take_peer(peer_slot) {
-            ctx.sessions.attach(&local, identity.key_digest, scope, &peer, false);
         }
     }
     if let Some(id) = &session {
@@ -310,35 +287,6 @@ fn json_fits(value: &Value, limit: usize) -> bool {
         }
     }
     serde_json::to_writer(Count { left: limit }, value).is_ok()
-}
-
-/// A session's `GET` stream: holds the session's one stream place, and ends when the session ends.
-struct SessionStream {
-    body: Body,
-    ended: Pin<Box<tokio_util::sync::WaitForCancellationFutureOwned>>,
-    _place: StreamPlace,
-}
-
-impl SessionStream {
-    fn new(body: Body, place: StreamPlace) -> SessionStream {
-        SessionStream { body, ended: Box::pin(place.ended.clone().cancelled_owned()), _place: place }
-    }
-}
-
-impl http_body::Body for SessionStream {
-    type Data = bytes::Bytes;
-    type Error = axum::Error;
-
-    fn poll_frame(
-        self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-    ) -> Poll<Option<Result<http_body::Frame<bytes::Bytes>, axum::Error>>> {
-        let this = self.get_mut();
-        if this.ended.as_mut().poll(cx).is_ready() {
-            return Poll::Ready(None);
-        }
-        Pin::new(&mut this.body).poll_frame(cx)
-    }
 }
 
 #[cfg(test)]

@@ -1,16 +1,15 @@
 //! The three ways a change reaches open clients, each a function over the gateway's context: a reload
 //! ([`reload`]), an upstream's `list_changed` ([`upstream_list_changed`]) and an upstream's `resources/updated`
 //! ([`resource_updated`]). Each takes what it needs of the registries under their locks in one pass (clones of the
-//! peers and sinks), lets go of the locks, then decides and sends.
+//! sessions' channels and the streams' sinks), lets go of the locks, then decides and sends.
 
 use std::collections::HashMap;
-use std::sync::Arc;
 use std::time::Instant;
 
 use serde_json::Value;
 
 use super::coalesce::Decision;
-use super::{List, Lists, Scope, Target, tell, view};
+use super::{List, Lists, Scope, Target, tell, updated, view};
 use crate::config::Snapshot;
 use crate::gateway::GatewayContext;
 use crate::gateway::boundary::listing::Offered;
@@ -22,7 +21,7 @@ use crate::upstream::PoolKey;
 /// per distinct [`Scope`], however many clients share it.
 pub fn reload(ctx: &GatewayContext, old: &Snapshot, new: &Snapshot) {
     let mut audience: Vec<(Scope, Target)> =
-        ctx.sessions.audience().into_iter().map(|(scope, peer)| (scope, Target::Session(peer))).collect();
+        ctx.sessions.audience().into_iter().map(|(scope, channel)| (scope, Target::Session(channel))).collect();
     audience.extend(ctx.listeners.audience().into_iter().map(|(scope, sink)| (scope, Target::Listener(sink))));
     if audience.is_empty() {
         return;
@@ -44,7 +43,7 @@ pub fn reload(ctx: &GatewayContext, old: &Snapshot, new: &Snapshot) {
         );
     }
     for ((tools, prompts, resources), targets) in by_change {
-        tell(targets, Lists { tools, prompts, resources }, "a reload");
+        tell(ctx, targets, Lists { tools, prompts, resources }, "a reload");
     }
 }
 
@@ -77,17 +76,16 @@ fn relay_list_change(ctx: &GatewayContext, key: &PoolKey, list: List) {
     let sees = |scope: &Scope| scope.sees_upstreams(&snapshot);
     let mut targets: Vec<Target> = ctx
         .sessions
-        .peers_of(&key.mcp_config_id)
+        .channels_of(&key.mcp_config_id)
         .into_iter()
         .filter(|(s, _)| sees(s))
-        .map(|(_, peer)| peer)
-        .map(Target::Session)
+        .map(|(_, channel)| Target::Session(channel))
         .collect();
     let listeners = ctx.listeners.of_config(&key.mcp_config_id);
     targets.extend(listeners.into_iter().filter(|(s, _)| sees(s)).map(|(_, sink)| Target::Listener(sink)));
     tracing::info!(server_name = %key.server_name, list = list.name(), clients = targets.len(),
         "an upstream server's list changed; its clients are told");
-    tell(targets, Lists::one(list), "an upstream's list change");
+    tell(ctx, targets, Lists::one(list), "an upstream's list change");
 }
 
 /// An upstream said a resource changed (contract 8): the clients subscribed to it on that server are told (sessions
@@ -136,13 +134,5 @@ pub fn resource_updated(ctx: &GatewayContext, key: &PoolKey, params: Value) {
             params.uri = exposed;
         }
     }
-    let params = Arc::new(params);
-    for target in targets {
-        let params = Arc::clone(&params);
-        tokio::spawn(async move {
-            if let Err(error) = target.updated(params.as_ref().clone()).await {
-                tracing::debug!(%error, "a client was not told of an updated resource");
-            }
-        });
-    }
+    updated(ctx, targets, params);
 }

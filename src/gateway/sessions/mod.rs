@@ -9,46 +9,50 @@
 //! The drain waits on [`SessionRegistry::wait_empty`]: it may end early once the clients have closed their sessions.
 //!
 //! A session costs the protocol layer (rmcp) a worker task and its channels, tens of KiB, for as long as rmcp knows
-//! it. A session with no request for `limits.session_dormant_seconds`, no request in flight, no `GET` stream and no
-//! subscription goes *dormant*: [`SessionRegistry::to_sleep`] picks it, the sweeper ends its rmcp worker, and only its
-//! entry here (its key, its client's capabilities, its sealed id: about 1 KiB) is left. Its next request wakes it
+//! it. A session with no request for `limits.session_dormant_seconds` and no request in flight goes *dormant*:
+//! [`SessionRegistry::to_sleep`] picks it, the sweeper ends its rmcp worker, and only its entry here (its key, its
+//! client's capabilities, its sealed id, what it is told: about 1 KiB) is left. Its next request wakes it
 //! ([`SessionRegistry::enter`]): rmcp replays its `initialize` from the sealed id, as for a session taken over from
 //! another replica (see [`super::session_id`]), and the session goes on; a `tools/call` on the fast route needs no
-//! worker at all. A request that comes while the worker is being ended waits for that to finish.
+//! worker at all. A request that comes while the worker is being ended waits for that to finish. Neither its `GET`
+//! stream nor its resource subscriptions keep a session awake: what it is told goes through its own [`Outbox`], which
+//! the session layer sends on that stream, not through rmcp's worker.
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use rmcp::RoleServer;
 use rmcp::model::ClientCapabilities;
-use rmcp::service::Peer;
-use tokio_util::sync::CancellationToken;
 
 use super::notify::Scope;
 
-mod peers;
+mod outbox;
 mod reservation;
+mod told;
 mod tombstones;
 
+pub use outbox::{Ended, EventStream, Outbox, Refused, encode};
 pub use reservation::{Full, Reservation};
+pub use told::{Channel, NoStream};
 use tombstones::Tombstones;
 
 /// What to do when a session ends (the upstream pool ends the session's own processes).
 type OnEnd = Box<dyn Fn(&str) + Send + Sync>;
 
-/// One open session: the digest of the key that opened it, when it was last used, whether its `GET` stream is open,
-/// and what ends that stream when the session ends.
+/// One open session: the digest of the key that opened it, when it was last used, its requests in flight, and what it
+/// is told and how.
 struct Session {
     key: [u8; 32],
     seen: Instant,
     activity: Arc<Activity>,
     life: Life,
-    ended: CancellationToken,
-    /// What the session's listings depend on and its peer, once a request of the session reached the handler: how a
-    /// change of what it sees is told to it (a reload, an upstream's lists; contract 15).
-    peer: Option<(Scope, Peer<RoleServer>)>,
+    /// What the session's listings depend on, once known (at `initialize` over HTTP, at the first request that
+    /// reaches the handler over stdio): a change of what it sees is told to it (a reload, an upstream's lists;
+    /// contract 15).
+    scope: Option<Scope>,
+    /// Where it is told: its [`Outbox`] (HTTP, sent on its `GET` stream), or the stdio connection's peer.
+    channel: Channel,
     /// What the client declared in its `initialize` (what may be asked of it during a relayed call).
     capabilities: Option<ClientCapabilities>,
     /// The resources it subscribed to: (server, URI).
@@ -70,10 +74,9 @@ enum Life {
     Dormant,
 }
 
-/// What a session is doing now: its `GET` stream open, its requests in flight.
+/// What a session is doing now: its requests in flight.
 #[derive(Default)]
 struct Activity {
-    streaming: AtomicBool,
     busy: AtomicUsize,
 }
 
@@ -93,24 +96,6 @@ pub enum Entered {
     /// The session was dormant: the protocol layer must be given its `initialize` to replay before the request
     /// reaches it.
     Woken(Busy),
-}
-
-/// Where the handler leaves the peer of a session it initializes, for the session layer to record with the session's
-/// id (which only the answer names): a request's extension.
-#[derive(Clone, Default)]
-pub struct PeerSlot(pub Arc<std::sync::Mutex<Option<Peer<RoleServer>>>>);
-
-/// The `GET /mcp/` stream of one session, the only one while held (see [`SessionRegistry::open_stream`]).
-pub struct StreamPlace {
-    activity: Arc<Activity>,
-    /// Cancelled when the session ends (closed or expired): the stream ends with it.
-    pub ended: CancellationToken,
-}
-
-impl Drop for StreamPlace {
-    fn drop(&mut self) {
-        self.activity.streaming.store(false, Ordering::Release);
-    }
 }
 
 /// A map looked up on every request by ids the gateway made (random local ids, sealed ids of about 450 characters):
@@ -196,22 +181,24 @@ impl SessionRegistry {
         })
     }
 
-    /// Records a new session for a key (before its reservation, if any, is dropped), with what its client declared and
-    /// the sealed id its client knows it by.
+    /// Records a new session for a key (before its reservation, if any, is dropped), with what its client declared,
+    /// the sealed id its client knows it by and what its listings depend on; it is told through an [`Outbox`] of its
+    /// own.
     pub fn open(
         &self,
         session_id: &str,
         external: Option<&str>,
         key_digest: [u8; 32],
         capabilities: Option<ClientCapabilities>,
+        scope: Option<Scope>,
     ) {
         let session = Session {
             key: key_digest,
             seen: Instant::now(),
             activity: Arc::default(),
             life: Life::Live,
-            ended: CancellationToken::new(),
-            peer: None,
+            scope,
+            channel: Channel::Outbox(Arc::default()),
             capabilities,
             subscriptions: Default::default(),
             pinned: false,
@@ -223,6 +210,7 @@ impl SessionRegistry {
         let replaced = self.map().insert(session_id.to_string(), session);
         let mut counts = self.counts();
         if let Some(old) = replaced {
+            old.channel.close();
             uncount(&mut counts, &old.key);
         }
         *counts.entry(key_digest).or_default() += 1;
@@ -269,15 +257,6 @@ impl SessionRegistry {
         }
     }
 
-    /// The place of the session's one `GET` stream, or `None` while another stream of the session is open (or the
-    /// session is unknown).
-    pub fn open_stream(&self, session_id: &str) -> Option<StreamPlace> {
-        let map = self.map();
-        let session = map.get(session_id)?;
-        session.activity.streaming.compare_exchange(false, true, Ordering::AcqRel, Ordering::Acquire).ok()?;
-        Some(StreamPlace { activity: Arc::clone(&session.activity), ended: session.ended.clone() })
-    }
-
     /// Enters a request into its session (checked by [`SessionRegistry::check`] first): waits while the session's
     /// worker is being ended, wakes a dormant session; `None` when the session ended meanwhile.
     pub async fn enter(&self, session_id: &str) -> Option<Entered> {
@@ -307,24 +286,21 @@ impl SessionRegistry {
         }
     }
 
-    /// The sessions that go dormant now: live, not used for `after`, nothing in flight, no stream, no subscription
-    /// (and not the stdio connection's). They are marked as going dormant and their peers forgotten; the caller ends
-    /// their workers in the protocol layer, then calls [`SessionRegistry::slept`].
+    /// The sessions that go dormant now: live, not used for `after`, nothing in flight (and not the stdio
+    /// connection's). An open `GET` stream and subscriptions do not keep a session awake: the session layer sends
+    /// what it is told from its [`Outbox`]. They are marked as going dormant; the caller ends their workers in the
+    /// protocol layer, then calls [`SessionRegistry::slept`].
     pub fn to_sleep(&self, after: Duration) -> Vec<String> {
         let mut map = self.map();
         let now = Instant::now();
         let mut ids = Vec::new();
         for (id, session) in map.iter_mut() {
-            let quiet = session.activity.busy.load(Ordering::Acquire) == 0
-                && !session.activity.streaming.load(Ordering::Acquire);
             if session.life == Life::Live
                 && !session.pinned
-                && quiet
-                && session.subscriptions.is_empty()
+                && session.activity.busy.load(Ordering::Acquire) == 0
                 && now.duration_since(session.seen) >= after
             {
                 session.life = Life::Closing;
-                session.peer = None;
                 ids.push(id.clone());
             }
         }
@@ -360,6 +336,11 @@ impl SessionRegistry {
         self.map().values().filter(|session| session.life == Life::Dormant).count()
     }
 
+    /// How many sessions have their `GET` stream open now.
+    pub fn streams(&self) -> usize {
+        self.map().values().filter(|session| session.channel.is_streaming()).count()
+    }
+
     /// Whether `session_id` belongs to the key and has not been idle for `idle_limit`; a foreign session is
     /// reported as unknown. A use refreshes the session.
     pub fn check(&self, session_id: &str, key_digest: &[u8; 32], idle_limit: Duration) -> SessionCheck {
@@ -388,7 +369,7 @@ impl SessionRegistry {
             .collect();
         for id in &expired {
             if let Some(session) = map.remove(id) {
-                session.ended.cancel();
+                session.channel.close();
                 self.bury(id, &session);
             }
         }
@@ -409,7 +390,7 @@ impl SessionRegistry {
         let removed = map.remove(session_id);
         let known = removed.is_some();
         if let Some(session) = removed {
-            session.ended.cancel();
+            session.channel.close();
             self.bury(session_id, &session);
         }
         let empty = map.is_empty();
@@ -419,6 +400,13 @@ impl SessionRegistry {
         }
         if empty {
             self.emptied.notify_waiters();
+        }
+    }
+
+    /// Ends every session's `GET` stream (the gateway is stopping: its sessions end).
+    pub fn end_streams(&self) {
+        for session in self.map().values() {
+            session.channel.close();
         }
     }
 
@@ -454,7 +442,7 @@ mod tests {
     #[test]
     fn sessions_belong_to_their_key() {
         let reg = SessionRegistry::default();
-        reg.open("s1", None, [1; 32], None);
+        reg.open("s1", None, [1; 32], None, None);
         assert_eq!(reg.check("s1", &[1; 32], DAY), SessionCheck::Owned);
         assert_eq!(reg.check("s1", &[2; 32], DAY), SessionCheck::Unknown);
         assert_eq!(reg.check("s2", &[1; 32], DAY), SessionCheck::Unknown);
@@ -465,13 +453,13 @@ mod tests {
     #[test]
     fn idle_sessions_are_unknown_and_expire() {
         let reg = SessionRegistry::default();
-        reg.open("s1", None, [1; 32], None);
+        reg.open("s1", None, [1; 32], None, None);
         assert_eq!(reg.check("s1", &[1; 32], Duration::ZERO), SessionCheck::Unknown);
         assert!(reg.expire(DAY).is_empty());
         assert_eq!(reg.expire(Duration::ZERO), vec!["s1".to_string()]);
         assert!(reg.is_empty());
         // The stdio connection's session does not idle out.
-        reg.open("stdio-1", None, [1; 32], None);
+        reg.open("stdio-1", None, [1; 32], None, None);
         reg.pin("stdio-1");
         assert!(reg.expire(Duration::ZERO).is_empty());
         assert_eq!(reg.len(), 1);
@@ -481,8 +469,8 @@ mod tests {
     async fn waiting_for_no_sessions_ends_when_the_last_one_closes() {
         let reg = Arc::new(SessionRegistry::default());
         reg.wait_empty().await;
-        reg.open("s1", None, [1; 32], None);
-        reg.open("s2", None, [1; 32], None);
+        reg.open("s1", None, [1; 32], None, None);
+        reg.open("s2", None, [1; 32], None, None);
         let waiter = tokio::spawn({
             let reg = Arc::clone(&reg);
             async move { reg.wait_empty().await }
@@ -501,8 +489,8 @@ mod tests {
         let ended = Arc::new(Mutex::new(Vec::new()));
         let seen = Arc::clone(&ended);
         reg.on_end(move |id| seen.lock().unwrap().push(id.to_string()));
-        reg.open("s1", None, [1; 32], None);
-        reg.open("s2", None, [1; 32], None);
+        reg.open("s1", None, [1; 32], None, None);
+        reg.open("s2", None, [1; 32], None, None);
         reg.close("s1");
         reg.close("s1");
         reg.expire(Duration::ZERO);
@@ -512,7 +500,7 @@ mod tests {
     #[test]
     fn reservations_count_against_the_limit_until_dropped() {
         let reg = SessionRegistry::default();
-        reg.open("s1", None, [1; 32], None);
+        reg.open("s1", None, [1; 32], None, None);
         let first = reg.reserve(3, [2; 32], 100);
         assert!(first.is_ok());
         let second = reg.reserve(3, [3; 32], 100);
@@ -526,7 +514,7 @@ mod tests {
     #[test]
     fn each_key_has_its_own_share() {
         let reg = SessionRegistry::default();
-        reg.open("a1", None, [1; 32], None);
+        reg.open("a1", None, [1; 32], None, None);
         let opening = reg.reserve(100, [1; 32], 2);
         assert!(opening.is_ok());
         assert_eq!(reg.reserve(100, [1; 32], 2).err(), Some(Full::Key), "one open and one being opened");

@@ -88,7 +88,7 @@ impl StdioTasks {
         match message.get("method").and_then(Value::as_str) {
             Some("initialize") => self.await_answer(id, Awaited::Initialize),
             // A caller the handler never admitted is shown the gateway's tools only: nothing to add.
-            Some("tools/list") if initialized && self.ctx.sessions.has_peer(&self.session) => {
+            Some("tools/list") if initialized && self.ctx.sessions.contains(&self.session) => {
                 let me = Arc::clone(self);
                 self.await_answer(id, Awaited::ToolsList(tokio::spawn(async move { me.executions().await })));
             }

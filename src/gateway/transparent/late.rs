@@ -121,7 +121,7 @@ fn wait_in_background(
 fn told_ready(ctx: &GatewayContext, key: &PoolKey, list: List, sessions: HashSet<String>) {
     let snapshot = ctx.store.snapshot();
     let mut targets: Vec<Target> =
-        sessions.iter().filter_map(|session| ctx.sessions.peer_of(session)).map(Target::Session).collect();
+        sessions.iter().filter_map(|session| ctx.sessions.channel_of(session)).map(Target::Session).collect();
     let listeners = ctx.listeners.of_config(&key.mcp_config_id);
     targets.extend(
         listeners
@@ -131,5 +131,5 @@ fn told_ready(ctx: &GatewayContext, key: &PoolKey, list: List, sessions: HashSet
     );
     tracing::info!(server_name = %key.server_name, list = list.name(), clients = targets.len(),
         "transparent mode: a server left out of a listing is ready; its clients are told");
-    notify::tell(targets, Lists::one(list), "a late server");
+    notify::tell(ctx, targets, Lists::one(list), "a late server");
 }

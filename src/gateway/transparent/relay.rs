@@ -2,7 +2,9 @@
 //! reaches the MCP client that made it, on that call's stream, and the client's answers go back.
 //!
 //! - `notifications/progress` carry the caller's own `progressToken` (the gateway sent it upstream with the call);
-//!   without one, progress is dropped. `notifications/message` is passed on as it came.
+//!   without one, progress is dropped. `notifications/message` is passed on as it came; rmcp sends no notification
+//!   but progress on the call's own stream, so a session's log message goes where rmcp would have sent it, the
+//!   session's `GET` stream (its outbox, which the session layer serves: `gateway/sessions/outbox.rs`).
 //! - `sampling/createMessage`, `elicitation/create` and `roots/list` are asked of the client when its session
 //!   declared the capability (`sampling`, `elicitation`, `roots`); otherwise the upstream gets a JSON-RPC error.
 //!   rmcp sends a request made from within the call's handler on the call's own stream (SEP-2260).
@@ -16,6 +18,7 @@ use rmcp::service::{Peer, ServiceError};
 use serde_json::{Value, json};
 use tokio::sync::mpsc;
 
+use crate::gateway::sessions::Channel;
 use crate::upstream::relay::{FromServer, RelayError};
 
 /// The client a relayed call passes messages to.
@@ -25,6 +28,8 @@ pub struct Caller<'a> {
     pub progress_token: Option<ProgressToken>,
     /// What the caller's session declared it can do (none known: nothing is asked of it).
     pub capabilities: Option<ClientCapabilities>,
+    /// The caller's session's own stream, over HTTP: where its notifications other than progress go.
+    pub stream: Option<Channel>,
 }
 
 impl Caller<'_> {
@@ -62,7 +67,11 @@ impl Caller<'_> {
         let Some(params) = for_caller(method, params, token.as_ref()) else { return };
         match serde_json::from_value::<ServerNotification>(json!({"method": method, "params": params})) {
             Ok(notification) => {
-                if let Err(error) = self.peer.send_notification(notification).await {
+                let sent = match &self.stream {
+                    Some(stream) if method != "notifications/progress" => stream.notify(notification).await,
+                    _ => self.peer.send_notification(notification).await.map_err(|e| e.to_string()),
+                };
+                if let Err(error) = sent {
                     tracing::debug!(method, %error, "an upstream notification did not reach the client");
                 }
             }

@@ -190,13 +190,14 @@ where
     if !view.upstream() || requested.is_some_and(|view| view.is_none()) {
         return inner.call(req).await;
     }
-    // A plain `tools/list` of a session whose peer is recorded is answered here, written from what the listing keeps
+    // A plain `tools/list` of a known session is answered here, written from what the listing keeps
     // (tool_list.rs); rmcp's route would build, serialise, parse and amend it again.
     if !initialize
         && let Some(id) = plain_listing(&req)
         && let Some(session) = session.as_deref()
-        && ctx.sessions.rescope(session, Scope::of(&identity, requested.flatten()))
+        && ctx.sessions.contains(session)
     {
+        ctx.sessions.rescope(session, Scope::of(&identity, requested.flatten()));
         let list = super::list_tools(&ctx, &identity, Some(session)).await;
         return Ok(tool_list::answer(&id, view.gateway_tools(), &list));
     }

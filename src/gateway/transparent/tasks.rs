@@ -131,7 +131,7 @@ pub const STATUS_GAP: Duration = Duration::from_millis(100);
 /// Passes the upstream's status notifications of `record`'s task to session `session`'s client (2025-11-25), as
 /// `notifications/tasks/status` under the sealed id, until the task is forgotten.
 pub fn forward_status(ctx: &Arc<GatewayContext>, identity: &Arc<Identity>, record: &TaskRecord, session: &str) {
-    let (Some(mut statuses), Some(peer)) = (record.hold.watch(), ctx.sessions.peer_of(session)) else { return };
+    let (Some(mut statuses), Some(channel)) = (record.hold.watch(), ctx.sessions.channel_of(session)) else { return };
     let (ctx, identity, number) = (Arc::downgrade(ctx), Arc::clone(identity), record.number);
     tokio::spawn(async move {
         // Ends when the record is dropped (its hold stops the watch) or the gateway is gone.
@@ -151,7 +151,7 @@ pub fn forward_status(ctx: &Arc<GatewayContext>, identity: &Arc<Identity>, recor
             *lock(&record.mapping) = boundary.close();
             let task = seen.task(&record.id, &record.created_at, record.ttl_ms, false);
             let note = CustomNotification::new("notifications/tasks/status", Some(Value::Object(task)));
-            if peer.send_notification(ServerNotification::CustomNotification(note)).await.is_err() {
+            if channel.notify(ServerNotification::CustomNotification(note)).await.is_err() {
                 return;
             }
             drop((record, ctx));
