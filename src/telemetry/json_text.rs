@@ -6,8 +6,9 @@
 //! agent's call"). These write the same text: strings escaped as `serde_json` escapes them, numbers as it writes them
 //! (a float that is not finite is `null`), times as `2026-12-02T14:12:44.607950Z`.
 
+use std::cell::Cell;
 use std::fmt::Write as _;
-use std::time::SystemTime;
+use std::time::{SystemTime, UNIX_EPOCH};
 
 use chrono::{DateTime, Datelike, Timelike, Utc};
 
@@ -19,33 +20,40 @@ pub fn push_str(out: &mut String, text: &str) {
     out.push('"');
 }
 
-/// What goes between a JSON string's quotes for `text` (see [`push_str`]).
+/// What goes between a JSON string's quotes for `text` (see [`push_str`]). Most texts need no escape: the runs
+/// between escapes are found first and copied whole.
 pub fn push_escaped(out: &mut String, text: &str) {
+    let bytes = text.as_bytes();
     let mut start = 0;
-    for (i, byte) in text.bytes().enumerate() {
-        let escape = match byte {
-            b'"' => "\\\"",
-            b'\\' => "\\\\",
-            b'\n' => "\\n",
-            b'\r' => "\\r",
-            b'\t' => "\\t",
-            0x08 => "\\b",
-            0x0c => "\\f",
-            0x00..=0x1f => "",
-            _ => continue,
-        };
-        out.push_str(&text[start..i]);
-        if escape.is_empty() {
-            const HEX: &[u8; 16] = b"0123456789abcdef";
-            out.push_str("\\u00");
-            out.push(char::from(HEX[usize::from(byte >> 4)]));
-            out.push(char::from(HEX[usize::from(byte & 0xf)]));
-        } else {
-            out.push_str(escape);
+    while let Some(offset) = bytes[start..].iter().position(|&b| b < 0x20 || b == b'"' || b == b'\\') {
+        let at = start + offset;
+        out.push_str(&text[start..at]);
+        let byte = bytes[at];
+        match byte {
+            b'"' => out.push_str("\\\""),
+            b'\\' => out.push_str("\\\\"),
+            b'\n' => out.push_str("\\n"),
+            b'\r' => out.push_str("\\r"),
+            b'\t' => out.push_str("\\t"),
+            0x08 => out.push_str("\\b"),
+            0x0c => out.push_str("\\f"),
+            _ => {
+                out.push_str("\\u00");
+                push_hex(out, &[byte]);
+            }
         }
-        start = i + 1;
+        start = at + 1;
     }
     out.push_str(&text[start..]);
+}
+
+/// `bytes` in lowercase hexadecimal, as OpenTelemetry's trace and span ids write themselves (`{:032x}`, `{:016x}`).
+pub fn push_hex(out: &mut String, bytes: &[u8]) {
+    const HEX: &[u8; 16] = b"0123456789abcdef";
+    for byte in bytes {
+        out.push(char::from(HEX[usize::from(byte >> 4)]));
+        out.push(char::from(HEX[usize::from(byte & 0xf)]));
+    }
 }
 
 /// A `fmt::Write` that escapes what is written to it into a JSON string's inside, so that a `Debug` or `Display`
@@ -77,8 +85,41 @@ fn push_2(out: &mut String, n: u32) {
 }
 
 /// `time` in UTC as RFC 3339 with microseconds and `Z`, as chrono's `to_rfc3339_opts(SecondsFormat::Micros, true)`
-/// and its format `%Y-%m-%dT%H:%M:%S%.6fZ` write it, quotes not included.
+/// and its format `%Y-%m-%dT%H:%M:%S%.6fZ` write it, quotes not included. The text up to the seconds is worked out
+/// once a second per thread (a call writes about ten of these times).
 pub fn push_time(out: &mut String, time: SystemTime) {
+    thread_local! {
+        /// The last second written on this thread, and its text up to the seconds.
+        static LAST: Cell<(u64, [u8; 19])> = const { Cell::new((u64::MAX, [0; 19])) };
+    }
+    let Ok(since_epoch) = time.duration_since(UNIX_EPOCH) else {
+        return push_time_slowly(out, time);
+    };
+    let second = since_epoch.as_secs();
+    let (last, mut text) = LAST.get();
+    if last != second {
+        let mut fresh = String::with_capacity(32);
+        push_time_slowly(&mut fresh, time);
+        // A year of four digits gives `YYYY-MM-DDTHH:MM:SS.ffffffZ`; any other is chrono's own text every time.
+        let head = (fresh.len() == 27).then(|| <[u8; 19]>::try_from(&fresh.as_bytes()[..19]).ok()).flatten();
+        let Some(head) = head else {
+            out.push_str(&fresh);
+            return;
+        };
+        text = head;
+        LAST.set((second, text));
+    }
+    out.push_str(std::str::from_utf8(&text).unwrap_or_default());
+    out.push('.');
+    let micros = since_epoch.subsec_micros();
+    push_2(out, micros / 10_000);
+    push_2(out, micros / 100 % 100);
+    push_2(out, micros % 100);
+    out.push('Z');
+}
+
+/// [`push_time`] without the text of the last second.
+fn push_time_slowly(out: &mut String, time: SystemTime) {
     let time = DateTime::<Utc>::from(time);
     let year = time.year();
     if !(0..=9999).contains(&year) {
@@ -112,7 +153,7 @@ pub fn push_time(out: &mut String, time: SystemTime) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::time::{Duration, UNIX_EPOCH};
+    use std::time::Duration;
 
     #[test]
     fn strings_are_escaped_as_serde_json_escapes_them() {
@@ -155,6 +196,9 @@ mod tests {
             UNIX_EPOCH + Duration::new(253_402_300_799, 999_999_999), // 9999-12-31T23:59:59.999999
             UNIX_EPOCH + Duration::new(253_402_300_800, 0), // year 10000: chrono's own text
             SystemTime::now(),
+            UNIX_EPOCH + Duration::new(1_796_220_764, 999_999_999), // the same second again, from the thread's text
+            UNIX_EPOCH + Duration::new(1_796_220_765, 1_000),       // the next second
+            UNIX_EPOCH - Duration::new(86_400, 500_000_000),        // before 1970
         ];
         for time in cases {
             let mut ours = String::new();

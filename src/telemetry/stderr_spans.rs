@@ -15,7 +15,7 @@ use opentelemetry::trace::SpanId;
 use opentelemetry_sdk::error::{OTelSdkError, OTelSdkResult};
 use opentelemetry_sdk::trace::{SpanData, SpanExporter};
 
-use super::json_text::{push_f64, push_str, push_time};
+use super::json_text::{push_f64, push_hex, push_str, push_time};
 use super::logging::SERVICE_NAME;
 
 /// Writes spans to stderr as JSON lines.
@@ -50,16 +50,17 @@ pub fn push_span_line(out: &mut String, span: &SpanData) {
     push_str(out, SERVICE_NAME);
     out.push_str(",\"span_name\":");
     push_str(out, &span.name);
-    let _ = write!(
-        out,
-        ",\"trace_id\":\"{}\",\"span_id\":\"{}\",\"parent_span_id\":",
-        span.span_context.trace_id(),
-        span.span_context.span_id()
-    );
+    out.push_str(",\"trace_id\":\"");
+    push_hex(out, &span.span_context.trace_id().to_bytes());
+    out.push_str("\",\"span_id\":\"");
+    push_hex(out, &span.span_context.span_id().to_bytes());
+    out.push_str("\",\"parent_span_id\":");
     if span.parent_span_id == SpanId::INVALID {
         out.push_str("null");
     } else {
-        let _ = write!(out, "\"{}\"", span.parent_span_id);
+        out.push('"');
+        push_hex(out, &span.parent_span_id.to_bytes());
+        out.push('"');
     }
     out.push_str(",\"start_time\":");
     push_quoted_time(out, span.start_time);
