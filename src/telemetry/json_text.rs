@@ -25,7 +25,7 @@ pub fn push_str(out: &mut String, text: &str) {
 pub fn push_escaped(out: &mut String, text: &str) {
     let bytes = text.as_bytes();
     let mut start = 0;
-    while let Some(offset) = bytes[start..].iter().position(|&b| b < 0x20 || b == b'"' || b == b'\\') {
+    while let Some(offset) = first_escape(&bytes[start..]) {
         let at = start + offset;
         out.push_str(&text[start..at]);
         let byte = bytes[at];
@@ -45,6 +45,34 @@ pub fn push_escaped(out: &mut String, text: &str) {
         start = at + 1;
     }
     out.push_str(&text[start..]);
+}
+
+fn needs_escape(byte: u8) -> bool {
+    byte < 0x20 || byte == b'"' || byte == b'\\'
+}
+
+/// Where the first byte that needs an escape is, looked for eight bytes at a time: a word with a byte below 0x20, a
+/// `"` or a `\` has a high bit set in `control`, `quote` or `backslash` (the usual "has a byte less than" and "has a
+/// zero byte" tests), and only such a word is looked at byte by byte.
+fn first_escape(bytes: &[u8]) -> Option<usize> {
+    const ONES: u64 = 0x0101_0101_0101_0101;
+    const HIGHS: u64 = 0x8080_8080_8080_8080;
+    let zero_byte = |word: u64| word.wrapping_sub(ONES) & !word & HIGHS;
+    let mut chunks = bytes.chunks_exact(8);
+    let mut at = 0;
+    for chunk in &mut chunks {
+        let word = <[u8; 8]>::try_from(chunk).map_or(0, u64::from_le_bytes);
+        let control = word.wrapping_sub(ONES * 0x20) & !word & HIGHS;
+        let quote = zero_byte(word ^ (ONES * u64::from(b'"')));
+        let backslash = zero_byte(word ^ (ONES * u64::from(b'\\')));
+        if control | quote | backslash != 0
+            && let Some(offset) = chunk.iter().position(|&b| needs_escape(b))
+        {
+            return Some(at + offset);
+        }
+        at += 8;
+    }
+    chunks.remainder().iter().position(|&b| needs_escape(b)).map(|offset| at + offset)
 }
 
 /// `bytes` in lowercase hexadecimal, as OpenTelemetry's trace and span ids write themselves (`{:032x}`, `{:016x}`).
@@ -170,6 +198,28 @@ mod tests {
             }
             pieces.push('"');
             assert_eq!(pieces, ours);
+        }
+    }
+
+    #[test]
+    fn every_byte_that_needs_an_escape_is_found_wherever_it_is() {
+        for special in [0u8, 0x1f, b'\n', b'"', b'\\'] {
+            for len in 0..20 {
+                for at in 0..len {
+                    let mut bytes = vec![b'a'; len];
+                    bytes[at] = special;
+                    assert_eq!(first_escape(&bytes), Some(at), "{special:#x} at {at} of {len}");
+                }
+                assert_eq!(first_escape(&vec![b'a'; len]), None);
+            }
+        }
+        // Bytes that need none, around the ones that do: everything from 0x20 up, UTF-8 continuation bytes included.
+        let plain: Vec<u8> = (0x20..=0xffu8).filter(|&b| !needs_escape(b)).collect();
+        assert_eq!(first_escape(&plain), None);
+        for byte in 0..=0xffu8 {
+            let mut bytes = plain.clone();
+            bytes.insert(37, byte);
+            assert_eq!(first_escape(&bytes), needs_escape(byte).then_some(37), "{byte:#x}");
         }
     }
 
