@@ -13,6 +13,8 @@ warm-up calls, zeroes the counters (`callgrind_control -z`), makes N calls (defa
 call, each measured on its own: `gw_secure_call_tools` of the mock's `echo` (gateway mode), the transparent
 `tools/call` of `mock__echo`, and `gw_secure_call_tools` on the server behind guardrails (keywords, PII redaction).
 `--audit` turns the audit log on (a file in the run's temporary folder: one hash-chained record per call).
+`--production` sets the production defaults of logs and traces instead of the bench's quiet ones: INFO logs and
+spans exported by the `stdout` telemetry provider (both to stderr, a file in the run's temporary folder).
 Upstream processes are not traced; `MCPGW_INSTRUCTIONS_KEEP=DIR` keeps each dump there (for `callgrind_annotate`); the mock upstream is this checkout's `target/release/mcpgw-mock-upstream` for every
 build (or `MCPGW_MOCK_UPSTREAM`). Needs `valgrind` (Debian's package). Each round takes a minute or two per build and kind.
 """
@@ -40,16 +42,19 @@ MOCK = os.environ.get("MCPGW_MOCK_UPSTREAM") or os.path.join(HERE, "..", "target
 
 
 
-def config(directory, audit=False):
+def config(directory, audit=False, production=False):
     mock = {"command": os.path.abspath(MOCK), "args": []}
-    common = {"gw_log_level": "WARNING", "tool_exposure": "both", "upstream_pool": {"max_processes_per_server": 1}}
+    common = {"gw_log_level": "INFO" if production else "WARNING", "tool_exposure": "both",
+              "upstream_pool": {"max_processes_per_server": 1}}
     if audit:
         common["audit_log"] = {"enabled": True, "path": os.path.join(directory, "audit.jsonl")}
+    plugins = {"guardrails": {"provider": "custom_keyword", "config": {"blocked_keywords": ["drop table", "rm -rf"]}}}
+    if production:
+        plugins["telemetry"] = {"provider": "stdout", "config": {"enabled": True}}
     return {
         "admin_apikey": "bench-admin-key-0123456789abcdefghijklmnop",
         "common_mcp_gateway_config": common,
-        "plugins": {"guardrails": {"provider": "custom_keyword",
-                                   "config": {"blocked_keywords": ["drop table", "rm -rf"]}}},
+        "plugins": plugins,
         "mcp_configs": {"c1": {"mcp_config_name": "bench", "mcp_config": [
             {"server_name": "mock", "config": mock},
             {"server_name": "guarded", "config": mock,
@@ -90,18 +95,21 @@ class Session:
             sys.exit("unexpected answer: %r" % data[:300])
 
 
-def measure(binary, kind, calls, audit=False):
+def measure(binary, kind, calls, audit=False, production=False):
     with tempfile.TemporaryDirectory() as directory:
         path = os.path.join(directory, "gw.json")
         with open(path, "w") as f:
-            json.dump(config(directory, audit), f)
+            json.dump(config(directory, audit, production), f)
+        # Not beside the configuration: the gateway watches that folder, and each write would be an event for it.
+        os.makedirs(os.path.join(directory, "logs"))
+        log = open(os.path.join(directory, "logs", "gateway.log"), "w")
         port, metrics = free_port(), free_port()
         out = os.path.join(directory, "callgrind.out")
         gateway = subprocess.Popen(
             ["valgrind", "--tool=callgrind", "--callgrind-out-file=" + out + ".%p", binary, "serve", "--config", path,
              "--gateway-addr", "127.0.0.1:%d" % port, "--admin-addr", "127.0.0.1:0",
              "--metrics-addr", "127.0.0.1:%d" % metrics, "--shutdown-grace", "1"],
-            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=dict(os.environ, _RJEM_MALLOC_CONF=JEMALLOC))
+            stdout=subprocess.DEVNULL, stderr=log, env=dict(os.environ, _RJEM_MALLOC_CONF=JEMALLOC))
         try:
             wait_ready(metrics, 120, poll=0.2, what="the gateway under valgrind")
             session = Session(port)
@@ -129,6 +137,7 @@ def measure(binary, kind, calls, audit=False):
         finally:
             gateway.terminate()
             gateway.wait(timeout=60)
+            log.close()
 
 
 def main():
@@ -138,6 +147,7 @@ def main():
     parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument("--kinds", default="gateway,transparent,guarded")
     parser.add_argument("--audit", action="store_true", help="with the audit log on")
+    parser.add_argument("--production", action="store_true", help="INFO logs and spans to stderr")
     args = parser.parse_args()
     kinds = args.kinds.split(",")
     figures = {(b, k): [] for b in args.builds for k in kinds}
@@ -145,7 +155,7 @@ def main():
         builds = args.builds if round_ % 2 == 0 else list(reversed(args.builds))
         for kind in kinds:
             for build in builds:
-                per_call = measure(build, kind, args.calls, args.audit)
+                per_call = measure(build, kind, args.calls, args.audit, args.production)
                 figures[(build, kind)].append(per_call)
                 print("round %d, %s, %s: %.0f instructions per call" % (round_ + 1, kind, build, per_call), flush=True)
     print("mean instructions per call (gateway process, all threads; %d calls after 200 warm-up):" % args.calls)

@@ -3,8 +3,8 @@ official Python SDK uses) in 2025-06-18 sessions, calling at a moderate rate, ag
 SDK's `MCPServer`, FastMCP as was) and against the Rust mock upstream, with the production defaults (INFO logs, spans
 exported to stdout).
 
-    python3 benches/python_client.py [--gateway target/release/mcpgw] [--seconds 8] [--rate 400] [--clients 4]
-                                     [--rounds 2] [--profile-seconds N]
+    python3 benches/python_client.py [--gateway target/release/mcpgw[,OTHER,...]] [--seconds 8] [--rate 400]
+                                     [--clients 4] [--rounds 2] [--variants secure/py,...] [--profile-seconds N]
 
 Needs the release build (`cargo build --release --bins`) and the official Python SDK's venv that `.ci/test` installs
 (`target/py-peers`; this script runs itself again under that venv's python). One gateway serves two servers: `py`,
@@ -18,7 +18,11 @@ run and repeated `--rounds` times (the figure is the median):
 
 For each: calls answered, p50, and the gateway's CPU per call read from `/proc/PID/stat` over the window (user +
 system, all threads; the clock tick is 10 ms, so a window holds thousands of calls). `--profile-seconds N` holds the
-`secure/py` load for N seconds after printing the gateway's pid, for `perf record -p PID`.
+`secure/py` load for N seconds after printing the gateway's pid, for `perf record -p PID` or `strace -c -f -p PID`.
+
+`--gateway A,B` compares builds in the same run: each gets its own gateway (and upstreams), all started at once, and
+every variant of every round is measured on each in turn (the order alternating from round to round), so that the
+machine's other load falls on both alike. `--variants` measures only those named.
 """
 
 import json
@@ -191,37 +195,59 @@ def run(agents, variant, seconds, rate, pid):
             "cpu_us": used / calls * 1e6 if calls else 0.0, "rate": calls / seconds}
 
 
+VARIANTS = ["secure/py", "transparent/py", "secure/mock", "secure/mock saturated"]
+
+
 def main():
-    binary = os.path.abspath(arg("--gateway", os.path.join(ROOT, "target", "release", "mcpgw")))
+    binaries = [os.path.abspath(b) for b in arg("--gateway", os.path.join(ROOT, "target", "release", "mcpgw")).split(",")]
     seconds, rate, clients = arg("--seconds", 8.0), arg("--rate", 400.0), arg("--clients", 4)
     rounds, profile = arg("--rounds", 2), arg("--profile-seconds", 0.0)
+    wanted = arg("--variants", ",".join(VARIANTS)).split(",")
+    unknown = [v for v in wanted if v not in VARIANTS]
+    if unknown:
+        sys.exit("unknown variants %s (known: %s)" % (unknown, ", ".join(VARIANTS)))
     with tempfile.TemporaryDirectory() as workdir:
-        proc, url, key = start_gateway(binary, workdir)
+        gateways = []
         try:
-            paced = [Agent(url, key) for _ in range(clients)]
-            saturating = paced + [Agent(url, key) for _ in range(16 - clients)]
+            for n, binary in enumerate(binaries):
+                home = os.path.join(workdir, str(n))
+                os.makedirs(home)
+                proc, url, key = start_gateway(binary, home)
+                paced = [Agent(url, key) for _ in range(clients)]
+                saturating = paced + [Agent(url, key) for _ in range(16 - clients)]
+                gateways.append((binary, proc, {"secure/py": (paced, rate), "transparent/py": (paced, rate),
+                                                "secure/mock": (paced, rate),
+                                                "secure/mock saturated": (saturating, 0.0)}))
             if profile:
+                binary, proc, drives = gateways[0]
                 print("gateway pid %d: secure/py at %d calls/s for %.0f s" % (proc.pid, rate, profile), flush=True)
-                r = run(paced, "secure/py", profile, rate, proc.pid)
+                r = run(drives["secure/py"][0], "secure/py", profile, rate, proc.pid)
                 print("  %d calls, gateway CPU %.1f us per call" % (r["calls"], r["cpu_us"]))
                 return
-            variants = [("secure/py", paced, rate), ("transparent/py", paced, rate), ("secure/mock", paced, rate),
-                        ("secure/mock saturated", saturating, 0.0)]
-            results = {name: [] for name, _, _ in variants}
-            for _ in range(rounds):
-                for name, agents, r in variants:
-                    results[name].append(run(agents, name, seconds, r, proc.pid))
+            results = {(binary, name): [] for binary, _, _ in gateways for name in wanted}
+            for round_ in range(rounds):
+                for name in wanted:
+                    order = gateways if round_ % 2 == 0 else list(reversed(gateways))
+                    for binary, proc, drives in order:
+                        agents, r = drives[name]
+                        results[(binary, name)].append(run(agents, name, seconds, r, proc.pid))
         finally:
             # Not SIGTERM: the drain would wait for the clients' open sessions.
-            proc.kill()
-            proc.wait(10)
+            for _, proc, _ in gateways:
+                proc.kill()
+                proc.wait(10)
     print("2 cores shared by the Python clients, the gateway and its upstreams; %s per variant, %d rounds, medians"
           % ("%.0f s" % seconds, rounds))
-    print("| variant | calls/s | p50 | gateway CPU per call |")
-    print("|---|---|---|---|")
-    for name, runs in results.items():
-        med = lambda field: statistics.median(r[field] for r in runs)  # noqa: E731
-        print("| %s | %.0f | %.3f ms | %.1f us |" % (name, med("rate"), med("p50_ms"), med("cpu_us")))
+    print("| variant | %scalls/s | p50 | gateway CPU per call | rounds' CPU per call |"
+          % ("build | " if len(binaries) > 1 else ""))
+    print("|---|---|---|---|---|%s" % ("---|" if len(binaries) > 1 else ""))
+    for name in wanted:
+        for binary in binaries:
+            runs = results[(binary, name)]
+            med = lambda field: statistics.median(r[field] for r in runs)  # noqa: E731
+            build = "%s | " % binary if len(binaries) > 1 else ""
+            print("| %s | %s%.0f | %.3f ms | %.1f us | %s |" % (name, build, med("rate"), med("p50_ms"), med("cpu_us"),
+                                                              ", ".join("%.0f" % r["cpu_us"] for r in runs)))
 
 
 if __name__ == "__main__":

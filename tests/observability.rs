@@ -150,6 +150,48 @@ fn logs_are_json_lines_with_the_spec_fields_and_no_secrets() {
     assert!(reloaded, "INFO records still written after the level went to WARNING:\n{}", gw.logs());
 }
 
+/// Log records and spans are held back while a worker has work and written together (telemetry/log_output.rs): under
+/// concurrent calls every record still arrives, whole, on a line of its own, spans included.
+#[test]
+fn records_of_concurrent_calls_arrive_whole_with_their_spans() {
+    let mut config = config_with(vec![mock_server("mock")], json!({"gw_log_level": "INFO"}));
+    config["plugins"]["telemetry"] = json!({"provider": "stdout", "config": {"enabled": true}});
+    let gw = TestGateway::start_with(&config, &[("OTEL_BSP_SCHEDULE_DELAY", "100")]);
+    const CLIENTS: usize = 4;
+    const CALLS: usize = 25;
+    let rt = runtime();
+    rt.block_on(async {
+        let mut calls = tokio::task::JoinSet::new();
+        for c in 0..CLIENTS {
+            let url = gw.mcp.clone();
+            calls.spawn(async move {
+                let client = connect(&url, API_KEY).await;
+                for n in 0..CALLS {
+                    let text = format!("call {c}-{n} \"quoted\"\n");
+                    secure_call_one(&client, "mock", "echo", json!({"text": text})).await;
+                }
+                client.cancel().await.unwrap();
+            });
+        }
+        calls.join_all().await;
+    });
+    let count = |message: &str| records(&gw).iter().filter(|r| r["message"] == json!(message)).count();
+    let spans = |name: &str| {
+        records(&gw).iter().filter(|r| r["message"] == json!("span") && r["span_name"] == json!(name)).count()
+    };
+    let all = CLIENTS * CALLS;
+    let arrived = wait_until(Duration::from_secs(10), || {
+        count("tool call") == all && count("upstream tool call") == all && spans("tool_execution") == all
+    });
+    assert!(arrived, "records missing:\n{}", gw.logs());
+    // `records` parses every line: none is cut or joined to another.
+    for record in records(&gw).iter().filter(|r| r["message"] == json!("tool call")) {
+        assert_eq!(record["success"], json!(true), "{record}");
+        assert_eq!(record["email"], json!("a***@example.com"), "{record}");
+    }
+    assert_eq!(spans("gw_tool_call"), all, "{}", gw.logs());
+}
+
 /// A stateless `gw_get_cache_status` call (one request, no session).
 #[test]
 fn a_request_answered_with_an_error_logs_no_warning() {

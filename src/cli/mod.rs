@@ -327,9 +327,13 @@ fn serve(args: ServeArgs) -> ExitCode {
     // Worker stacks of 8 MiB (tokio's default is 2): a call nests the request path, the tools, discovery and the pool,
     // and unoptimised builds give each of those futures' poll functions frames of several pages. Only the pages used
     // are ever resident.
+    // A worker writes the log lines it made when it is about to sleep, with one `write` (telemetry/log_output.rs).
     let built = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(workers)
         .thread_stack_size(WORKER_STACK_BYTES)
+        .on_thread_unpark(crate::telemetry::log_output::defer_on_this_thread)
+        .on_thread_park(crate::telemetry::log_output::flush)
+        .on_thread_stop(crate::telemetry::log_output::flush)
         .enable_all()
         .build();
     let runtime = match built {
@@ -340,6 +344,7 @@ fn serve(args: ServeArgs) -> ExitCode {
     // A read of stdin (the stdio front) sits on a blocking thread that nothing can interrupt; waiting for it would
     // keep the process alive after the drain, so the runtime's leftover blocking threads are not waited for.
     runtime.shutdown_background();
+    crate::telemetry::log_output::flush();
     match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(app::ServeError::Config(LoadError::Invalid { path, problems })) => print_invalid(&path, &problems),
