@@ -118,7 +118,17 @@ async fn heading_when(client: &Client, expected: &str) -> String {
 }
 
 async fn text_of(client: &Client, css: &str) -> String {
-    client.wait().for_element(Locator::Css(css)).await.unwrap_or_else(|e| panic!("{css}: {e}")).text().await.unwrap()
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    loop {
+        let element = client.wait().for_element(Locator::Css(css)).await.unwrap_or_else(|e| panic!("{css}: {e}"));
+        match element.text().await {
+            Ok(text) => return text,
+            // The page changed under the element (a click's navigation landed between the find and the read): the
+            // new page's element is read instead.
+            Err(e) if std::time::Instant::now() > deadline => panic!("{css}: {e}"),
+            Err(_) => tokio::time::sleep(std::time::Duration::from_millis(50)).await,
+        }
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
