@@ -165,13 +165,10 @@ impl Listen {
 }
 
 fn hostile_upstream(dir: &Path) -> Value {
-    let mut offers = json!({"resources": [{"uri": "test://doc", "name": "doc", "mimeType": "text/plain"}]});
-    offers["record"] = json!(dir.join("received.jsonl"));
-    let file = dir.join("offers.json");
-    std::fs::write(&file, offers.to_string()).unwrap();
-    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/hostile_upstream.py");
-    json!({"server_name": "up", "config": {"command": "python3",
-        "args": [script.to_str().unwrap(), file.to_str().unwrap()]}})
+    hostile_upstream_offering(
+        dir,
+        json!({"resources": [{"uri": "test://doc", "name": "doc", "mimeType": "text/plain"}]}),
+    )
 }
 
 fn stateless_call(gw: &TestGateway, tool: &str, args: Value) -> Rpc {

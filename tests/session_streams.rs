@@ -220,14 +220,9 @@ fn a_session_keeps_only_the_newest_sixteen_messages_for_its_stream() {
 }
 
 fn hostile_upstream(dir: &Path) -> Value {
-    let mut offers = json!({"resources": [{"uri": "test://doc", "name": "doc", "mimeType": "text/plain"}],
-                            "prompts": [{"name": "greet", "description": "Greets."}], "prompt_log": "greeting"});
-    offers["record"] = json!(dir.join("received.jsonl"));
-    let file = dir.join("offers.json");
-    std::fs::write(&file, offers.to_string()).unwrap();
-    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/hostile_upstream.py");
-    json!({"server_name": "up", "config": {"command": "python3",
-        "args": [script.to_str().unwrap(), file.to_str().unwrap()]}})
+    let offers = json!({"resources": [{"uri": "test://doc", "name": "doc", "mimeType": "text/plain"}],
+                        "prompts": [{"name": "greet", "description": "Greets."}], "prompt_log": "greeting"});
+    hostile_upstream_offering(dir, offers)
 }
 
 /// A subscription no longer keeps a session awake: the update of the resource reaches its stream while it sleeps.

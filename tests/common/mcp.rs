@@ -72,6 +72,17 @@ pub fn mock_server(name: &str) -> Value {
     })
 }
 
+/// A server entry `up` running `tests/fixtures/hostile_upstream.py` with `offers` (written to a file in `dir`), which
+/// records what it receives in `dir/received.jsonl`.
+pub fn hostile_upstream_offering(dir: &Path, mut offers: Value) -> Value {
+    offers["record"] = json!(dir.join("received.jsonl"));
+    let file = dir.join("offers.json");
+    std::fs::write(&file, offers.to_string()).unwrap();
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/hostile_upstream.py");
+    json!({"server_name": "up", "config": {"command": "python3",
+        "args": [script.to_str().unwrap(), file.to_str().unwrap()]}})
+}
+
 /// A config with the fixture's users and projects, `servers` as the servers of `default_config`, and `common` merged
 /// into `common_mcp_gateway_config`. Keys: [`API_KEY`] (alice) and [`KEY_B`] (bob) in alpha, [`DISABLED_KEY`],
 /// and [`BETA_KEY`] in project beta, whose config (`spare_config`) has no servers.
