@@ -18,7 +18,7 @@
 //! - a remote streamable HTTP upstream (rmcp's server) through the gateway against the same server called directly:
 //!   p50 at c=1 and throughput at c=16 (`MCPGW_BENCH_REMOTE_ONLY=1` runs that section alone);
 //! - a call authenticated by a JWT (provider `oauth`) against one authenticated by an API key: p50 at c=1 and
-//!   throughput at c=16 (`MCPGW_BENCH_OAUTH_ONLY=1` runs that section alone);
+//!   throughput at c=16 in alternating rounds (`MCPGW_BENCH_OAUTH_ONLY=1` runs that section alone, `MCPGW_BENCH_ROUNDS`);
 //! - the audit log on against off at c=16, alternating rounds (`MCPGW_BENCH_AUDIT_ONLY=1` only, `MCPGW_BENCH_ROUNDS`);
 //! - the costs of INFO logs, traces, the audit log and the Redis cache, each against the base gateway measured just
 //!   before it (`MCPGW_BENCH_COSTS_ONLY=1` runs that section alone).
@@ -622,7 +622,7 @@ async fn client_oauth(processes: u64, calls: u64, seconds: u64) {
     // difference measured.
     let concurrency = 16;
     let gw_pid = gw.child.id();
-    let rounds = 3;
+    let rounds = env_number("MCPGW_BENCH_ROUNDS", 3);
     let mut rates: [Vec<f64>; 2] = Default::default();
     let mut cpus: [Vec<f64>; 2] = Default::default();
     for round in 0..rounds {
@@ -699,8 +699,16 @@ async fn audit_ratio(processes: u64, calls_per_process: u64, seconds: u64) {
 
 /// `MCPGW_BENCH_PROFILE_SECONDS=N`: the c=16 secure echo in sessions (light clients) for N seconds against one gateway
 /// whose pid is printed first, for a profiler to attach (`perf record -g -p PID`); then its CPU per call and RSS.
+/// `MCPGW_BENCH_PROFILE_AUDIT=1` turns the audit log on.
 async fn profile_run(processes: u64, calls_per_process: u64, seconds: u64) {
-    let gw = start_gateway(processes, calls_per_process, |_| {});
+    // `MCPGW_BENCH_PROFILE_AUDIT=1`: with the audit log on (what it costs, profiled).
+    let audit = std::env::var("MCPGW_BENCH_PROFILE_AUDIT").is_ok();
+    let gw = start_gateway(processes, calls_per_process, |c: &mut Value| {
+        if audit {
+            let path = std::env::var("MCPGW_BENCH_AUDIT_PATH").unwrap_or_else(|_| "audit.jsonl".into());
+            c["common_mcp_gateway_config"]["audit_log"] = json!({"enabled": true, "path": path});
+        }
+    });
     let gw_pid = gw.child.id();
     println!("gateway pid {gw_pid}; idle RSS {:.1} MiB", rss_kib(gw_pid) as f64 / 1024.0);
     let mut callers = Vec::with_capacity(16);

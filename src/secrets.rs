@@ -136,9 +136,23 @@ pub fn ct_eq_digest(a: &[u8; 32], b: &[u8; 32]) -> bool {
     a.ct_eq(b).into()
 }
 
-/// Constant-time equality of two secrets (the length may leak, the content does not).
+/// Constant-time equality of two secrets (the length may leak, the content does not). Eight bytes at a time, every
+/// byte read whatever the first difference: a bearer token is about 1 KB and compared at every request
+/// (`auth/oauth.rs`), where `subtle`'s byte-by-byte comparison took about a microsecond.
 pub fn ct_eq(a: &str, b: &str) -> bool {
-    a.as_bytes().ct_eq(b.as_bytes()).into()
+    let (a, b) = (a.as_bytes(), b.as_bytes());
+    if a.len() != b.len() {
+        return false;
+    }
+    let (a_words, b_words) = (a.chunks_exact(8), b.chunks_exact(8));
+    let tails = a_words.remainder().ct_eq(b_words.remainder());
+    let mut differ = 0u64;
+    for (x, y) in a_words.zip(b_words) {
+        let word = |bytes: &[u8]| u64::from_ne_bytes(bytes.try_into().unwrap_or_default());
+        differ |= word(x) ^ word(y);
+    }
+    // Hidden from the optimiser, so that the loop is not cut short at the first difference.
+    (std::hint::black_box(differ).ct_eq(&0) & tails).into()
 }
 
 #[cfg(test)]
@@ -199,5 +213,14 @@ mod tests {
         assert!(ct_eq("same-key", "same-key"));
         assert!(!ct_eq("same-key", "same-kez"));
         assert!(!ct_eq("short", "longer-key"));
+        // Long values (a bearer token): a difference in the eight-byte words, in the tail, or none.
+        let token = "eyJ".repeat(341);
+        for at in [0, 7, 8, 500, token.len() - 9, token.len() - 1] {
+            let mut other = token.clone().into_bytes();
+            other[at] ^= 1;
+            assert!(!ct_eq(&token, std::str::from_utf8(&other).unwrap()), "a difference at {at}");
+        }
+        assert!(ct_eq(&token, &token.clone()));
+        assert!(ct_eq("", ""));
     }
 }

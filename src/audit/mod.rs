@@ -77,12 +77,12 @@ pub struct Event<'a> {
     pub credential: Option<&'a str>,
     /// The authorization rule that decided the call (contract 17; written only when a rule decided).
     pub policy_rule: Option<&'a str>,
-    /// A call's target as the authorization rules saw it (`{kind, exposed_name, annotations}`; written only when
-    /// set), for the simulator.
-    pub target: Option<Value>,
-    /// What of the caller the rules read that is not elsewhere in the record (`{auth, groups, roles, scopes}`;
-    /// written only when set), for the simulator.
-    pub principal: Option<Value>,
+    /// A call's target as the authorization rules saw it (`{kind, exposed_name, annotations}` as canonical JSON
+    /// text, written as it is; only when set), for the simulator.
+    pub target: Option<Arc<str>>,
+    /// What of the caller the rules read that is not elsewhere in the record (`{auth, groups, roles, scopes}` as
+    /// canonical JSON text, written as it is; only when set), for the simulator.
+    pub principal: Option<Arc<str>>,
 }
 
 /// The hex form of a configuration digest.

@@ -7,8 +7,8 @@
 //! with [`LEEWAY`], the `required_scopes` (`scope` string or `scp`; a missing one is 403 `insufficient_scope` over
 //! HTTP), the user and project claims naming a user and a project of the config, and the user's membership.
 //!
-//! A verified token is cached by its digest for the snapshot (as API keys are) until it expires, so a warm call costs a
-//! hash and a lookup. The identity's key digest (rate limits, session binding) is that of the issuer, user and project,
+//! A verified token is cached for the snapshot (as API keys are) until it expires, so a warm call costs a hash, a
+//! lookup and a comparison with the token the cached identity holds ([`cache_key`]). The identity's key digest (rate limits, session binding) is that of the issuer, user and project,
 //! so a client that refreshes its token keeps its sessions and its rate-limit bucket. With `accept_api_keys` a bearer
 //! value that is not a JWT is checked as an API key.
 
@@ -46,11 +46,12 @@ pub async fn authenticate(
         }
         return Err(AuthFailure::new("the bearer token is not a JWT, and API keys are not accepted here"));
     }
-    let digest = secrets::digest(token);
+    let digest = cache_key(token);
     let now = now();
     if let Some(hit) = cache.peek(&digest)
         && Arc::ptr_eq(&hit.snapshot, snapshot)
         && hit.expires_at.is_some_and(|exp| now <= exp + LEEWAY)
+        && hit.client_token.as_ref().is_some_and(|held| secrets::ct_eq(held.expose(), token))
     {
         return check_context(counted(cache, hit, true), creds);
     }
@@ -58,6 +59,21 @@ pub async fn authenticate(
     let identity = Arc::new(verified);
     cache.insert(digest, Arc::clone(&identity));
     check_context(counted(cache, identity, false), creds)
+}
+
+/// Where a verified token's identity is kept in the identity cache: a 128-bit hash of the token under this process's
+/// two random seeds (foldhash), not its SHA-256: a token is about 1 KB, hashed at every request, and SHA-256 over it
+/// was the one cost a JWT's call had over an API key's (issue 36). A hit counts only when the token the identity holds
+/// is the one presented (compared in constant time), so two tokens never share an identity, whatever their hashes;
+/// the seeds are nobody else's to know, so no one can make two tokens meet on purpose either (at worst they would take
+/// each other's place in the cache). The slot's last 16 bytes are `0xff`: no SHA-256 of an API key is likely to take it.
+fn cache_key(token: &str) -> [u8; 32] {
+    use std::hash::BuildHasher;
+    static SEEDS: std::sync::LazyLock<[foldhash::quality::RandomState; 2]> = std::sync::LazyLock::new(Default::default);
+    let mut key = [0xff; 32];
+    key[..8].copy_from_slice(&SEEDS[0].hash_one(token).to_le_bytes());
+    key[8..16].copy_from_slice(&SEEDS[1].hash_one(token).to_le_bytes());
+    key
 }
 
 fn now() -> u64 {

@@ -17,14 +17,25 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
+use notify::EventKindMask;
 use notify::RecursiveMode;
-use notify_debouncer_full::{DebounceEventResult, Debouncer, RecommendedCache, new_debouncer};
+use notify_debouncer_full::{DebounceEventResult, Debouncer, RecommendedCache, new_debouncer_opt};
 
 use super::fsutil::parent_dir;
 use super::store::ConfigStore;
 
 /// How long a burst of file events must be quiet before the reload runs.
 pub const DEBOUNCE: Duration = Duration::from_millis(200);
+
+/// What the watch asks the kernel for: names created, removed and renamed (a save by rename, the `..data` swap),
+/// changed attributes, and a file closed after writing (an edit in place). Not every write (`IN_MODIFY`) nor every
+/// open: a file kept open and appended to beside the config (an audit log, `audit_log.path` relative) would otherwise
+/// wake the watcher's thread on every record, several microseconds of a gateway's CPU per call.
+const EVENT_KINDS: EventKindMask = EventKindMask::CREATE
+    .union(EventKindMask::REMOVE)
+    .union(EventKindMask::MODIFY_NAME)
+    .union(EventKindMask::MODIFY_META)
+    .union(EventKindMask::ACCESS_CLOSE);
 
 /// Keeps the watch alive; dropping it stops watching.
 pub struct ConfigWatcher {
@@ -46,7 +57,7 @@ pub fn watch(store: Arc<ConfigStore>) -> Result<ConfigWatcher, notify::Error> {
     if let Some(real) = std::fs::canonicalize(store.path()).ok().and_then(|r| r.file_name().map(OsString::from)) {
         names.push(real);
     }
-    let mut debouncer = new_debouncer(DEBOUNCE, None, move |result: DebounceEventResult| match result {
+    let handler = move |result: DebounceEventResult| match result {
         // The debouncer's thread does nothing but reload: at the lowest priority (`background.rs`).
         Ok(events) if events.iter().any(|event| relevant(&event.event, &names)) => {
             super::background::yield_to_requests();
@@ -60,7 +71,9 @@ pub fn watch(store: Arc<ConfigStore>) -> Result<ConfigWatcher, notify::Error> {
             super::background::yield_to_requests();
             reload_store.reload_on_change();
         }
-    })?;
+    };
+    let config = notify::Config::default().with_event_kinds(EVENT_KINDS);
+    let mut debouncer = new_debouncer_opt(DEBOUNCE, None, handler, RecommendedCache::new(), config)?;
     for dir in &dirs {
         debouncer.watch(dir, RecursiveMode::NonRecursive)?;
     }

@@ -50,9 +50,42 @@ struct Known {
 pub struct Memo {
     /// By [`Recall::hash`].
     targets: Mutex<HashMap<u64, Arc<Known>>>,
+    /// What the audit records of this caller's calls keep for the simulator, in written form: per target (by
+    /// [`Recall::hash`], at most [`MEMO_TARGETS`]), and the caller's own part.
+    written: Mutex<HashMap<u64, Written>>,
+    principal_written: std::sync::OnceLock<Arc<str>>,
+}
+
+/// A target's text in an audit record, and the key it was written for (to check a hit against).
+struct Written {
+    key: [Box<str>; 3],
+    text: Arc<str>,
 }
 
 impl Memo {
+    /// The audit text of the target `recall` names, written by `write` the first time.
+    pub fn target_text(&self, recall: &Recall<'_>, write: impl FnOnce() -> String) -> Arc<str> {
+        let hash = recall.hash();
+        let mut written = self.written.lock().unwrap_or_else(PoisonError::into_inner);
+        if let Some(known) = written.get(&hash)
+            && known.key.iter().zip(recall.key).all(|(known, part)| **known == *part)
+        {
+            return Arc::clone(&known.text);
+        }
+        let text: Arc<str> = write().into();
+        if written.len() >= MEMO_TARGETS && !written.contains_key(&hash) {
+            written.clear();
+        }
+        let key = recall.key.map(Box::from);
+        written.insert(hash, Written { key, text: Arc::clone(&text) });
+        text
+    }
+
+    /// The caller's audit text, written by `write` the first time.
+    pub fn principal_text(&self, write: impl FnOnce() -> String) -> Arc<str> {
+        Arc::clone(self.principal_written.get_or_init(|| write().into()))
+    }
+
     fn recall(&self, recall: &Recall<'_>) -> Option<Arc<Known>> {
         let targets = self.targets.lock().unwrap_or_else(PoisonError::into_inner);
         let known = targets.get(&recall.hash())?;

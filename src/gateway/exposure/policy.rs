@@ -141,6 +141,10 @@ pub fn listed(identity: &Identity, kind: Kind, entry: &ServerEntry, item: &Value
     !applies(identity) || decide(identity, &Target::of(identity, kind, entry, item), None).allowed
 }
 
+/// A call's target and caller as its audit record keeps them for the simulator: canonical JSON texts
+/// ([`audit_fields`]).
+pub type AuditFields = (std::sync::Arc<str>, std::sync::Arc<str>);
+
 /// What a call the rules allow counts against: the rule that allowed it (`None`: none decided, or there are none) and
 /// the quotas it matches (contract 17).
 #[derive(Debug, Default)]
@@ -148,7 +152,7 @@ pub struct Admitted {
     pub rule: Option<String>,
     pub charges: Vec<Charge>,
     /// What the audit record keeps of the target and the caller for the simulator (asked for with `audited`).
-    pub audit: Option<(Value, Value)>,
+    pub audit: Option<AuditFields>,
     /// Set when the rules deny the call: its `POLICY_DENIED` answer (the audit fields are kept for its record).
     pub denied: Option<GatewayError>,
 }
@@ -196,26 +200,31 @@ pub fn check_call(
     admitted
 }
 
-/// What a call's audit record keeps for the simulator (contract 17): the target (`{kind, exposed_name,
-/// annotations}`) and what of the caller is not elsewhere in the record (`{auth, groups, roles, scopes}`). Never a
-/// claim's value beyond those lists, never an argument.
-fn audit_fields(identity: &Identity, target: &Target<'_>) -> (Value, Value) {
-    // Built with the values moved in (`json!` would serialise each into a copy): this runs for every audited call.
-    use crate::json_strict::object;
-    let target = object([
-        ("kind", Value::from(target.kind.as_str())),
-        ("exposed_name", Value::from(target.exposed_name())),
-        ("annotations", target.annotations().clone()),
-    ]);
-    let lists = lists(identity);
-    let strings = |list: Vec<&str>| Value::Array(list.into_iter().map(Value::from).collect());
-    let principal = object([
-        ("auth", Value::from(if identity.claims.is_some() { "oauth" } else { "apikey" })),
-        ("groups", strings(lists.groups)),
-        ("roles", strings(lists.roles)),
-        ("scopes", strings(lists.scopes)),
-    ]);
-    (target, principal)
+/// What a call's audit record keeps for the simulator (contract 17), as the canonical JSON text the record holds: the
+/// target (`{kind, exposed_name, annotations}`) and what of the caller is not elsewhere in the record (`{auth, groups,
+/// roles, scopes}`). Never a claim's value beyond those lists, never an argument. Each is written once per caller and
+/// target and kept with the identity ([`policy::Memo`]): this runs for every audited call.
+fn audit_fields(identity: &Identity, target: &Target<'_>) -> AuditFields {
+    use crate::json_strict::{canonical, object};
+    let memo = &identity.decisions;
+    let written_target = memo.target_text(&target.recall(memo), || {
+        canonical(&object([
+            ("kind", Value::from(target.kind.as_str())),
+            ("exposed_name", Value::from(target.exposed_name())),
+            ("annotations", target.annotations().clone()),
+        ]))
+    });
+    let principal = memo.principal_text(|| {
+        let lists = lists(identity);
+        let strings = |list: Vec<&str>| Value::Array(list.into_iter().map(Value::from).collect());
+        canonical(&object([
+            ("auth", Value::from(if identity.claims.is_some() { "oauth" } else { "apikey" })),
+            ("groups", strings(lists.groups)),
+            ("roles", strings(lists.roles)),
+            ("scopes", strings(lists.scopes)),
+        ]))
+    });
+    (written_target, principal)
 }
 
 /// Whether `identity`'s rules decide anything at all (no rules and the default `allow`: nothing to evaluate).

@@ -113,7 +113,7 @@ pub struct ServerCalls<'a> {
     /// The authorization rule that allowed the call in progress (contract 17), for its audit record.
     decided_by: Option<String>,
     /// What the audit record of the call in progress keeps for the simulator: its target and caller.
-    audit_fields: Option<(Value, Value)>,
+    audit_fields: Option<policy::AuditFields>,
 }
 
 /// What one call of the per-call stack asks the upstream for.
