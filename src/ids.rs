@@ -11,20 +11,33 @@ pub fn timestamp() -> String {
     timestamp_of(chrono::Utc::now().naive_utc())
 }
 
-/// `time` as [`timestamp`] writes it: the fields written out, not through chrono's format string, which is parsed
-/// again on each call (a quarter of the cost of an audit write).
+/// `time` as [`timestamp`] writes it: the digits written into place, not through a format string (an audit write
+/// takes one; `format!` of seven numbers was 3,600 instructions of it).
 fn timestamp_of(time: chrono::NaiveDateTime) -> String {
     use chrono::{Datelike, Timelike};
-    let (date, micros) = (time.date(), time.nanosecond() % 1_000_000_000 / 1_000);
-    format!(
-        "{:04}-{:02}-{:02}T{:02}:{:02}:{:02}.{micros:06}",
-        date.year(),
-        date.month(),
-        date.day(),
-        time.hour(),
-        time.minute(),
-        time.second()
-    )
+    let micros = time.nanosecond() % 1_000_000_000 / 1_000;
+    // Years outside 0..=9999 cannot be written in four digits: chrono's own form, as before (never from a clock).
+    let Ok(year @ 0..=9999) = u32::try_from(time.year()) else {
+        return time.format("%Y-%m-%dT%H:%M:%S%.6f").to_string();
+    };
+    let mut text = *b"0000-00-00T00:00:00.000000";
+    for (at, width, value) in [
+        (0, 4, year),
+        (5, 2, time.month()),
+        (8, 2, time.day()),
+        (11, 2, time.hour()),
+        (14, 2, time.minute()),
+        (17, 2, time.second()),
+        (20, 6, micros),
+    ] {
+        let mut value = value;
+        for place in text[at..at + width].iter_mut().rev() {
+            // A digit: `value % 10` is below 10.
+            *place = b'0' + (value % 10) as u8;
+            value /= 10;
+        }
+    }
+    text.iter().map(|&b| char::from(b)).collect()
 }
 
 /// A request correlation id (spec 2.7 `custom_id`): 34 characters (`gw` and 32 hex digits), an underscore and the

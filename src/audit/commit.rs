@@ -4,8 +4,9 @@
 //! A caller prepares its record ([`Prepared`]) outside any lock, then, under the log's lock, queues it and takes a
 //! ticket (a number counting every record this process queued). An async caller then yields once, so that the other
 //! tasks ready on its worker thread queue theirs too (with one worker thread, as on two cores, nothing else could
-//! ever be queued beside it). The first caller that then finds no write in progress takes the writer's role: it moves out the queue and the chain (the file, the last `seq` and hash), and, with the
-//! lock released so that others keep queueing, gives each record its `seq`, `prev_hash` and the batch's `timestamp`,
+//! ever be queued beside it). The first caller that then finds no write in progress takes the writer's role: it
+//! moves out the queue and the chain (the file, the last `seq` and hash), and, with the lock released so that others
+//! keep queueing, gives each record its `seq`, `prev_hash` and the batch's `timestamp`,
 //! and writes the batch with one `write_all`. It then publishes the highest ticket written (`written`) and wakes
 //! the waiters; a waiter whose record came too late for that batch takes the role for the next one. Whoever holds the
 //! role only runs code that does not wait on anything but the file, so a waiter never waits longer than the write in

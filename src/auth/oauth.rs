@@ -8,9 +8,10 @@
 //! HTTP), the user and project claims naming a user and a project of the config, and the user's membership.
 //!
 //! A verified token is cached for the snapshot (as API keys are) until it expires, so a warm call costs a hash, a
-//! lookup and a comparison with the token the cached identity holds ([`cache_key`]). The identity's key digest (rate limits, session binding) is that of the issuer, user and project,
-//! so a client that refreshes its token keeps its sessions and its rate-limit bucket. With `accept_api_keys` a bearer
-//! value that is not a JWT is checked as an API key.
+//! lookup and a comparison with the token the cached identity holds ([`cache_key`]). The identity's key digest (rate
+//! limits, session binding) is that of the issuer, user and project, so a client that refreshes its token keeps its
+//! sessions and its rate-limit bucket. With `accept_api_keys` a bearer value that is not a JWT is checked as an API
+//! key.
 
 use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
@@ -66,10 +67,12 @@ pub async fn authenticate(
 /// was the one cost a JWT's call had over an API key's (issue 36). A hit counts only when the token the identity holds
 /// is the one presented (compared in constant time), so two tokens never share an identity, whatever their hashes;
 /// the seeds are nobody else's to know, so no one can make two tokens meet on purpose either (at worst they would take
-/// each other's place in the cache). The slot's last 16 bytes are `0xff`: no SHA-256 of an API key is likely to take it.
+/// each other's place in the cache). The slot's last 16 bytes are `0xff`: no SHA-256 of an API key is likely to take
+/// it.
 fn cache_key(token: &str) -> [u8; 32] {
     use std::hash::BuildHasher;
-    static SEEDS: std::sync::LazyLock<[foldhash::quality::RandomState; 2]> = std::sync::LazyLock::new(Default::default);
+    type Seeds = [foldhash::quality::RandomState; 2];
+    static SEEDS: std::sync::LazyLock<Seeds> = std::sync::LazyLock::new(Default::default);
     let mut key = [0xff; 32];
     key[..8].copy_from_slice(&SEEDS[0].hash_one(token).to_le_bytes());
     key[8..16].copy_from_slice(&SEEDS[1].hash_one(token).to_le_bytes());
