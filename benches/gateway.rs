@@ -618,37 +618,49 @@ async fn client_oauth(processes: u64, calls: u64, seconds: u64) {
         ms(key_p50),
         if jwt_p50 >= key_p50 { ms(jwt_p50 - key_p50) } else { format!("-{}", ms(key_p50 - jwt_p50)) }
     );
-    // Alternating rounds, medians: the order of two runs on this shared machine moves a ratio by more than the
-    // difference measured.
-    let concurrency = 16;
     let gw_pid = gw.child.id();
     let rounds = env_number("MCPGW_BENCH_ROUNDS", 3);
+    let credentials = [KEY.to_string(), token];
+    let [(key_rate, key_cpu), (jwt_rate, jwt_cpu)] =
+        alternating(rounds, seconds, [("with API key", gw_pid), ("with JWT", gw_pid)], |slot| {
+            caller(credentials[slot].clone())
+        })
+        .await;
+    println!(
+        "JWT against API key at c=16, medians of {rounds} alternating rounds: {jwt_rate:.0} against {key_rate:.0} calls/s ({:.3}, goal >= 0.97); gateway CPU per call {jwt_cpu:.1} against {key_cpu:.1} us",
+        jwt_rate / key_rate
+    );
+}
+
+/// Two variants measured in turn at c=16 for `rounds` rounds of `seconds` each (the order of two runs on this shared
+/// machine moves a ratio by more than the difference measured): 16 callers from `caller(slot)` each round, the
+/// gateway of `variants[slot]` by its pid. Per variant, the median throughput and the median gateway CPU per call (from
+/// `/proc`, which moves less with the machine's other load than the throughput does).
+async fn alternating<F, Fut>(rounds: u64, seconds: u64, variants: [(&str, u32); 2], caller: F) -> [(f64, f64); 2]
+where
+    F: Fn(usize) -> Fut,
+    Fut: std::future::Future<Output = Caller>,
+{
     let mut rates: [Vec<f64>; 2] = Default::default();
     let mut cpus: [Vec<f64>; 2] = Default::default();
     for round in 0..rounds {
-        for (slot, (name, credential)) in [("API key", KEY.to_string()), ("JWT", token.clone())].into_iter().enumerate()
-        {
-            let mut callers = Vec::with_capacity(concurrency);
-            for _ in 0..concurrency {
-                callers.push(caller(credential.clone()).await);
+        for (slot, (name, pid)) in variants.into_iter().enumerate() {
+            let mut callers = Vec::with_capacity(16);
+            for _ in 0..16 {
+                callers.push(caller(slot).await);
             }
-            let cpu = CpuSplit::start(vec![("gateway", Box::new(move || vec![gw_pid]))]);
+            let cpu = CpuSplit::start(vec![("gateway", Box::new(move || vec![pid]))]);
             let rate = throughput(callers, seconds).await;
             let calls = rate * seconds as f64;
             println!(
-                "round {round}: throughput c={concurrency} with {name} (2 cores shared by client, gateway and upstreams): {rate:.0} calls/s; CPU per call: {}",
+                "round {round}: c=16 {name} (2 cores shared by client, gateway and upstreams): {rate:.0} calls/s; CPU per call: {}",
                 cpu.per_call(calls)
             );
             rates[slot].push(rate);
             cpus[slot].push(cpu.micros("gateway") / calls.max(1.0));
         }
     }
-    let (key_rate, jwt_rate) = (median(&mut rates[0]), median(&mut rates[1]));
-    let (key_cpu, jwt_cpu) = (median(&mut cpus[0]), median(&mut cpus[1]));
-    println!(
-        "JWT against API key at c={concurrency}, medians of {rounds} alternating rounds: {jwt_rate:.0} against {key_rate:.0} calls/s ({:.3}, goal >= 0.97); gateway CPU per call {jwt_cpu:.1} against {key_cpu:.1} us",
-        jwt_rate / key_rate
-    );
+    [0, 1].map(|slot| (median(&mut rates[slot]), median(&mut cpus[slot])))
 }
 
 /// The median of `values` (not empty).
@@ -668,28 +680,10 @@ async fn audit_ratio(processes: u64, calls_per_process: u64, seconds: u64) {
     let audited = start_gateway(processes, calls_per_process, |c: &mut Value| {
         c["common_mcp_gateway_config"]["audit_log"] = json!({"enabled": true, "path": "audit.jsonl"});
     });
-    let mut rates: [Vec<f64>; 2] = Default::default();
-    let mut cpus: [Vec<f64>; 2] = Default::default();
-    for round in 0..rounds {
-        for (slot, (name, gw)) in [("base", &base), ("audit log on", &audited)].into_iter().enumerate() {
-            let mut callers = Vec::with_capacity(16);
-            for _ in 0..16 {
-                callers.push(raw_gateway(&gw.addr, false, Call::Gateway).await);
-            }
-            let pid = gw.child.id();
-            let cpu = CpuSplit::start(vec![("gateway", Box::new(move || vec![pid]))]);
-            let rate = throughput(callers, seconds).await;
-            let calls = rate * seconds as f64;
-            println!(
-                "round {round}: c=16 {name} (2 cores shared by client, gateway and upstreams): {rate:.0} calls/s; CPU per call: {}",
-                cpu.per_call(calls)
-            );
-            rates[slot].push(rate);
-            cpus[slot].push(cpu.micros("gateway") / calls.max(1.0));
-        }
-    }
-    let (base_rate, audit_rate) = (median(&mut rates[0]), median(&mut rates[1]));
-    let (base_cpu, audit_cpu) = (median(&mut cpus[0]), median(&mut cpus[1]));
+    let gateways = [&base, &audited];
+    let variants = [("base", base.child.id()), ("audit log on", audited.child.id())];
+    let [(base_rate, base_cpu), (audit_rate, audit_cpu)] =
+        alternating(rounds, seconds, variants, |slot| raw_gateway(&gateways[slot].addr, false, Call::Gateway)).await;
     println!(
         "audit log on against base at c=16, medians of {rounds} alternating rounds: {audit_rate:.0} against {base_rate:.0} calls/s ({:.3}, goal >= 0.95); gateway CPU per call {audit_cpu:.1} against {base_cpu:.1} us (+{:.1})",
         audit_rate / base_rate,

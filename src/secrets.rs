@@ -91,13 +91,18 @@ pub fn key_id_from_digest(digest: &[u8; 32]) -> String {
 
 /// `bytes` in lower-case hexadecimal (digests in keys, fingerprints, pins and audit records).
 pub fn hex(bytes: &[u8]) -> String {
-    const HEX: &[u8; 16] = b"0123456789abcdef";
     let mut out = String::with_capacity(bytes.len() * 2);
+    push_hex(&mut out, bytes);
+    out
+}
+
+/// [`hex`] appended to `out` (also the trace and span ids of exported spans, as OpenTelemetry writes them).
+pub fn push_hex(out: &mut String, bytes: &[u8]) {
+    const HEX: &[u8; 16] = b"0123456789abcdef";
     for b in bytes {
         out.push(char::from(HEX[usize::from(b >> 4)]));
         out.push(char::from(HEX[usize::from(b & 0x0f)]));
     }
-    out
 }
 
 /// Whether `s` has the shape of a key id (12 lowercase hex characters).

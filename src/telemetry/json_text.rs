@@ -6,11 +6,8 @@
 //! agent's call"). These write the same text: strings escaped as `serde_json` escapes them, numbers as it writes them
 //! (a float that is not finite is `null`), times as `2026-12-02T14:12:44.607950Z`.
 
-use std::cell::Cell;
 use std::fmt::Write as _;
-use std::time::{SystemTime, UNIX_EPOCH};
-
-use chrono::{DateTime, Datelike, Timelike, Utc};
+use std::time::SystemTime;
 
 /// `text` as a JSON string, quotes included, escaped as `serde_json` escapes it: `"` and `\`, and the control
 /// characters below U+0020 (`\b`, `\t`, `\n`, `\f`, `\r`, the others as `\u00XX`); nothing else.
@@ -39,7 +36,7 @@ pub fn push_escaped(out: &mut String, text: &str) {
             0x0c => out.push_str("\\f"),
             _ => {
                 out.push_str("\\u00");
-                push_hex(out, &[byte]);
+                crate::secrets::push_hex(out, &[byte]);
             }
         }
         start = at + 1;
@@ -75,15 +72,6 @@ fn first_escape(bytes: &[u8]) -> Option<usize> {
     chunks.remainder().iter().position(|&b| needs_escape(b)).map(|offset| at + offset)
 }
 
-/// `bytes` in lowercase hexadecimal, as OpenTelemetry's trace and span ids write themselves (`{:032x}`, `{:016x}`).
-pub fn push_hex(out: &mut String, bytes: &[u8]) {
-    const HEX: &[u8; 16] = b"0123456789abcdef";
-    for byte in bytes {
-        out.push(char::from(HEX[usize::from(byte >> 4)]));
-        out.push(char::from(HEX[usize::from(byte & 0xf)]));
-    }
-}
-
 /// A `fmt::Write` that escapes what is written to it into a JSON string's inside, so that a `Debug` or `Display`
 /// value is escaped as it is formatted, without a copy of its text first.
 pub struct Escaping<'a>(pub &'a mut String);
@@ -106,82 +94,18 @@ pub fn push_f64(out: &mut String, value: f64) {
     }
 }
 
-/// Pushes `n` as two digits.
-fn push_2(out: &mut String, n: u32) {
-    out.push(char::from(b'0' + (n / 10 % 10) as u8));
-    out.push(char::from(b'0' + (n % 10) as u8));
-}
-
 /// `time` in UTC as RFC 3339 with microseconds and `Z`, as chrono's `to_rfc3339_opts(SecondsFormat::Micros, true)`
-/// and its format `%Y-%m-%dT%H:%M:%S%.6fZ` write it, quotes not included. The text up to the seconds is worked out
-/// once a second per thread (a call writes about ten of these times).
+/// and its format `%Y-%m-%dT%H:%M:%S%.6fZ` write it, quotes not included ([`crate::ids::push_timestamp`] and `Z`).
 pub fn push_time(out: &mut String, time: SystemTime) {
-    thread_local! {
-        /// The last second written on this thread, and its text up to the seconds.
-        static LAST: Cell<(u64, [u8; 19])> = const { Cell::new((u64::MAX, [0; 19])) };
-    }
-    let Ok(since_epoch) = time.duration_since(UNIX_EPOCH) else {
-        return push_time_slowly(out, time);
-    };
-    let second = since_epoch.as_secs();
-    let (last, mut text) = LAST.get();
-    if last != second {
-        let mut fresh = String::with_capacity(32);
-        push_time_slowly(&mut fresh, time);
-        // A year of four digits gives `YYYY-MM-DDTHH:MM:SS.ffffffZ`; any other is chrono's own text every time.
-        let head = (fresh.len() == 27).then(|| <[u8; 19]>::try_from(&fresh.as_bytes()[..19]).ok()).flatten();
-        let Some(head) = head else {
-            out.push_str(&fresh);
-            return;
-        };
-        text = head;
-        LAST.set((second, text));
-    }
-    out.push_str(std::str::from_utf8(&text).unwrap_or_default());
-    out.push('.');
-    let micros = since_epoch.subsec_micros();
-    push_2(out, micros / 10_000);
-    push_2(out, micros / 100 % 100);
-    push_2(out, micros % 100);
-    out.push('Z');
-}
-
-/// [`push_time`] without the text of the last second.
-fn push_time_slowly(out: &mut String, time: SystemTime) {
-    let time = DateTime::<Utc>::from(time);
-    let year = time.year();
-    if !(0..=9999).contains(&year) {
-        // Outside four digits chrono adds a sign; such a clock is not worth a fast path.
-        out.push_str(&time.to_rfc3339_opts(chrono::SecondsFormat::Micros, true));
-        return;
-    }
-    let year = year as u32;
-    push_2(out, year / 100);
-    push_2(out, year % 100);
-    out.push('-');
-    push_2(out, time.month());
-    out.push('-');
-    push_2(out, time.day());
-    out.push('T');
-    push_2(out, time.hour());
-    out.push(':');
-    push_2(out, time.minute());
-    out.push(':');
-    // A leap second (nanoseconds from 1,000,000,000) is written as chrono writes it: second 60.
-    let nanos = time.nanosecond();
-    push_2(out, time.second() + nanos / 1_000_000_000);
-    out.push('.');
-    let micros = nanos % 1_000_000_000 / 1_000;
-    push_2(out, micros / 10_000);
-    push_2(out, micros / 100 % 100);
-    push_2(out, micros % 100);
+    crate::ids::push_timestamp(out, time);
     out.push('Z');
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::time::Duration;
+    use chrono::{DateTime, Utc};
+    use std::time::{Duration, UNIX_EPOCH};
 
     #[test]
     fn strings_are_escaped_as_serde_json_escapes_them() {

@@ -15,8 +15,9 @@ use opentelemetry::trace::SpanId;
 use opentelemetry_sdk::error::{OTelSdkError, OTelSdkResult};
 use opentelemetry_sdk::trace::{SpanData, SpanExporter};
 
-use super::json_text::{push_f64, push_hex, push_str, push_time};
+use super::json_text::{push_f64, push_str, push_time};
 use super::logging::SERVICE_NAME;
+use crate::secrets::push_hex;
 
 /// Writes spans to stderr as JSON lines.
 #[derive(Debug)]
