@@ -186,4 +186,12 @@ fn with_redis_unreachable_quotas_still_hold_in_the_replica() {
     assert_eq!(success_text(&echo(&client, &gw.mcp, API_KEY, "two"), "echo"), "two");
     assert_error(&echo(&client, &gw.mcp, API_KEY, "three"), "QUOTA_EXCEEDED");
     assert!(gw.gw.logs().contains("quota and usage counters (redis) unreachable"), "{}", gw.gw.logs());
+    // The health report says so too, naming where and what the replica does meanwhile.
+    let health = gw.gw.system_health();
+    assert_eq!(health["status"], json!("degraded"), "{health}");
+    let reason = format!(
+        "quota and usage counters (redis at 127.0.0.1:{dead}) unreachable; counting in this process (quotas hold per \
+         replica) until it answers again"
+    );
+    assert!(health["degraded_reasons"].as_array().is_some_and(|r| r.contains(&json!(reason))), "{health}");
 }

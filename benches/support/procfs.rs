@@ -32,6 +32,52 @@ pub fn fds_by_kind(pid: u32) -> BTreeMap<String, u64> {
     kinds
 }
 
+/// The process's sockets as `tcp <local port> -> <remote port> <state>` (or `unix <path>`), sorted: what a leaked
+/// socket was connected to.
+pub fn sockets(pid: u32) -> Vec<String> {
+    let mut inodes = std::collections::BTreeSet::new();
+    if let Ok(entries) = std::fs::read_dir(format!("/proc/{pid}/fd")) {
+        for entry in entries.flatten() {
+            let Ok(target) = std::fs::read_link(entry.path()) else { continue };
+            let target = target.to_string_lossy().into_owned();
+            if let Some(inode) = target.strip_prefix("socket:[").and_then(|t| t.strip_suffix(']')) {
+                inodes.insert(inode.to_string());
+            }
+        }
+    }
+    let mut found = Vec::new();
+    let port = |address: &str| {
+        address.rsplit_once(':').and_then(|(_, p)| u16::from_str_radix(p, 16).ok()).map_or(0, u32::from)
+    };
+    for table in ["tcp", "tcp6"] {
+        let text = std::fs::read_to_string(format!("/proc/{pid}/net/{table}")).unwrap_or_default();
+        for line in text.lines().skip(1) {
+            let f: Vec<&str> = line.split_whitespace().collect();
+            if f.len() > 9 && inodes.remove(f[9]) {
+                let state = match f[3] {
+                    "01" => "ESTABLISHED",
+                    "06" => "TIME_WAIT",
+                    "07" => "CLOSE",
+                    "08" => "CLOSE_WAIT",
+                    "0A" => "LISTEN",
+                    other => other,
+                };
+                found.push(format!("tcp {} -> {} {state}", port(f[1]), port(f[2])));
+            }
+        }
+    }
+    let text = std::fs::read_to_string(format!("/proc/{pid}/net/unix")).unwrap_or_default();
+    for line in text.lines().skip(1) {
+        let f: Vec<&str> = line.split_whitespace().collect();
+        if f.len() > 6 && inodes.remove(f[6]) {
+            found.push(format!("unix {}", f.get(7).copied().unwrap_or("(unnamed)")));
+        }
+    }
+    found.extend(inodes.into_iter().map(|i| format!("other socket {i}")));
+    found.sort();
+    found
+}
+
 /// CPU time (user and system) used so far by `pid`, in microseconds (0 when the process is gone). The kernel counts
 /// in clock ticks of 10 ms (`CLK_TCK` 100 on Linux), so a reading needs a few seconds of work to mean much.
 pub fn cpu_micros(pid: u32) -> u64 {

@@ -37,8 +37,9 @@ use std::time::{Duration, Instant};
 use serde_json::{Value, json};
 
 #[path = "launch.rs"]
+#[allow(dead_code)]
 mod launch;
-use launch::{free_port, http_get, ready, spawn_serve};
+use launch::{free_port, http_get, http_get_with, ready, spawn_serve_with_admin};
 #[path = "procfs.rs"]
 #[allow(dead_code)]
 mod procfs;
@@ -128,6 +129,8 @@ pub struct Tally {
 pub struct Reading {
     pub rss_kib: u64,
     pub fds: BTreeMap<String, u64>,
+    /// The sockets among them, with their ports and states (`procfs::sockets`).
+    pub sockets: Vec<String>,
 }
 
 impl Reading {
@@ -218,7 +221,10 @@ impl Report {
         check(
             &mut failures,
             self.end.fd_total() <= self.start.fd_total(),
-            format!("no leaked descriptors: {:?} at the start, {:?} at the end", self.start.fds, self.end.fds),
+            format!(
+                "no leaked descriptors: {:?} at the start, {:?} at the end; sockets at the start {:?}, at the end {:?}",
+                self.start.fds, self.end.fds, self.start.sockets, self.end.sockets
+            ),
         );
         check(
             &mut failures,
@@ -343,6 +349,7 @@ impl Report {
             self.end.fd_total(),
             self.end.fds
         ));
+        out.push_str(&format!("sockets (quiet points): start {:?}, end {:?}\n", self.start.sockets, self.end.sockets));
         let m = &self.memory;
         out.push_str(&format!(
             "one request of 64 results of 1 MiB (max_response_bytes 32 MiB): {} calls ran, {} refused; RSS idle {:.1} \
@@ -418,7 +425,7 @@ impl Configs {
         session["config"]["args"] = json!(["--sample-tool"]);
         session["config"]["session_affinity"] = json!("per_session");
         json!({
-            "admin_apikey": "soak-admin-key-0123456789abcdefghijklmnop",
+            "admin_apikey": ADMIN_KEY,
             "common_mcp_gateway_config": {
                 "gw_log_level": "WARNING",
                 "gw_mcp_use_external_cache": true, "gw_cache_host": "127.0.0.1", "gw_cache_port": self.redis_port,
@@ -484,6 +491,7 @@ impl Configs {
 struct Gateway {
     child: Child,
     addr: String,
+    admin: u16,
     metrics: u16,
     log: Arc<Mutex<Vec<String>>>,
 }
@@ -491,8 +499,8 @@ struct Gateway {
 impl Gateway {
     fn start(config: &Path) -> Gateway {
         let port = free_port();
-        let metrics = free_port();
-        let mut child = spawn_serve(config, port, metrics);
+        let (admin, metrics) = (free_port(), free_port());
+        let mut child = spawn_serve_with_admin(config, port, admin, metrics);
         let log: Arc<Mutex<Vec<String>>> = Arc::default();
         if let Some(stderr) = child.stderr.take() {
             let log = Arc::clone(&log);
@@ -506,7 +514,7 @@ impl Gateway {
                 }
             });
         }
-        let gateway = Gateway { child, addr: format!("127.0.0.1:{port}"), metrics, log };
+        let gateway = Gateway { child, addr: format!("127.0.0.1:{port}"), admin, metrics, log };
         let deadline = Instant::now() + Duration::from_secs(30);
         while !ready(gateway.metrics) {
             assert!(Instant::now() < deadline, "mcpgw did not become ready; log:\n{}", gateway.log_text());
@@ -1095,25 +1103,25 @@ fn phase(
     });
 }
 
-/// Whether the gateway reports Redis reachable (`gw_get_cache_status`); its probe reconnects within a second or two of
-/// a restart.
-fn redis_reachable(runtime: &tokio::runtime::Runtime, addr: &str) -> bool {
-    runtime.block_on(async {
-        let Ok(mut conn) = RawHttp::try_connect(addr, KEY, true).await else { return false };
-        let request = conn.tool_call_with_id(1, "gw_get_cache_status", json!({}));
-        let Ok(answer) = conn.try_post(&request).await else { return false };
-        messages(&answer).first().is_some_and(|m| m["result"]["structuredContent"]["external"]["reachable"] == true)
-    })
+/// The soak config's admin key.
+const ADMIN_KEY: &str = "soak-admin-key-0123456789abcdefghijklmnop";
+
+/// Whether the gateway reports Redis reachable on each of its connections: the shared cache's and the quota counters'
+/// (the health report names each one that is not); their probes reconnect within a second or two of a restart.
+fn redis_reachable(gateway: &Gateway) -> bool {
+    let answer = http_get_with(gateway.admin, "/api/v1/system/health", &format!("Authorization: Bearer {ADMIN_KEY}"));
+    let Some((_, body)) = answer.split_once("\r\n\r\n") else { return false };
+    let Ok(health) = serde_json::from_str::<Value>(body) else { return false };
+    let data = &health["data"];
+    let unreachable = data["degraded_reasons"]
+        .as_array()
+        .is_some_and(|reasons| reasons.iter().any(|r| r.as_str().is_some_and(|r| r.contains("(redis at"))));
+    data["external_cache"]["reachable"] == true && !unreachable
 }
 
 /// Load stopped: a new config generation retires every upstream process; once none is left, the gateway is connected
 /// to Redis again and the descriptor count has settled, the gateway is read.
-fn quiet_point(
-    runtime: &tokio::runtime::Runtime,
-    gateway: &Gateway,
-    configs: &Arc<Mutex<Configs>>,
-    problems: &mut Vec<String>,
-) -> Reading {
+fn quiet_point(gateway: &Gateway, configs: &Arc<Mutex<Configs>>, problems: &mut Vec<String>) -> Reading {
     if let Ok(mut configs) = configs.lock() {
         configs.new_generation();
     }
@@ -1128,7 +1136,7 @@ fn quiet_point(
         std::thread::sleep(Duration::from_millis(20));
     }
     let deadline = Instant::now() + Duration::from_secs(15);
-    while !redis_reachable(runtime, &gateway.addr) {
+    while !redis_reachable(gateway) {
         if Instant::now() > deadline {
             problems.push("the gateway did not report Redis reachable within 15 s of its restart".into());
             break;
@@ -1145,7 +1153,7 @@ fn quiet_point(
         same = if now == last { same + 1 } else { 0 };
         last = now;
     }
-    Reading { rss_kib: procfs::rss_kib(pid), fds: last }
+    Reading { rss_kib: procfs::rss_kib(pid), fds: last, sockets: procfs::sockets(pid) }
 }
 
 /// Runs the soak and reports what happened.
@@ -1186,9 +1194,9 @@ pub fn run(options: &Options) -> Report {
     let hostile_seen = Arc::new(Mutex::new(BTreeMap::new()));
     let shared = (&ids, &tally, &faults, &hostile_seen);
     phase(&runtime, options, &gateway, &configs, &redis, options.warmup, shared);
-    report.start = quiet_point(&runtime, &gateway, &configs, &mut report.problems);
+    report.start = quiet_point(&gateway, &configs, &mut report.problems);
     phase(&runtime, options, &gateway, &configs, &redis, options.duration, shared);
-    report.end = quiet_point(&runtime, &gateway, &configs, &mut report.problems);
+    report.end = quiet_point(&gateway, &configs, &mut report.problems);
     report.reloads = gateway.reloads();
     report.kills = faults.kills.load(Ordering::Relaxed);
     report.rewrites_valid = faults.rewrites_valid.load(Ordering::Relaxed);

@@ -35,7 +35,8 @@ async fn system_health(State(st): St) -> Response {
     let external = st.external_cache.report();
     // The issuer's keys matter only while the `oauth` provider is the one in use.
     let oauth = st.store.snapshot().settings.client_oauth.is_some();
-    let more: Vec<String> = st.jwks.degraded_reason().filter(|_| oauth).into_iter().collect();
+    let mut more: Vec<String> = st.jwks.degraded_reason().filter(|_| oauth).into_iter().collect();
+    more.extend(st.meter.degraded_reason());
     let data = system::health(&st.store, st.started.elapsed(), st.ready.load(Ordering::SeqCst), external, more);
     ok("system health", data)
 }

@@ -191,6 +191,15 @@ impl ExternalCache {
         self.health.store(UNKNOWN, Ordering::Relaxed);
     }
 
+    /// The health report's reason while this connection's Redis is known to be unreachable: its role, where, and what
+    /// the gateway does meanwhile.
+    pub fn degraded_reason(&self) -> Option<String> {
+        let report = self.report()?;
+        (report.known && !report.reachable).then(|| {
+            format!("{} (redis at {}:{}) unreachable; {}", self.role.name, report.host, report.port, self.role.fallback)
+        })
+    }
+
     /// Whether the external cache is switched on in the current configuration.
     pub fn enabled(&self) -> bool {
         self.state().target.is_some()

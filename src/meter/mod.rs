@@ -119,6 +119,11 @@ impl Meter {
         self.redis.configure(settings);
     }
 
+    /// The health report's reason while the counters' Redis is unreachable (quotas then hold per replica).
+    pub fn degraded_reason(&self) -> Option<String> {
+        self.redis.degraded_reason()
+    }
+
     /// Whether the counters are in Redis (every replica shares them).
     pub fn shared(&self) -> bool {
         self.redis.enabled()
