@@ -27,7 +27,8 @@
 //! `MCPGW_BENCH_PROCESSES` (the gateway's `max_processes_per_server`, default 4), `MCPGW_BENCH_CALLS_PER_PROCESS`
 //! (its `max_calls_per_process`, default 1), `MCPGW_BENCH_BASELINE` (the path of another `mcpgw` build, e.g. one of the
 //! previous commit: adds a section that measures it against this build in alternation, in the same run;
-//! `MCPGW_BENCH_BASELINE_ROUNDS` rounds, default 3; `MCPGW_BENCH_BASELINE_ONLY=1` runs that section alone).
+//! `MCPGW_BENCH_BASELINE_ROUNDS` rounds, default 3; `MCPGW_BENCH_BASELINE_ONLY=1` runs that section alone; with
+//! `MCPGW_BENCH_REMOTE_ONLY=1` the remote call through both builds in `MCPGW_BENCH_ROUNDS` alternating rounds).
 
 use std::collections::HashMap;
 use std::io::{BufRead, BufReader};
@@ -575,6 +576,29 @@ async fn remote_upstream(processes: u64, calls: u64, seconds: u64) {
         gateway_rate / direct_rate,
         cpu.per_call(gateway_rate * seconds as f64)
     );
+    if let Ok(baseline) = std::env::var("MCPGW_BENCH_BASELINE") {
+        // The same remote call through another build, the two measured in turn (`MCPGW_BENCH_ROUNDS`, default 5).
+        let rounds = env_number("MCPGW_BENCH_ROUNDS", 5);
+        let before = start_gateway_binary(&baseline, processes, 1, |config| {
+            if let Some(servers) = config["mcp_configs"]["c1"]["mcp_config"].as_array_mut() {
+                servers.push(json!({"server_name": "remote", "config": {"url": url}}));
+            }
+        });
+        let gateways = [&before, &gw];
+        let variants = [("baseline", before.child.id()), ("this build", gw.child.id())];
+        let [(before_rate, before_cpu), (after_rate, after_cpu)] = alternating(rounds, seconds, variants, |slot| {
+            let (addr, secure) = (gateways[slot].addr.clone(), secure.clone());
+            async move {
+                let client = RawHttp::connect(&addr, KEY, false).await;
+                let request = client.tool_call("gw_secure_call_tools", secure);
+                Caller::Http(Box::new(client), request, EXPECT)
+            }
+        })
+        .await;
+        println!(
+            "remote call at c=16, medians of {rounds} alternating rounds: this build {after_rate:.0} against baseline {before_rate:.0} calls/s; gateway CPU per call {after_cpu:.1} against {before_cpu:.1} us (goal <= 60 us)"
+        );
+    }
     drop(gw);
     let _ = remote.kill();
     let _ = remote.wait();

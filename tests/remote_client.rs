@@ -39,10 +39,10 @@ fn a_remote_session_lists_calls_relays_and_survives_a_restart() {
     let mut remote = start_remote(port);
     let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build().unwrap();
     runtime.block_on(async {
-        let http = mcpgw::outbound::client(Duration::from_secs(30)).unwrap();
+        let http = mcpgw::upstream::remote::client(None, Duration::from_secs(30)).await.unwrap();
         let url = reqwest::Url::parse(&format!("http://localhost:{port}/mcp")).unwrap();
         let client =
-            HttpRpc::new(Endpoint::new(http, &[("X-Api-Key".into(), "remote-key".into())], None), url, 1 << 20);
+            HttpRpc::new(Endpoint::new(http, &[("X-Api-Key".into(), "remote-key".into())], None), url, 1 << 20).unwrap();
         let info = client.initialize().await.expect("initialize");
         assert!(info.capabilities.tools.is_some(), "{info:?}");
 
@@ -97,9 +97,9 @@ fn a_remote_server_that_is_down_fails_at_once() {
     let port = free_port();
     let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
     runtime.block_on(async {
-        let http = mcpgw::outbound::client(Duration::from_secs(30)).unwrap();
+        let http = mcpgw::upstream::remote::client(None, Duration::from_secs(30)).await.unwrap();
         let url = reqwest::Url::parse(&format!("http://127.0.0.1:{port}/mcp")).unwrap();
-        let client = HttpRpc::new(Endpoint::new(http, &[], None), url, 1 << 20);
+        let client = HttpRpc::new(Endpoint::new(http, &[], None), url, 1 << 20).unwrap();
         let started = std::time::Instant::now();
         let failed = client.initialize().await.expect_err("nothing listens");
         assert!(failed.to_string().contains("could not be reached"), "{failed}");
@@ -340,9 +340,9 @@ fn a_2026_07_28_server_that_keeps_asking_is_cut_off() {
     let remote = http_mock::HttpMock::start(vec![("/mcp", 200, asking(17))]);
     let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build().unwrap();
     runtime.block_on(async {
-        let http = mcpgw::outbound::client(Duration::from_secs(30)).unwrap();
+        let http = mcpgw::upstream::remote::client(None, Duration::from_secs(30)).await.unwrap();
         let url = reqwest::Url::parse(&format!("{}/mcp", remote.base_url)).unwrap();
-        let client = HttpRpc::new(Endpoint::new(http, &[], None), url, 1 << 20);
+        let client = HttpRpc::new(Endpoint::new(http, &[], None), url, 1 << 20).unwrap();
         client.initialize().await.expect("discovered");
         assert!(client.is_modern());
         let call = json!({"name": "t", "arguments": {}});

@@ -5,6 +5,7 @@
 //! process, before the first client is built; every constructor here does it, so callers never have to remember.
 
 pub mod json_api;
+pub mod pooled;
 pub mod token_endpoint;
 
 use std::sync::Once;
@@ -53,17 +54,39 @@ pub fn describe(error: reqwest::Error) -> String {
 
 /// Why an answer's body could not be read whole.
 #[derive(Debug)]
-pub enum BodyReadError {
+pub enum BodyReadError<E = reqwest::Error> {
     /// The connection failed or timed out while reading.
-    Transport(reqwest::Error),
+    Transport(E),
     /// The body is longer than the limit; reading stopped there.
     TooLarge(usize),
 }
 
+/// An answer whose body is read piece by piece: reqwest's (the services the gateway calls) and hyper's (the remote
+/// MCP servers, [`pooled`]).
+pub trait Chunks {
+    type Error;
+    /// The next piece; `None` at the end.
+    fn next_chunk(&mut self) -> impl std::future::Future<Output = Result<Option<bytes::Bytes>, Self::Error>> + Send;
+}
+
+impl Chunks for reqwest::Response {
+    type Error = reqwest::Error;
+    async fn next_chunk(&mut self) -> Result<Option<bytes::Bytes>, reqwest::Error> {
+        self.chunk().await
+    }
+}
+
+impl Chunks for pooled::Answer {
+    type Error = hyper::Error;
+    async fn next_chunk(&mut self) -> Result<Option<bytes::Bytes>, hyper::Error> {
+        pooled::chunk(self).await
+    }
+}
+
 /// Reads an answer's body, at most `limit` bytes: a remote service never makes the gateway buffer more than that.
-pub async fn read_body(response: &mut reqwest::Response, limit: usize) -> Result<Vec<u8>, BodyReadError> {
+pub async fn read_body<C: Chunks>(response: &mut C, limit: usize) -> Result<Vec<u8>, BodyReadError<C::Error>> {
     let mut body = Vec::new();
-    while let Some(chunk) = response.chunk().await.map_err(BodyReadError::Transport)? {
+    while let Some(chunk) = response.next_chunk().await.map_err(BodyReadError::Transport)? {
         if body.len() + chunk.len() > limit {
             return Err(BodyReadError::TooLarge(limit));
         }

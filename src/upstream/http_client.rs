@@ -19,7 +19,8 @@
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
-use axum::http::{StatusCode, header};
+use axum::http::{Method, StatusCode, header};
+use http_body_util::Full;
 use rmcp::model::ServerPeerInfo;
 use serde_json::{Value, json};
 use tokio::sync::mpsc;
@@ -29,7 +30,8 @@ mod modern;
 
 use super::lock;
 use super::relay::{self, FromServer, ServerEvents, server_event};
-use super::remote::Endpoint;
+use super::remote::{Endpoint, Target};
+use crate::outbound::pooled::{self, Answer};
 use super::sse::EventReader;
 pub use modern::Revision;
 use modern::{MODERN, ToolHeaders};
@@ -70,6 +72,8 @@ impl std::fmt::Display for HttpRpcError {
 pub struct HttpRpc {
     endpoint: Arc<Endpoint>,
     url: reqwest::Url,
+    /// Where requests go (`url` as hyper takes it, worked out once).
+    target: Target,
     max_message_bytes: usize,
     /// The session id and protocol revision of the open session.
     session: Mutex<Option<(String, String)>>,
@@ -93,10 +97,12 @@ pub struct HttpRpc {
 
 impl HttpRpc {
     /// A client of the MCP endpoint `url`, reading messages of at most `max_message_bytes`.
-    pub fn new(endpoint: Endpoint, url: reqwest::Url, max_message_bytes: usize) -> HttpRpc {
-        HttpRpc {
+    pub fn new(endpoint: Endpoint, url: reqwest::Url, max_message_bytes: usize) -> Result<HttpRpc, HttpRpcError> {
+        let target = Target::new(&url).map_err(HttpRpcError::Protocol)?;
+        Ok(HttpRpc {
             endpoint: Arc::new(endpoint),
             url,
+            target,
             max_message_bytes,
             session: Mutex::new(None),
             info: Mutex::new(None),
@@ -108,7 +114,7 @@ impl HttpRpc {
             tool_headers: ToolHeaders::default(),
             revision: Revision::Auto,
             listen: listen::Listen::default(),
-        }
+        })
     }
 
     /// This client, declaring `declares` to the server (see [`super::Declared`]).
@@ -206,7 +212,10 @@ impl HttpRpc {
     pub async fn close(&self) {
         self.listen.stop();
         let Some((id, _)) = lock(&self.session).take() else { return };
-        let _ = self.endpoint.send_as_is(|http| http.delete(self.url.clone()).header(SESSION_HEADER, &id)).await;
+        let _ = self
+            .endpoint
+            .send_as_is(|| self.target.request(Method::DELETE).header(SESSION_HEADER, &id).body(Full::default()))
+            .await;
     }
 
     /// POSTs `message`; with `standard` headers (a 2026-07-28 request, or the `server/discover` probe) it names that
@@ -215,28 +224,26 @@ impl HttpRpc {
         &self,
         message: &Value,
         standard: Option<&[(String, String)]>,
-    ) -> Result<reqwest::Response, HttpRpcError> {
+    ) -> Result<Answer, HttpRpcError> {
         // Shared, not copied, when a 401 makes the request go again.
         let body = bytes::Bytes::from(message.to_string());
         let session = lock(&self.session).clone();
         self.endpoint
-            .send(|http| {
-                let mut request = http
-                    .post(self.url.clone())
+            .send(|| {
+                let mut request = self
+                    .target
+                    .request(Method::POST)
                     .header(header::ACCEPT, "application/json, text/event-stream")
-                    .header(header::CONTENT_TYPE, "application/json")
-                    .body(body.clone());
+                    .header(header::CONTENT_TYPE, "application/json");
                 if let Some(standard) = standard {
                     request = request.header(VERSION_HEADER, MODERN);
                     for (name, value) in standard {
                         request = request.header(name.as_str(), value.as_str());
                     }
-                    return request;
+                } else if let Some((id, version)) = &session {
+                    request = request.header(SESSION_HEADER, id).header(VERSION_HEADER, version);
                 }
-                match &session {
-                    Some((id, version)) => request.header(SESSION_HEADER, id).header(VERSION_HEADER, version),
-                    None => request,
-                }
+                request.body(Full::new(body.clone()))
             })
             .await
     }
@@ -283,7 +290,7 @@ impl HttpRpc {
     /// Reads an SSE answer until the response to request `id`.
     async fn read_stream(
         &self,
-        response: &mut reqwest::Response,
+        response: &mut Answer,
         id: u64,
         relay: Option<&mpsc::Sender<FromServer>>,
     ) -> Result<Value, HttpRpcError> {
@@ -338,19 +345,19 @@ const FINISH_PATIENCE: std::time::Duration = std::time::Duration::from_secs(2);
 /// Reads what is left of an SSE answer after its response (the stream's end, in practice), in a task of its own: an
 /// answer dropped unfinished closes its connection, and the next request would pay a new one. A server that keeps the
 /// stream open longer than [`FINISH_PATIENCE`] loses the connection.
-fn finish_in_background(mut response: reqwest::Response) {
+fn finish_in_background(mut response: Answer) {
     tokio::spawn(async move {
-        let _ =
-            tokio::time::timeout(FINISH_PATIENCE, async { while let Ok(Some(_)) = response.chunk().await {} }).await;
+        let _ = tokio::time::timeout(FINISH_PATIENCE, async { while let Ok(Some(_)) = pooled::chunk(&mut response).await {} })
+            .await;
     });
 }
 
-fn too_large(error: crate::outbound::BodyReadError) -> HttpRpcError {
+fn too_large(error: crate::outbound::BodyReadError<hyper::Error>) -> HttpRpcError {
     match error {
         crate::outbound::BodyReadError::TooLarge(limit) => {
             HttpRpcError::Protocol(format!("a message over the limit of {limit} bytes"))
         }
-        crate::outbound::BodyReadError::Transport(e) => HttpRpcError::Transport(crate::outbound::describe(e)),
+        crate::outbound::BodyReadError::Transport(e) => HttpRpcError::Transport(pooled::describe(&e)),
     }
 }
 

@@ -344,6 +344,7 @@ async fn start_remote(remote: &RemoteSpec, options: &StartOptions) -> Result<Ups
             Ok::<_, String>((Link::Sse(session), Arc::new(info)))
         } else {
             let rpc = HttpRpc::new(endpoint, url.clone(), max_message_bytes)
+                .map_err(|e| e.to_string())?
                 .declaring(options.declares)
                 .speaking(Revision::of(remote.revision.as_deref()));
             let info = rpc.initialize().await.map_err(|e| e.to_string())?;

@@ -23,14 +23,18 @@ impl EventReader {
     }
 
     /// The next event; `None` when the stream ended.
-    pub async fn next(&mut self, response: &mut reqwest::Response) -> Result<Option<Event>, HttpRpcError> {
+    pub async fn next(
+        &mut self,
+        response: &mut crate::outbound::pooled::Answer,
+    ) -> Result<Option<Event>, HttpRpcError> {
         loop {
             if let Some((lines, end)) = event_end(&self.buffer) {
                 let event = parse(&self.buffer[..lines]);
                 self.buffer.drain(..end);
                 return Ok(Some(event));
             }
-            match response.chunk().await.map_err(|e| HttpRpcError::Transport(crate::outbound::describe(e)))? {
+            let chunk = crate::outbound::pooled::chunk(response).await;
+            match chunk.map_err(|e| HttpRpcError::Transport(crate::outbound::pooled::describe(&e)))? {
                 Some(chunk) => {
                     if self.buffer.len() + chunk.len() > self.limit {
                         return Err(HttpRpcError::Protocol(format!(

@@ -15,13 +15,15 @@
 
 use std::sync::Arc;
 
-use axum::http::header;
+use axum::http::{Method, header};
+use http_body_util::Full;
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader, DuplexStream};
 use tokio::sync::watch;
 use tokio::task::AbortHandle;
 
 use super::http_client::HttpRpcError;
-use super::remote::Endpoint;
+use super::remote::{Endpoint, Target};
+use crate::outbound::pooled::Answer;
 use super::rpc::RpcClient;
 use super::sse::{Event, EventReader};
 use super::transport::{LineReader, StreamHealth};
@@ -50,7 +52,10 @@ pub(crate) async fn connect(
     max_message_bytes: usize,
     label: Arc<str>,
 ) -> Result<SseSession, HttpRpcError> {
-    let mut response = endpoint.send(|http| http.get(url.clone()).header(header::ACCEPT, "text/event-stream")).await?;
+    let stream = Target::new(&url).map_err(HttpRpcError::Protocol)?;
+    let mut response = endpoint
+        .send(|| stream.request(Method::GET).header(header::ACCEPT, "text/event-stream").body(Full::default()))
+        .await?;
     let status = response.status();
     if !status.is_success() {
         let body = crate::outbound::read_body(&mut response, 1024).await.unwrap_or_default();
@@ -80,6 +85,7 @@ pub(crate) async fn connect(
     let (rpc_read, feed) = tokio::io::duplex(PIPE_BYTES);
     let (rpc_write, outgoing) = tokio::io::duplex(PIPE_BYTES);
     let reading = tokio::spawn(read_stream(response, events, feed, label.clone()));
+    let target = Target::new(&target).map_err(HttpRpcError::Protocol)?;
     let posting = tokio::spawn(post_messages(endpoint, target, outgoing, reading.abort_handle(), label.clone()));
     let (lines, health) = LineReader::new(rpc_read, max_message_bytes, label);
     let client = RpcClient::new(lines, rpc_write);
@@ -89,7 +95,7 @@ pub(crate) async fn connect(
 /// Hands each `message` event of the stream to the client as one line; when the stream ends, `feed` is dropped and
 /// the client's calls fail.
 async fn read_stream(
-    mut response: reqwest::Response,
+    mut response: Answer,
     mut events: EventReader,
     mut feed: DuplexStream,
     label: Arc<str>,
@@ -121,7 +127,7 @@ async fn read_stream(
 /// stopped, so the calls waiting fail instead of waiting for answers that will not come).
 async fn post_messages(
     endpoint: Endpoint,
-    target: reqwest::Url,
+    target: Target,
     outgoing: DuplexStream,
     reading: AbortHandle,
     label: Arc<str>,
@@ -130,7 +136,12 @@ async fn post_messages(
     while let Ok(Some(line)) = lines.next_line().await {
         let line = bytes::Bytes::from(line);
         let posted = endpoint
-            .send(|http| http.post(target.clone()).header(header::CONTENT_TYPE, "application/json").body(line.clone()))
+            .send(|| {
+                target
+                    .request(Method::POST)
+                    .header(header::CONTENT_TYPE, "application/json")
+                    .body(Full::new(line.clone()))
+            })
             .await;
         let refused = match posted {
             Ok(answer) if answer.status().is_success() => continue,

@@ -4,14 +4,15 @@ use std::collections::BTreeSet;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use axum::http::header;
+use axum::http::{Method, header};
+use http_body_util::Full;
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
 use super::modern::{MODERN, with_meta};
 use super::{HttpRpc, HttpRpcError, lock};
 use crate::upstream::relay::{ServerEvents, server_event};
-use crate::upstream::remote::Endpoint;
+use crate::upstream::remote::{Endpoint, Target};
 use crate::upstream::sse::EventReader;
 
 /// The most resources one server is asked to tell updates of on its listen stream.
@@ -80,12 +81,12 @@ impl HttpRpc {
             json!({"jsonrpc": "2.0", "id": "mcpgw-listen", "method": "subscriptions/listen", "params": params})
                 .to_string(),
         );
-        let (endpoint, url, events) = (Arc::clone(&self.endpoint), self.url.clone(), Arc::clone(&self.events));
+        let (endpoint, target, events) = (Arc::clone(&self.endpoint), self.target.clone(), Arc::clone(&self.events));
         let limit = self.max_message_bytes;
         runtime.spawn(async move {
             tokio::select! {
                 () = stop.cancelled() => {}
-                () = listen(&endpoint, &url, body, limit, &events) => {}
+                () = listen(&endpoint, &target, body, limit, &events) => {}
             }
         });
     }
@@ -95,7 +96,7 @@ impl HttpRpc {
 /// (a JSON answer: it does not offer `subscriptions/listen`).
 async fn listen(
     endpoint: &Endpoint,
-    url: &reqwest::Url,
+    target: &Target,
     body: bytes::Bytes,
     limit: usize,
     events: &Mutex<Option<ServerEvents>>,
@@ -103,13 +104,14 @@ async fn listen(
     let mut pause = Duration::from_secs(1);
     loop {
         let sent = endpoint
-            .send(|http| {
-                http.post(url.clone())
+            .send(|| {
+                target
+                    .request(Method::POST)
                     .header(header::ACCEPT, "application/json, text/event-stream")
                     .header(header::CONTENT_TYPE, "application/json")
                     .header("mcp-protocol-version", MODERN)
                     .header("mcp-method", "subscriptions/listen")
-                    .body(body.clone())
+                    .body(Full::new(body.clone()))
             })
             .await;
         if let Ok(mut response) = sent
@@ -117,7 +119,7 @@ async fn listen(
         {
             let stream = response.headers().get(header::CONTENT_TYPE).and_then(|v| v.to_str().ok());
             if !stream.is_some_and(|kind| kind.starts_with("text/event-stream")) {
-                tracing::debug!(url = %crate::upstream::remote::shown(url), "the server keeps no listen stream");
+                tracing::debug!(url = %crate::upstream::remote::shown_uri(&target.uri), "the server keeps no listen stream");
                 return;
             }
             let mut reader = EventReader::new(limit);

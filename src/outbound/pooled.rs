@@ -1,0 +1,179 @@
+//! The HTTP client of the remote MCP servers (contract section 9): hyper's pooled client, without reqwest's layers.
+//!
+//! A remote call is on the request path, so what reqwest does on every request cost every call (issue 36: it parsed
+//! the URL into a `Uri` and the answer's URL again, cloned its connector, and passed its tower layers, about a tenth of
+//! the gateway's CPU on a remote call). Here the target's `Uri` and credentials are worked out once per session
+//! ([`Target`]), and a request is hyper's own: pooled keep-alive HTTP/1.1 connections, `TCP_NODELAY`, connects bounded
+//! by the entry's `connectivity_timeout`, no redirects followed, and TLS as reqwest had it (rustls with the
+//! platform's roots and the entry's extra ones, ALPN `http/1.1`, a client certificate for mutual TLS).
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::http::{HeaderValue, Uri, header};
+use bytes::Bytes;
+use http_body_util::{BodyExt, Full};
+use hyper_util::client::legacy::Client;
+use hyper_util::client::legacy::connect::HttpConnector;
+use hyper_util::rt::{TokioExecutor, TokioTimer};
+use rustls::pki_types::pem::PemObject;
+use rustls::pki_types::{CertificateDer, PrivateKeyDer};
+
+/// A pooled client for `http` and `https` URLs.
+pub type PooledClient = Client<hyper_rustls::HttpsConnector<HttpConnector>, Full<Bytes>>;
+
+/// An answer whose body has not been read yet.
+pub type Answer = axum::http::Response<hyper::body::Incoming>;
+
+/// How long an idle keep-alive connection is kept (reqwest's default).
+const IDLE: Duration = Duration::from_secs(90);
+
+/// The `User-Agent` of every request.
+const USER_AGENT: &str = concat!("mcpgw/", env!("CARGO_PKG_VERSION"));
+
+/// The TLS of a client: the platform's trust roots plus `extra_roots` (PEM), and a client certificate chain with its
+/// private key (PEM) for servers that ask for one.
+pub fn tls_config(extra_roots: Option<&[u8]>, identity: Option<(&[u8], &[u8])>) -> Result<rustls::ClientConfig, String> {
+    super::ensure_crypto_provider();
+    let provider = rustls::crypto::CryptoProvider::get_default()
+        .cloned()
+        .unwrap_or_else(|| Arc::new(rustls::crypto::ring::default_provider()));
+    let roots: Vec<CertificateDer<'static>> = match extra_roots {
+        Some(pem) => {
+            let roots: Vec<_> = CertificateDer::pem_slice_iter(pem).filter_map(Result::ok).collect();
+            if roots.is_empty() {
+                return Err("no PEM certificate".into());
+            }
+            roots
+        }
+        None => Vec::new(),
+    };
+    let verifier = rustls_platform_verifier::Verifier::new_with_extra_roots(roots, Arc::clone(&provider))
+        .map_err(|e| format!("the trust roots cannot be used: {e}"))?;
+    let builder = rustls::ClientConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .map_err(|e| e.to_string())?
+        .dangerous()
+        .with_custom_certificate_verifier(Arc::new(verifier));
+    let config = match identity {
+        Some((chain, key)) => {
+            let chain: Vec<_> = CertificateDer::pem_slice_iter(chain).filter_map(Result::ok).collect();
+            let key = PrivateKeyDer::from_pem_slice(key).ok();
+            let (false, Some(key)) = (chain.is_empty(), key) else {
+                return Err("not a PEM certificate and private key".into());
+            };
+            builder.with_client_auth_cert(chain, key).map_err(|_| "not a PEM certificate and private key".to_string())?
+        }
+        None => builder.with_no_client_auth(),
+    };
+    // ALPN (`http/1.1`) is the connector's to set (`enable_http1`): it refuses a config that has one.
+    Ok(config)
+}
+
+/// A pooled client with `tls`, its connects bounded by `connect_timeout`.
+pub fn client(tls: rustls::ClientConfig, connect_timeout: Duration) -> PooledClient {
+    let mut http = HttpConnector::new();
+    http.enforce_http(false);
+    http.set_nodelay(true);
+    http.set_connect_timeout(Some(connect_timeout));
+    let https = hyper_rustls::HttpsConnectorBuilder::new()
+        .with_tls_config(tls)
+        .https_or_http()
+        .enable_http1()
+        .wrap_connector(http);
+    Client::builder(TokioExecutor::new()).pool_idle_timeout(IDLE).pool_timer(TokioTimer::new()).build(https)
+}
+
+/// Where requests go, worked out once from a URL: its `Uri` without user information, and the `Basic` credentials
+/// that user information stands for (sent unless the request carries another `Authorization`).
+#[derive(Clone, Debug)]
+pub struct Target {
+    pub uri: Uri,
+    basic: Option<HeaderValue>,
+}
+
+impl Target {
+    pub fn new(url: &reqwest::Url) -> Result<Target, String> {
+        let mut plain = url.clone();
+        let basic = (!url.username().is_empty() || url.password().is_some()).then(|| {
+            let decode = |s: &str| percent_encoding::percent_decode_str(s).decode_utf8_lossy().into_owned();
+            let pair = format!("{}:{}", decode(url.username()), decode(url.password().unwrap_or_default()));
+            use base64::Engine as _;
+            let mut value = HeaderValue::from_str(&format!(
+                "Basic {}",
+                base64::engine::general_purpose::STANDARD.encode(pair)
+            ))
+            .unwrap_or(HeaderValue::from_static(""));
+            value.set_sensitive(true);
+            value
+        });
+        let _ = plain.set_username("");
+        let _ = plain.set_password(None);
+        plain.set_fragment(None);
+        let uri = plain.as_str().parse::<Uri>().map_err(|e| format!("not a URL hyper takes: {e}"))?;
+        Ok(Target { uri, basic })
+    }
+
+    /// A request to this target with its method, `User-Agent` and `Basic` credentials (if any).
+    pub fn request(&self, method: axum::http::Method) -> axum::http::request::Builder {
+        let mut builder =
+            axum::http::Request::builder().method(method).uri(self.uri.clone()).header(header::USER_AGENT, USER_AGENT);
+        if let Some(basic) = &self.basic {
+            builder = builder.header(header::AUTHORIZATION, basic.clone());
+        }
+        builder
+    }
+}
+
+/// The next piece of an answer's body; `None` at its end (trailers are skipped).
+pub async fn chunk(answer: &mut Answer) -> Result<Option<Bytes>, hyper::Error> {
+    loop {
+        match answer.body_mut().frame().await {
+            None => return Ok(None),
+            Some(Err(e)) => return Err(e),
+            Some(Ok(frame)) => {
+                if let Ok(data) = frame.into_data() {
+                    return Ok(Some(data));
+                }
+            }
+        }
+    }
+}
+
+/// A client error with its causes (hyper's own text is often just "client error (Connect)"); no URL is in it.
+pub fn describe(error: &(dyn std::error::Error + 'static)) -> String {
+    let mut text = error.to_string();
+    let mut source = error.source();
+    while let Some(cause) = source {
+        text.push_str(": ");
+        text.push_str(&cause.to_string());
+        source = cause.source();
+    }
+    text
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn user_information_becomes_basic_credentials_and_leaves_the_uri() {
+        let target = Target::new(&reqwest::Url::parse("https://us%20er:p%40ss@mcp.example.com:8443/mcp?k=v#x").unwrap())
+            .unwrap();
+        assert_eq!(target.uri.to_string(), "https://mcp.example.com:8443/mcp?k=v");
+        let request = target.request(axum::http::Method::POST).body(()).unwrap();
+        // base64("us er:p@ss")
+        assert_eq!(request.headers()[header::AUTHORIZATION], "Basic dXMgZXI6cEBzcw==");
+        assert!(request.headers()[header::AUTHORIZATION].is_sensitive());
+        let plain = Target::new(&reqwest::Url::parse("http://svc.ns.svc:8080/mcp").unwrap()).unwrap();
+        assert!(plain.request(axum::http::Method::GET).body(()).unwrap().headers().get(header::AUTHORIZATION).is_none());
+    }
+
+    #[test]
+    fn a_bundle_without_certificates_is_refused() {
+        assert_eq!(tls_config(Some(b"not pem"), None).unwrap_err(), "no PEM certificate");
+        assert!(tls_config(None, Some((b"x", b"y"))).is_err());
+        // The connector sets ALPN itself and panics on a config that has it: a client is built from ours.
+        let _client = client(tls_config(None, None).unwrap(), Duration::from_secs(1));
+    }
+}
