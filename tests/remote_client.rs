@@ -42,7 +42,8 @@ fn a_remote_session_lists_calls_relays_and_survives_a_restart() {
         let http = mcpgw::upstream::remote::client(None, Duration::from_secs(30)).await.unwrap();
         let url = reqwest::Url::parse(&format!("http://localhost:{port}/mcp")).unwrap();
         let client =
-            HttpRpc::new(Endpoint::new(http, &[("X-Api-Key".into(), "remote-key".into())], None), url, 1 << 20).unwrap();
+            HttpRpc::new(Endpoint::new(http, &[("X-Api-Key".into(), "remote-key".into())], None), url, 1 << 20)
+                .unwrap();
         let info = client.initialize().await.expect("initialize");
         assert!(info.capabilities.tools.is_some(), "{info:?}");
 

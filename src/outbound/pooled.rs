@@ -33,7 +33,10 @@ const USER_AGENT: &str = concat!("mcpgw/", env!("CARGO_PKG_VERSION"));
 
 /// The TLS of a client: the platform's trust roots plus `extra_roots` (PEM), and a client certificate chain with its
 /// private key (PEM) for servers that ask for one.
-pub fn tls_config(extra_roots: Option<&[u8]>, identity: Option<(&[u8], &[u8])>) -> Result<rustls::ClientConfig, String> {
+pub fn tls_config(
+    extra_roots: Option<&[u8]>,
+    identity: Option<(&[u8], &[u8])>,
+) -> Result<rustls::ClientConfig, String> {
     super::ensure_crypto_provider();
     let provider = rustls::crypto::CryptoProvider::get_default()
         .cloned()
@@ -62,7 +65,9 @@ pub fn tls_config(extra_roots: Option<&[u8]>, identity: Option<(&[u8], &[u8])>) 
             let (false, Some(key)) = (chain.is_empty(), key) else {
                 return Err("not a PEM certificate and private key".into());
             };
-            builder.with_client_auth_cert(chain, key).map_err(|_| "not a PEM certificate and private key".to_string())?
+            builder
+                .with_client_auth_cert(chain, key)
+                .map_err(|_| "not a PEM certificate and private key".to_string())?
         }
         None => builder.with_no_client_auth(),
     };
@@ -99,11 +104,9 @@ impl Target {
             let decode = |s: &str| percent_encoding::percent_decode_str(s).decode_utf8_lossy().into_owned();
             let pair = format!("{}:{}", decode(url.username()), decode(url.password().unwrap_or_default()));
             use base64::Engine as _;
-            let mut value = HeaderValue::from_str(&format!(
-                "Basic {}",
-                base64::engine::general_purpose::STANDARD.encode(pair)
-            ))
-            .unwrap_or(HeaderValue::from_static(""));
+            let mut value =
+                HeaderValue::from_str(&format!("Basic {}", base64::engine::general_purpose::STANDARD.encode(pair)))
+                    .unwrap_or(HeaderValue::from_static(""));
             value.set_sensitive(true);
             value
         });
@@ -158,15 +161,18 @@ mod tests {
 
     #[test]
     fn user_information_becomes_basic_credentials_and_leaves_the_uri() {
-        let target = Target::new(&reqwest::Url::parse("https://us%20er:p%40ss@mcp.example.com:8443/mcp?k=v#x").unwrap())
-            .unwrap();
+        let target =
+            Target::new(&reqwest::Url::parse("https://us%20er:p%40ss@mcp.example.com:8443/mcp?k=v#x").unwrap())
+                .unwrap();
         assert_eq!(target.uri.to_string(), "https://mcp.example.com:8443/mcp?k=v");
         let request = target.request(axum::http::Method::POST).body(()).unwrap();
         // base64("us er:p@ss")
         assert_eq!(request.headers()[header::AUTHORIZATION], "Basic dXMgZXI6cEBzcw==");
         assert!(request.headers()[header::AUTHORIZATION].is_sensitive());
         let plain = Target::new(&reqwest::Url::parse("http://svc.ns.svc:8080/mcp").unwrap()).unwrap();
-        assert!(plain.request(axum::http::Method::GET).body(()).unwrap().headers().get(header::AUTHORIZATION).is_none());
+        assert!(
+            plain.request(axum::http::Method::GET).body(()).unwrap().headers().get(header::AUTHORIZATION).is_none()
+        );
     }
 
     #[test]

@@ -31,8 +31,8 @@ mod modern;
 use super::lock;
 use super::relay::{self, FromServer, ServerEvents, server_event};
 use super::remote::{Endpoint, Target};
-use crate::outbound::pooled::{self, Answer};
 use super::sse::EventReader;
+use crate::outbound::pooled::{self, Answer};
 pub use modern::Revision;
 use modern::{MODERN, ToolHeaders};
 
@@ -160,7 +160,7 @@ impl HttpRpc {
             "capabilities": self.declares.capabilities(),
             "clientInfo": {"name": "mcpgw", "version": crate::VERSION},
         });
-        let (result, session) = self.exchange("initialize", params, None, None).await?;
+        let (result, session) = self.exchange("initialize", &params, None, None).await?;
         let version = result.get("protocolVersion").and_then(Value::as_str).unwrap_or(PROTOCOL_VERSION).to_string();
         let info = serde_json::from_value::<ServerPeerInfo>(result)
             .map_err(|e| HttpRpcError::Protocol(format!("its initialize result is not valid: {e}")))?;
@@ -183,11 +183,11 @@ impl HttpRpc {
             return self.modern_request(method, params, relay).await;
         }
         let had_session = lock(&self.session).is_some();
-        match self.exchange(method, params.clone(), relay, None).await {
+        match self.exchange(method, &params, relay, None).await {
             Err(HttpRpcError::Status(status, body)) if had_session && session_forgotten(status, &body) => {
                 tracing::info!(url = %super::remote::shown(&self.url), "the remote server forgot the gateway's session; opening a new one");
                 self.initialize().await?;
-                self.exchange(method, params, relay, None).await.map(|(result, _)| result)
+                self.exchange(method, &params, relay, None).await.map(|(result, _)| result)
             }
             other => other.map(|(result, _)| result),
         }
@@ -220,13 +220,16 @@ impl HttpRpc {
 
     /// POSTs `message`; with `standard` headers (a 2026-07-28 request, or the `server/discover` probe) it names that
     /// revision and no session.
-    async fn post(
+    async fn post(&self, message: &Value, standard: Option<&[(String, String)]>) -> Result<Answer, HttpRpcError> {
+        self.post_bytes(bytes::Bytes::from(message.to_string()), standard).await
+    }
+
+    /// POSTs the JSON-RPC message `body` (see [`HttpRpc::post`]); shared, not copied, when a 401 makes it go again.
+    async fn post_bytes(
         &self,
-        message: &Value,
+        body: bytes::Bytes,
         standard: Option<&[(String, String)]>,
     ) -> Result<Answer, HttpRpcError> {
-        // Shared, not copied, when a 401 makes the request go again.
-        let body = bytes::Bytes::from(message.to_string());
         let session = lock(&self.session).clone();
         self.endpoint
             .send(|| {
@@ -252,13 +255,15 @@ impl HttpRpc {
     async fn exchange(
         &self,
         method: &str,
-        params: Value,
+        params: &Value,
         relay: Option<&mpsc::Sender<FromServer>>,
         standard: Option<&[(String, String)]>,
     ) -> Result<(Value, Option<String>), HttpRpcError> {
         let id = self.next_id.fetch_add(1, Ordering::Relaxed);
-        let message = json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params});
-        let mut response = self.post(&message, standard).await?;
+        // Written from the caller's params as they are: no copy of them for the message.
+        let message = serde_json::to_vec(&RequestMessage { jsonrpc: "2.0", id, method, params })
+            .map_err(|e| HttpRpcError::Protocol(format!("the request cannot be written: {e}")))?;
+        let mut response = self.post_bytes(bytes::Bytes::from(message), standard).await?;
         let status = response.status();
         let session = response.headers().get(SESSION_HEADER).and_then(|v| v.to_str().ok()).map(str::to_string);
         if !status.is_success() {
@@ -347,8 +352,10 @@ const FINISH_PATIENCE: std::time::Duration = std::time::Duration::from_secs(2);
 /// stream open longer than [`FINISH_PATIENCE`] loses the connection.
 fn finish_in_background(mut response: Answer) {
     tokio::spawn(async move {
-        let _ = tokio::time::timeout(FINISH_PATIENCE, async { while let Ok(Some(_)) = pooled::chunk(&mut response).await {} })
-            .await;
+        let _ = tokio::time::timeout(FINISH_PATIENCE, async {
+            while let Ok(Some(_)) = pooled::chunk(&mut response).await {}
+        })
+        .await;
     });
 }
 
@@ -367,8 +374,17 @@ fn session_forgotten(status: u16, body: &str) -> bool {
     status == 404 || (status == 400 && body.to_ascii_lowercase().contains("session"))
 }
 
+/// A JSON-RPC request as the gateway writes it, borrowing its params.
+#[derive(serde::Serialize)]
+struct RequestMessage<'a> {
+    jsonrpc: &'static str,
+    id: u64,
+    method: &'a str,
+    params: &'a Value,
+}
+
 /// The result of response `message` to request `id`; `None` when it answers another request.
-fn response_of(message: Value, id: u64) -> Result<Option<Value>, HttpRpcError> {
+fn response_of(mut message: Value, id: u64) -> Result<Option<Value>, HttpRpcError> {
     if message.get("id").and_then(Value::as_u64) != Some(id) {
         return Ok(None);
     }
@@ -377,8 +393,8 @@ fn response_of(message: Value, id: u64) -> Result<Option<Value>, HttpRpcError> {
         let text = error.get("message").and_then(Value::as_str).unwrap_or_default().to_string();
         return Err(HttpRpcError::Server { code, message: text });
     }
-    match message.get("result") {
-        Some(result) => Ok(Some(result.clone())),
+    match message.get_mut("result") {
+        Some(result) => Ok(Some(result.take())),
         None => Err(HttpRpcError::Protocol("a response without a result".into())),
     }
 }

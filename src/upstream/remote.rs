@@ -83,8 +83,7 @@ impl Endpoint {
         build: &impl Fn() -> Outgoing,
         new_token: bool,
     ) -> Result<(Answer, Option<std::sync::Arc<AccessToken>>, Uri), HttpRpcError> {
-        let mut request =
-            build().map_err(|e| HttpRpcError::Protocol(format!("the request cannot be sent: {e}")))?;
+        let mut request = build().map_err(|e| HttpRpcError::Protocol(format!("the request cannot be sent: {e}")))?;
         let headers = request.headers_mut();
         for name in self.headers.keys() {
             headers.remove(name);
@@ -103,8 +102,7 @@ impl Endpoint {
             sent = Some(token);
         }
         let uri = request.uri().clone();
-        let response =
-            self.http.request(request).await.map_err(|e| HttpRpcError::Transport(pooled::describe(&e)))?;
+        let response = self.http.request(request).await.map_err(|e| HttpRpcError::Transport(pooled::describe(&e)))?;
         Ok((response, sent, uri))
     }
 }

@@ -23,10 +23,10 @@ use tokio::task::AbortHandle;
 
 use super::http_client::HttpRpcError;
 use super::remote::{Endpoint, Target};
-use crate::outbound::pooled::Answer;
 use super::rpc::RpcClient;
 use super::sse::{Event, EventReader};
 use super::transport::{LineReader, StreamHealth};
+use crate::outbound::pooled::Answer;
 
 /// Bytes the in-memory pipes hold before the writer waits.
 const PIPE_BYTES: usize = 64 * 1024;
@@ -94,12 +94,7 @@ pub(crate) async fn connect(
 
 /// Hands each `message` event of the stream to the client as one line; when the stream ends, `feed` is dropped and
 /// the client's calls fail.
-async fn read_stream(
-    mut response: Answer,
-    mut events: EventReader,
-    mut feed: DuplexStream,
-    label: Arc<str>,
-) {
+async fn read_stream(mut response: Answer, mut events: EventReader, mut feed: DuplexStream, label: Arc<str>) {
     loop {
         match events.next(&mut response).await {
             Ok(Some(Event { kind, data: Some(data) })) if kind == "message" => {

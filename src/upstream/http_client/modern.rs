@@ -193,7 +193,7 @@ impl HttpRpc {
         }
         let probe = with_meta(json!({}), self.declares);
         let headers = [("mcp-method".to_string(), "server/discover".to_string())];
-        let found = match self.exchange("server/discover", probe, None, Some(&headers)).await {
+        let found = match self.exchange("server/discover", &probe, None, Some(&headers)).await {
             Ok((result, _)) => discovered(&result),
             // Unreachable, or no credential it takes: `initialize` would fail alike.
             Err(
@@ -249,7 +249,7 @@ impl HttpRpc {
         let mut params = with_meta(params, self.declares);
         for _ in 0..MAX_ROUNDS {
             let headers = crate::mcp_headers::request_headers(method, &params, &annotations);
-            let (result, _) = self.exchange(method, params.clone(), relay, Some(&headers)).await?;
+            let (result, _) = self.exchange(method, &params, relay, Some(&headers)).await?;
             let Some((asked, state)) = questions(&result) else {
                 if method == "tools/list" {
                     self.tool_headers.learn(&result);
@@ -287,7 +287,7 @@ impl HttpRpc {
             };
             let params = with_meta(params, self.declares);
             let headers = crate::mcp_headers::request_headers("tools/list", &params, &Vec::new());
-            let Ok((page, _)) = self.exchange("tools/list", params, None, Some(&headers)).await else { return };
+            let Ok((page, _)) = self.exchange("tools/list", &params, None, Some(&headers)).await else { return };
             self.tool_headers.learn(&page);
             cursor = page.get("nextCursor").filter(|next| !next.is_null()).cloned();
             if cursor.is_none() {
