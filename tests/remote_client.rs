@@ -39,8 +39,8 @@ fn a_remote_session_lists_calls_relays_and_survives_a_restart() {
     let mut remote = start_remote(port);
     let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build().unwrap();
     runtime.block_on(async {
-        let http = mcpgw::upstream::remote::client(None, Duration::from_secs(30)).await.unwrap();
         let url = reqwest::Url::parse(&format!("http://localhost:{port}/mcp")).unwrap();
+        let http = mcpgw::upstream::remote::client(&url, None, Duration::from_secs(30)).await.unwrap();
         let client =
             HttpRpc::new(Endpoint::new(http, &[("X-Api-Key".into(), "remote-key".into())], None), url, 1 << 20)
                 .unwrap();
@@ -98,8 +98,8 @@ fn a_remote_server_that_is_down_fails_at_once() {
     let port = free_port();
     let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
     runtime.block_on(async {
-        let http = mcpgw::upstream::remote::client(None, Duration::from_secs(30)).await.unwrap();
         let url = reqwest::Url::parse(&format!("http://127.0.0.1:{port}/mcp")).unwrap();
+        let http = mcpgw::upstream::remote::client(&url, None, Duration::from_secs(30)).await.unwrap();
         let client = HttpRpc::new(Endpoint::new(http, &[], None), url, 1 << 20).unwrap();
         let started = std::time::Instant::now();
         let failed = client.initialize().await.expect_err("nothing listens");
@@ -341,8 +341,8 @@ fn a_2026_07_28_server_that_keeps_asking_is_cut_off() {
     let remote = http_mock::HttpMock::start(vec![("/mcp", 200, asking(17))]);
     let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build().unwrap();
     runtime.block_on(async {
-        let http = mcpgw::upstream::remote::client(None, Duration::from_secs(30)).await.unwrap();
         let url = reqwest::Url::parse(&format!("{}/mcp", remote.base_url)).unwrap();
+        let http = mcpgw::upstream::remote::client(&url, None, Duration::from_secs(30)).await.unwrap();
         let client = HttpRpc::new(Endpoint::new(http, &[], None), url, 1 << 20).unwrap();
         client.initialize().await.expect("discovered");
         assert!(client.is_modern());
@@ -372,4 +372,117 @@ fn a_2026_07_28_server_that_keeps_asking_is_cut_off() {
     assert!(seen.iter().all(|s| s.headers.get("mcp-protocol-version").map(String::as_str) == Some("2026-07-28")));
     assert!(seen.iter().all(|s| !s.headers.contains_key("mcp-session-id")));
     assert!(seen.iter().any(|s| s.headers.get("mcp-method").map(String::as_str) == Some("server/discover")));
+}
+
+/// A proxy as an egress proxy is: `CONNECT host:port` tunnels, and requests in absolute form forwarded to their
+/// host. It notes each connection's first line and its `Proxy-Authorization`.
+struct TestProxy {
+    port: u16,
+    seen: Seen,
+}
+
+/// Each connection's first line and `Proxy-Authorization`, as the proxy saw them.
+type Seen = std::sync::Arc<std::sync::Mutex<Vec<(String, Option<String>)>>>;
+
+impl TestProxy {
+    fn start() -> TestProxy {
+        use std::io::{BufRead, BufReader, Write};
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let seen: Seen = std::sync::Arc::default();
+        let noted = std::sync::Arc::clone(&seen);
+        std::thread::spawn(move || {
+            for client in listener.incoming().map_while(Result::ok) {
+                let noted = std::sync::Arc::clone(&noted);
+                std::thread::spawn(move || {
+                    let mut reader = BufReader::new(client.try_clone().unwrap());
+                    let mut head = Vec::new();
+                    let mut first = String::new();
+                    let mut auth = None;
+                    loop {
+                        let mut line = String::new();
+                        if reader.read_line(&mut line).unwrap_or(0) == 0 {
+                            return;
+                        }
+                        if first.is_empty() {
+                            first = line.trim_end().to_string();
+                        } else if let Some(value) = line.to_ascii_lowercase().strip_prefix("proxy-authorization:") {
+                            auth = Some(line[line.len() - value.len()..].trim().to_string());
+                        }
+                        head.extend_from_slice(line.as_bytes());
+                        if line == "\r\n" {
+                            break;
+                        }
+                    }
+                    noted.lock().unwrap().push((first.clone(), auth));
+                    let mut parts = first.split(' ');
+                    let (method, target) = (parts.next().unwrap_or(""), parts.next().unwrap_or(""));
+                    let host = if method == "CONNECT" {
+                        target.to_string()
+                    } else {
+                        target.trim_start_matches("http://").split('/').next().unwrap_or("").to_string()
+                    };
+                    let Ok(mut upstream) = std::net::TcpStream::connect(host.replace("localhost", "127.0.0.1")) else {
+                        return;
+                    };
+                    // What came after the head (a request's body) is in the reader's buffer.
+                    let early = reader.buffer().to_vec();
+                    let mut client = reader.into_inner();
+                    if method == "CONNECT" {
+                        client.write_all(b"HTTP/1.1 200 Connection established\r\n\r\n").unwrap();
+                    } else {
+                        upstream.write_all(&head).unwrap();
+                    }
+                    upstream.write_all(&early).unwrap();
+                    let (mut up_read, mut client_write) = (upstream.try_clone().unwrap(), client.try_clone().unwrap());
+                    std::thread::spawn(move || std::io::copy(&mut up_read, &mut client_write));
+                    let _ = std::io::copy(&mut client, &mut upstream);
+                });
+            }
+        });
+        TestProxy { port, seen }
+    }
+}
+
+/// With `HTTPS_PROXY`/`HTTP_PROXY` in its environment (as curl and reqwest read them), the gateway reaches an
+/// `https` remote through a `CONNECT` tunnel and an `http` one through the proxy as a forward proxy, both with the
+/// proxy URL's credentials; a host in `NO_PROXY` is reached directly.
+#[test]
+fn remote_servers_are_reached_through_the_proxy_the_environment_names() {
+    use mcp::*;
+    let port = free_port();
+    let mut remote = start_remote(port);
+    let front = tls_issuer::TlsFront::start(std::net::SocketAddr::from(([127, 0, 0, 1], port)));
+    let path = |name: &str| front.path(name).to_str().unwrap().to_string();
+    let proxy = TestProxy::start();
+    let proxy_url = format!("http://user:pw@127.0.0.1:{}", proxy.port);
+    let servers = vec![
+        json!({"server_name": "tls", "config": {"url": format!("https://localhost:{}/mcp", front.port),
+               "tls": {"ca_bundle_path": path("ca.pem"), "client_cert_path": path("client.pem"),
+                       "client_key_path": path("client-key.pem")}}}),
+        json!({"server_name": "plain", "config": {"url": format!("http://localhost:{port}/mcp")}}),
+        json!({"server_name": "direct", "config": {"url": format!("http://127.0.0.1:{port}/mcp")}}),
+    ];
+    let envs = [("HTTPS_PROXY", proxy_url.as_str()), ("HTTP_PROXY", proxy_url.as_str()), ("NO_PROXY", "127.0.0.1")];
+    let gw = TestGateway::start_with(&config_with(servers, json!({})), &envs);
+    runtime().block_on(async {
+        let client = connect(&gw.mcp, common::API_KEY).await;
+        for server in ["tls", "plain", "direct"] {
+            let answer = call(&client, "gw_secure_call_tools", calls(server, &[("test_simple_text", json!({}))])).await;
+            assert_eq!(answer["results"][0]["status"], json!("success"), "{server}: {answer}");
+        }
+        client.cancel().await.unwrap();
+    });
+    let seen = proxy.seen.lock().unwrap().clone();
+    let basic = Some("Basic dXNlcjpwdw==".to_string());
+    assert!(seen.contains(&(format!("CONNECT localhost:{} HTTP/1.1", front.port), basic.clone())), "{seen:?}");
+    assert!(
+        seen.iter()
+            .any(|(line, auth)| line.starts_with(&format!("POST http://localhost:{port}/mcp ")) && *auth == basic),
+        "{seen:?}"
+    );
+    assert!(!seen.iter().any(|(line, _)| line.contains("127.0.0.1")), "NO_PROXY: {seen:?}");
+    assert!(!gw.logs().contains("user:pw"), "the proxy's credentials are not logged");
+    let _ = remote.kill();
+    let _ = remote.wait();
 }

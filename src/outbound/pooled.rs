@@ -5,7 +5,10 @@
 //! the gateway's CPU on a remote call). Here the target's `Uri` and credentials are worked out once per session
 //! ([`Target`]), and a request is hyper's own: pooled keep-alive HTTP/1.1 connections, `TCP_NODELAY`, connects bounded
 //! by the entry's `connectivity_timeout`, no redirects followed, and TLS as reqwest had it (rustls with the
-//! platform's roots and the entry's extra ones, ALPN `http/1.1`, a client certificate for mutual TLS).
+//! platform's roots and the entry's extra ones, ALPN `http/1.1`, a client certificate for mutual TLS), and the proxy
+//! the environment names as reqwest took it (`HTTPS_PROXY`, `HTTP_PROXY`, `ALL_PROXY`, `NO_PROXY`, as curl reads
+//! them): an `https` server through a `CONNECT` tunnel, an `http` one through the proxy as a forward proxy, with the
+//! proxy URL's user information as `Proxy-Authorization`.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -14,13 +17,138 @@ use axum::http::{HeaderValue, Uri, header};
 use bytes::Bytes;
 use http_body_util::{BodyExt, Full};
 use hyper_util::client::legacy::Client;
-use hyper_util::client::legacy::connect::HttpConnector;
-use hyper_util::rt::{TokioExecutor, TokioTimer};
+use hyper_util::client::legacy::connect::proxy::Tunnel;
+use hyper_util::client::legacy::connect::{Connected, Connection, HttpConnector};
+pub use hyper_util::client::proxy::matcher::Matcher;
+use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer};
 
-/// A pooled client for `http` and `https` URLs.
-pub type PooledClient = Client<hyper_rustls::HttpsConnector<HttpConnector>, Full<Bytes>>;
+/// A pooled client for one remote server's origin, through the proxy the environment names for it, if any.
+#[derive(Clone)]
+pub struct PooledClient {
+    client: Client<hyper_rustls::HttpsConnector<ProxyConnector>, Full<Bytes>>,
+    /// `Proxy-Authorization` for each request, when an `http` server is reached through a forward proxy that has
+    /// credentials.
+    forward_auth: Option<HeaderValue>,
+}
+
+impl PooledClient {
+    /// Sends `request` and gives its answer's head (the body is read from the answer).
+    pub async fn request(
+        &self,
+        mut request: axum::http::Request<Full<Bytes>>,
+    ) -> Result<Answer, hyper_util::client::legacy::Error> {
+        if let Some(auth) = &self.forward_auth {
+            request.headers_mut().insert(header::PROXY_AUTHORIZATION, auth.clone());
+        }
+        self.client.request(request).await
+    }
+}
+
+/// How connections reach the server: directly, through a `CONNECT` tunnel, or to a forward proxy.
+#[derive(Clone)]
+enum Route {
+    Direct,
+    Tunnel(Tunnel<HttpConnector>),
+    Forward(Uri),
+}
+
+/// The TCP connector under TLS, taking the [`Route`] of the client's origin.
+#[derive(Clone)]
+pub struct ProxyConnector {
+    http: HttpConnector,
+    route: Route,
+}
+
+type Connecting = std::pin::Pin<Box<dyn Future<Output = Result<Proxied, BoxError>> + Send>>;
+type BoxError = Box<dyn std::error::Error + Send + Sync>;
+
+impl tower::Service<Uri> for ProxyConnector {
+    type Response = Proxied;
+    type Error = BoxError;
+    type Future = Connecting;
+
+    fn poll_ready(&mut self, _cx: &mut std::task::Context<'_>) -> std::task::Poll<Result<(), BoxError>> {
+        std::task::Poll::Ready(Ok(()))
+    }
+
+    fn call(&mut self, dst: Uri) -> Connecting {
+        let mut http = self.http.clone();
+        match self.route.clone() {
+            Route::Direct => Box::pin(async move {
+                let io = tower::Service::call(&mut http, dst).await.map_err(BoxError::from)?;
+                Ok(Proxied { io, forward: false })
+            }),
+            Route::Tunnel(mut tunnel) => Box::pin(async move {
+                let io = tower::Service::call(&mut tunnel, dst).await.map_err(BoxError::from)?;
+                Ok(Proxied { io, forward: false })
+            }),
+            Route::Forward(proxy) => Box::pin(async move {
+                let io = tower::Service::call(&mut http, proxy).await.map_err(BoxError::from)?;
+                Ok(Proxied { io, forward: true })
+            }),
+        }
+    }
+}
+
+/// A TCP connection, telling hyper when it goes to a forward proxy (requests then carry absolute URIs).
+pub struct Proxied {
+    io: TokioIo<tokio::net::TcpStream>,
+    forward: bool,
+}
+
+impl Connection for Proxied {
+    fn connected(&self) -> Connected {
+        self.io.connected().proxy(self.forward)
+    }
+}
+
+impl hyper::rt::Read for Proxied {
+    fn poll_read(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+        buf: hyper::rt::ReadBufCursor<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        std::pin::Pin::new(&mut self.io).poll_read(cx, buf)
+    }
+}
+
+impl hyper::rt::Write for Proxied {
+    fn poll_write(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+        buf: &[u8],
+    ) -> std::task::Poll<std::io::Result<usize>> {
+        std::pin::Pin::new(&mut self.io).poll_write(cx, buf)
+    }
+
+    fn poll_flush(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        std::pin::Pin::new(&mut self.io).poll_flush(cx)
+    }
+
+    fn poll_shutdown(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        std::pin::Pin::new(&mut self.io).poll_shutdown(cx)
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        self.io.is_write_vectored()
+    }
+
+    fn poll_write_vectored(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+        bufs: &[std::io::IoSlice<'_>],
+    ) -> std::task::Poll<std::io::Result<usize>> {
+        std::pin::Pin::new(&mut self.io).poll_write_vectored(cx, bufs)
+    }
+}
 
 /// An answer whose body has not been read yet.
 pub type Answer = axum::http::Response<hyper::body::Incoming>;
@@ -75,18 +203,46 @@ pub fn tls_config(
     Ok(config)
 }
 
-/// A pooled client with `tls`, its connects bounded by `connect_timeout`.
-pub fn client(tls: rustls::ClientConfig, connect_timeout: Duration) -> PooledClient {
+/// A pooled client for the origin of `target` with `tls`, its connects bounded by `connect_timeout`, through the
+/// proxy `proxies` name for it (see the module documentation; `Matcher::from_env()` in the gateway). An `https://`
+/// proxy is refused: the connection to the proxy itself is plain TCP.
+pub fn client(
+    target: &Target,
+    tls: rustls::ClientConfig,
+    connect_timeout: Duration,
+    proxies: &Matcher,
+) -> Result<PooledClient, String> {
     let mut http = HttpConnector::new();
     http.enforce_http(false);
     http.set_nodelay(true);
     http.set_connect_timeout(Some(connect_timeout));
+    let (route, forward_auth) = match proxies.intercept(&target.uri) {
+        None => (Route::Direct, None),
+        Some(proxy) => {
+            let uri = proxy.uri().clone();
+            if uri.scheme_str() != Some("http") {
+                return Err("the proxy the environment names for it is not an http:// URL".into());
+            }
+            let auth = proxy.basic_auth().cloned();
+            if target.uri.scheme_str() == Some("https") {
+                let mut tunnel = Tunnel::new(uri, http.clone());
+                if let Some(auth) = auth {
+                    tunnel = tunnel.with_auth(auth);
+                }
+                (Route::Tunnel(tunnel), None)
+            } else {
+                (Route::Forward(uri), auth)
+            }
+        }
+    };
     let https = hyper_rustls::HttpsConnectorBuilder::new()
         .with_tls_config(tls)
         .https_or_http()
         .enable_http1()
-        .wrap_connector(http);
-    Client::builder(TokioExecutor::new()).pool_idle_timeout(IDLE).pool_timer(TokioTimer::new()).build(https)
+        .wrap_connector(ProxyConnector { http, route });
+    let client =
+        Client::builder(TokioExecutor::new()).pool_idle_timeout(IDLE).pool_timer(TokioTimer::new()).build(https);
+    Ok(PooledClient { client, forward_auth })
 }
 
 /// Where requests go, worked out once from a URL: its `Uri` without user information, and the `Basic` credentials
@@ -180,6 +336,21 @@ mod tests {
         assert_eq!(tls_config(Some(b"not pem"), None).unwrap_err(), "no PEM certificate");
         assert!(tls_config(None, Some((b"x", b"y"))).is_err());
         // The connector sets ALPN itself and panics on a config that has it: a client is built from ours.
-        let _client = client(tls_config(None, None).unwrap(), Duration::from_secs(1));
+        let target = Target::new(&reqwest::Url::parse("https://example.com/mcp").unwrap()).unwrap();
+        let _client = client(&target, tls_config(None, None).unwrap(), Duration::from_secs(1), &no_proxy()).unwrap();
+    }
+
+    fn no_proxy() -> Matcher {
+        Matcher::builder().build()
+    }
+
+    #[test]
+    fn the_proxy_must_be_plain_http() {
+        let target = Target::new(&reqwest::Url::parse("https://example.com/mcp").unwrap()).unwrap();
+        let proxies = Matcher::builder().all("https://proxy.example:3128").build();
+        let refused = client(&target, tls_config(None, None).unwrap(), Duration::from_secs(1), &proxies);
+        assert!(refused.is_err());
+        let proxies = Matcher::builder().all("http://proxy.example:3128").no("example.com").build();
+        assert!(client(&target, tls_config(None, None).unwrap(), Duration::from_secs(1), &proxies).is_ok());
     }
 }

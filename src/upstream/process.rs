@@ -329,7 +329,7 @@ async fn start_remote(remote: &RemoteSpec, options: &StartOptions) -> Result<Ups
     let failed = |message: String, timed_out| StartFailure { error: UpstreamError::Start(message), timed_out };
     let url = reqwest::Url::parse(&remote.url).map_err(|e| failed(format!("config.url is not a URL: {e}"), false))?;
     let shown = remote::shown(&url);
-    let http = remote::client(remote.tls.as_ref(), options.connect_timeout)
+    let http = remote::client(&url, remote.tls.as_ref(), options.connect_timeout)
         .await
         .map_err(|e| failed(format!("no HTTP client for {shown}: {e}"), false))?;
     let endpoint = Endpoint::new(http, &remote.headers, remote.bearer.clone());

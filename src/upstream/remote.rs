@@ -107,8 +107,14 @@ impl Endpoint {
     }
 }
 
-/// The HTTP client for one remote server: its `tls` files, connects bounded by `connect_timeout`.
-pub async fn client(tls: Option<&RemoteTls>, connect_timeout: Duration) -> Result<PooledClient, String> {
+/// The HTTP client for one remote server at `url`: its `tls` files, connects bounded by `connect_timeout`, through the
+/// proxy the environment names for the URL's origin (`HTTPS_PROXY`, `HTTP_PROXY`, `ALL_PROXY`, `NO_PROXY`).
+pub async fn client(
+    url: &reqwest::Url,
+    tls: Option<&RemoteTls>,
+    connect_timeout: Duration,
+) -> Result<PooledClient, String> {
+    let target = Target::new(url)?;
     let mut roots = None;
     let mut identity = None;
     if let Some(tls) = tls {
@@ -128,7 +134,7 @@ pub async fn client(tls: Option<&RemoteTls>, connect_timeout: Duration) -> Resul
     let config = pooled::tls_config(roots.as_ref().map(|(bundle, _)| bundle.as_slice()), identity).map_err(|why| {
         if identity.is_some() { format!("tls.client_cert_path, tls.client_key_path: {why}") } else { why }
     })?;
-    Ok(pooled::client(config, connect_timeout))
+    pooled::client(&target, config, connect_timeout, &pooled::Matcher::from_env())
 }
 
 async fn read(field: &str, path: &std::path::Path) -> Result<Vec<u8>, String> {
