@@ -156,6 +156,9 @@ pub type Answer = axum::http::Response<hyper::body::Incoming>;
 /// How long an idle keep-alive connection is kept (reqwest's default).
 const IDLE: Duration = Duration::from_secs(90);
 
+/// The idle time before TCP keep-alive probes, and between them (reqwest's default).
+const KEEPALIVE: Duration = Duration::from_secs(15);
+
 /// The `User-Agent` of every request.
 const USER_AGENT: &str = concat!("mcpgw/", env!("CARGO_PKG_VERSION"));
 
@@ -216,6 +219,14 @@ pub fn client(
     http.enforce_http(false);
     http.set_nodelay(true);
     http.set_connect_timeout(Some(connect_timeout));
+    // TCP keep-alive probes as reqwest sent them: a pooled connection a middlebox dropped is found idle, not by the
+    // next call.
+    http.set_keepalive(Some(KEEPALIVE));
+    http.set_keepalive_interval(Some(KEEPALIVE));
+    http.set_keepalive_retries(Some(3));
+    // Data unacknowledged this long ends the connection (reqwest's default on Linux).
+    #[cfg(target_os = "linux")]
+    http.set_tcp_user_timeout(Some(Duration::from_secs(30)));
     let (route, forward_auth) = match proxies.intercept(&target.uri) {
         None => (Route::Direct, None),
         Some(proxy) => {
