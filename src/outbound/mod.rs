@@ -41,9 +41,13 @@ pub fn client(timeout: Duration) -> Result<reqwest::Client, reqwest::Error> {
 /// An HTTP error with its causes (reqwest's own text is often just "error sending request"), without the URL (its
 /// query may hold a secret).
 pub fn describe(error: reqwest::Error) -> String {
-    let error = error.without_url();
+    with_causes(&error.without_url())
+}
+
+/// An error's text followed by its causes' (`a: b: c`).
+pub fn with_causes(error: &(dyn std::error::Error + 'static)) -> String {
     let mut text = error.to_string();
-    let mut source = std::error::Error::source(&error);
+    let mut source = error.source();
     while let Some(cause) = source {
         text.push_str(": ");
         text.push_str(&cause.to_string());

@@ -312,14 +312,7 @@ pub async fn chunk(answer: &mut Answer) -> Result<Option<Bytes>, hyper::Error> {
 
 /// A client error with its causes (hyper's own text is often just "client error (Connect)"); no URL is in it.
 pub fn describe(error: &(dyn std::error::Error + 'static)) -> String {
-    let mut text = error.to_string();
-    let mut source = error.source();
-    while let Some(cause) = source {
-        text.push_str(": ");
-        text.push_str(&cause.to_string());
-        source = cause.source();
-    }
-    text
+    super::with_causes(error)
 }
 
 #[cfg(test)]
