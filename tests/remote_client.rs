@@ -486,3 +486,28 @@ fn remote_servers_are_reached_through_the_proxy_the_environment_names() {
     let _ = remote.kill();
     let _ = remote.wait();
 }
+
+/// A server that takes the TCP connection and never answers the TLS handshake fails the connect within
+/// `connectivity_timeout`, not at the session's start timeout.
+#[test]
+fn a_tls_handshake_that_never_finishes_fails_within_the_connectivity_timeout() {
+    use mcp::*;
+    let tarpit = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = tarpit.local_addr().unwrap().port();
+    let held = std::thread::spawn(move || tarpit.incoming().take(4).map_while(Result::ok).collect::<Vec<_>>());
+    let server = json!({"server_name": "tarpit", "config": {"url": format!("https://127.0.0.1:{port}/mcp")}});
+    let common =
+        json!({"upstream_pool": {"start_timeout_seconds": 20}, "timeout_settings": {"connectivity_timeout": 0.5}});
+    let gw = TestGateway::start(&config_with(vec![server], common));
+    runtime().block_on(async {
+        let client = connect(&gw.mcp, common::API_KEY).await;
+        let started = std::time::Instant::now();
+        let refused = call(&client, "gw_discover_all_tools", json!({"server_name": "tarpit"})).await;
+        assert_eq!(refused["error_code"], json!("UPSTREAM_ERROR"), "{refused}");
+        assert!(refused["message"].as_str().is_some_and(|m| m.contains("connectivity_timeout")), "{refused}");
+        assert!(started.elapsed() < std::time::Duration::from_secs(10), "took {:?}", started.elapsed());
+        client.cancel().await.unwrap();
+    });
+    drop(gw);
+    drop(held);
+}

@@ -27,7 +27,7 @@ use rustls::pki_types::{CertificateDer, PrivateKeyDer};
 /// A pooled client for one remote server's origin, through the proxy the environment names for it, if any.
 #[derive(Clone)]
 pub struct PooledClient {
-    client: Client<hyper_rustls::HttpsConnector<ProxyConnector>, Full<Bytes>>,
+    client: Client<Bounded, Full<Bytes>>,
     /// `Proxy-Authorization` for each request, when an `http` server is reached through a forward proxy that has
     /// credentials.
     forward_auth: Option<HeaderValue>,
@@ -89,6 +89,36 @@ impl tower::Service<Uri> for ProxyConnector {
                 Ok(Proxied { io, forward: true })
             }),
         }
+    }
+}
+
+/// The whole connect (TCP, the proxy's tunnel, the TLS handshake) bounded by the entry's `connectivity_timeout`, as
+/// reqwest bounded it: a server that takes the connection and never finishes the handshake fails the connect.
+#[derive(Clone)]
+pub struct Bounded {
+    inner: hyper_rustls::HttpsConnector<ProxyConnector>,
+    limit: Duration,
+}
+
+type Stream = hyper_rustls::MaybeHttpsStream<Proxied>;
+
+impl tower::Service<Uri> for Bounded {
+    type Response = Stream;
+    type Error = BoxError;
+    type Future = std::pin::Pin<Box<dyn Future<Output = Result<Stream, BoxError>> + Send>>;
+
+    fn poll_ready(&mut self, cx: &mut std::task::Context<'_>) -> std::task::Poll<Result<(), BoxError>> {
+        self.inner.poll_ready(cx)
+    }
+
+    fn call(&mut self, dst: Uri) -> Self::Future {
+        let (connecting, limit) = (self.inner.call(dst), self.limit);
+        Box::pin(async move {
+            match tokio::time::timeout(limit, connecting).await {
+                Ok(connected) => connected,
+                Err(_) => Err(format!("no connection within {} s (connectivity_timeout)", limit.as_secs_f64()).into()),
+            }
+        })
     }
 }
 
@@ -251,6 +281,7 @@ pub fn client(
         .https_or_http()
         .enable_http1()
         .wrap_connector(ProxyConnector { http, route });
+    let https = Bounded { inner: https, limit: connect_timeout };
     let client =
         Client::builder(TokioExecutor::new()).pool_idle_timeout(IDLE).pool_timer(TokioTimer::new()).build(https);
     Ok(PooledClient { client, forward_auth })

@@ -4,8 +4,8 @@
 //! - The client trusts the system's roots plus the entry's `tls.ca_bundle_path`, and presents
 //!   `tls.client_cert_path`/`client_key_path` to servers that require mutual TLS; the files are read each time a
 //!   session is opened, so rotated certificates are picked up without a reload.
-//! - Connects are bounded by `connectivity_timeout`; there is no overall timeout on a request: a call is bounded by
-//!   the pool's deadline, and an SSE stream lives as long as the session.
+//! - Connects (TCP, a proxy's tunnel, the TLS handshake) are bounded by `connectivity_timeout`; there is no overall
+//!   timeout on a request: a call is bounded by the pool's deadline, and an SSE stream lives as long as the session.
 //! - Redirects are not followed (the headers and the token must not travel elsewhere); keep-alive connections are
 //!   pooled. The client is hyper's own ([`crate::outbound::pooled`]); a URL's user information is sent as `Basic`
 //!   credentials, as reqwest did.
