@@ -511,3 +511,33 @@ fn a_tls_handshake_that_never_finishes_fails_within_the_connectivity_timeout() {
     drop(gw);
     drop(held);
 }
+
+/// TLS files that are not what they should be fail the server's session with the field at fault named, and change
+/// nothing else: a bundle without a certificate, a client certificate without its key.
+#[test]
+fn tls_files_that_are_not_pem_name_the_field_at_fault() {
+    use mcp::*;
+    let dir = tempfile::tempdir().unwrap();
+    let junk = dir.path().join("junk.pem");
+    std::fs::write(&junk, "not a certificate").unwrap();
+    let junk = junk.to_str().unwrap();
+    let url = "https://127.0.0.1:9/mcp";
+    let servers = vec![
+        json!({"server_name": "badca", "config": {"url": url, "tls": {"ca_bundle_path": junk}}}),
+        json!({"server_name": "badcert", "config": {"url": url,
+               "tls": {"client_cert_path": junk, "client_key_path": junk}}}),
+    ];
+    let gw = TestGateway::start(&config_with(servers, json!({})));
+    runtime().block_on(async {
+        let client = connect(&gw.mcp, common::API_KEY).await;
+        for (server, why) in [
+            ("badca", format!("tls.ca_bundle_path: no PEM certificate in {junk}")),
+            ("badcert", "tls.client_cert_path, tls.client_key_path: not a PEM certificate and private key".into()),
+        ] {
+            let refused = call(&client, "gw_discover_all_tools", json!({"server_name": server})).await;
+            assert_eq!(refused["error_code"], json!("UPSTREAM_ERROR"), "{server}: {refused}");
+            assert!(refused["message"].as_str().is_some_and(|m| m.contains(&why)), "{server}: {refused}");
+        }
+        client.cancel().await.unwrap();
+    });
+}

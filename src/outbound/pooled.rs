@@ -192,12 +192,23 @@ const KEEPALIVE: Duration = Duration::from_secs(15);
 /// The `User-Agent` of every request.
 const USER_AGENT: &str = concat!("mcpgw/", env!("CARGO_PKG_VERSION"));
 
+/// Why [`tls_config`] gave no configuration, by the file at fault.
+#[derive(Debug, PartialEq)]
+pub enum TlsProblem {
+    /// The extra roots hold no PEM certificate.
+    NoRoots,
+    /// The client certificate chain and key are not a PEM certificate and private key that go together.
+    Identity,
+    /// The trust roots cannot be used at all.
+    Other(String),
+}
+
 /// The TLS of a client: the platform's trust roots plus `extra_roots` (PEM), and a client certificate chain with its
 /// private key (PEM) for servers that ask for one.
 pub fn tls_config(
     extra_roots: Option<&[u8]>,
     identity: Option<(&[u8], &[u8])>,
-) -> Result<rustls::ClientConfig, String> {
+) -> Result<rustls::ClientConfig, TlsProblem> {
     super::ensure_crypto_provider();
     let provider = rustls::crypto::CryptoProvider::get_default()
         .cloned()
@@ -206,29 +217,25 @@ pub fn tls_config(
         Some(pem) => {
             let roots: Vec<_> = CertificateDer::pem_slice_iter(pem).filter_map(Result::ok).collect();
             if roots.is_empty() {
-                return Err("no PEM certificate".into());
+                return Err(TlsProblem::NoRoots);
             }
             roots
         }
         None => Vec::new(),
     };
     let verifier = rustls_platform_verifier::Verifier::new_with_extra_roots(roots, Arc::clone(&provider))
-        .map_err(|e| format!("the trust roots cannot be used: {e}"))?;
+        .map_err(|e| TlsProblem::Other(format!("the trust roots cannot be used: {e}")))?;
     let builder = rustls::ClientConfig::builder_with_provider(provider)
         .with_safe_default_protocol_versions()
-        .map_err(|e| e.to_string())?
+        .map_err(|e| TlsProblem::Other(e.to_string()))?
         .dangerous()
         .with_custom_certificate_verifier(Arc::new(verifier));
     let config = match identity {
         Some((chain, key)) => {
             let chain: Vec<_> = CertificateDer::pem_slice_iter(chain).filter_map(Result::ok).collect();
             let key = PrivateKeyDer::from_pem_slice(key).ok();
-            let (false, Some(key)) = (chain.is_empty(), key) else {
-                return Err("not a PEM certificate and private key".into());
-            };
-            builder
-                .with_client_auth_cert(chain, key)
-                .map_err(|_| "not a PEM certificate and private key".to_string())?
+            let (false, Some(key)) = (chain.is_empty(), key) else { return Err(TlsProblem::Identity) };
+            builder.with_client_auth_cert(chain, key).map_err(|_| TlsProblem::Identity)?
         }
         None => builder.with_no_client_auth(),
     };
@@ -368,8 +375,8 @@ mod tests {
 
     #[test]
     fn a_bundle_without_certificates_is_refused() {
-        assert_eq!(tls_config(Some(b"not pem"), None).unwrap_err(), "no PEM certificate");
-        assert!(tls_config(None, Some((b"x", b"y"))).is_err());
+        assert_eq!(tls_config(Some(b"not pem"), None).unwrap_err(), TlsProblem::NoRoots);
+        assert_eq!(tls_config(None, Some((b"x", b"y"))).unwrap_err(), TlsProblem::Identity);
         // The connector sets ALPN itself and panics on a config that has it: a client is built from ours.
         let target = Target::new(&reqwest::Url::parse("https://example.com/mcp").unwrap()).unwrap();
         let _client = client(&target, tls_config(None, None).unwrap(), Duration::from_secs(1), &no_proxy()).unwrap();

@@ -101,7 +101,8 @@ impl Endpoint {
             request.headers_mut().insert(header::AUTHORIZATION, value);
             sent = Some(token);
         }
-        let uri = request.uri().clone();
+        // Only a request with a token can be refused and logged (see `send`); the others need not keep their URI.
+        let uri = if self.bearer.is_some() { request.uri().clone() } else { Uri::default() };
         let response = self.http.request(request).await.map_err(|e| HttpRpcError::Transport(pooled::describe(&e)))?;
         Ok((response, sent, uri))
     }
@@ -125,15 +126,20 @@ pub async fn client(
             identity = Some((read("tls.client_cert_path", cert).await?, read("tls.client_key_path", key).await?));
         }
     }
-    if let Some((bundle, path)) = &roots
-        && pooled::tls_config(Some(bundle), None).is_err()
-    {
-        return Err(format!("tls.ca_bundle_path: no PEM certificate in {}", path.display()));
-    }
     let identity = identity.as_ref().map(|(cert, key)| (cert.as_slice(), key.as_slice()));
-    let config = pooled::tls_config(roots.as_ref().map(|(bundle, _)| bundle.as_slice()), identity).map_err(|why| {
-        if identity.is_some() { format!("tls.client_cert_path, tls.client_key_path: {why}") } else { why }
-    })?;
+    let config =
+        pooled::tls_config(roots.as_ref().map(|(bundle, _)| bundle.as_slice()), identity).map_err(|why| {
+            match (why, &roots) {
+                (pooled::TlsProblem::NoRoots, Some((_, path))) => {
+                    format!("tls.ca_bundle_path: no PEM certificate in {}", path.display())
+                }
+                (pooled::TlsProblem::Identity, _) => {
+                    "tls.client_cert_path, tls.client_key_path: not a PEM certificate and private key".to_string()
+                }
+                (pooled::TlsProblem::NoRoots, None) => "no PEM certificate".to_string(),
+                (pooled::TlsProblem::Other(why), _) => why,
+            }
+        })?;
     pooled::client(&target, config, connect_timeout, &pooled::Matcher::from_env())
 }
 
