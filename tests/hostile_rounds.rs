@@ -84,11 +84,25 @@ fn forty_stateless_calls_to_a_per_session_server_share_at_most_the_keys_processe
     // under test here.
     let limits = json!({"max_processes_per_key": 2, "idle_process_seconds": 1, "max_inflight_per_key": 64});
     let gw = gateway(&starts, "per_session", limits);
-    let answers: Vec<Rpc> = std::thread::scope(|scope| {
+    // The processes running at once, as the gateway counts them (`mcpgw_upstream_processes`), sampled throughout. The
+    // number started over the whole burst may be higher: a call that finds the key's places taken ends an idle process
+    // of the key's at once (its discovery's, say) and starts its own in that place.
+    let calling = std::sync::atomic::AtomicBool::new(true);
+    let (answers, most): (Vec<Rpc>, f64) = std::thread::scope(|scope| {
+        let sampler = scope.spawn(|| {
+            let mut most = 0f64;
+            while calling.load(std::sync::atomic::Ordering::Relaxed) {
+                most = most.max(metric(&gw, "mcpgw_upstream_processes"));
+                std::thread::sleep(Duration::from_millis(10));
+            }
+            most
+        });
         let calls: Vec<_> = (0..40)
             .map(|_| scope.spawn(|| stateless_call(&gw, API_KEY, "mock__slow", json!({"ms": 100}), None)))
             .collect();
-        calls.into_iter().map(|call| call.join().unwrap()).collect()
+        let answers = calls.into_iter().map(|call| call.join().unwrap()).collect();
+        calling.store(false, std::sync::atomic::Ordering::Relaxed);
+        (answers, sampler.join().unwrap())
     });
     let mut done = 0;
     for r in &answers {
@@ -103,7 +117,12 @@ fn forty_stateless_calls_to_a_per_session_server_share_at_most_the_keys_processe
     }
     assert!(done > 0, "no call was served");
     let pids = starts_in(&starts);
-    assert!(!pids.is_empty() && pids.len() <= 2, "40 stateless calls of one key started {} processes", pids.len());
+    assert!(!pids.is_empty(), "no process started");
+    assert!(
+        (1.0..=2.0).contains(&most),
+        "40 stateless calls of one key ran {most} processes at once ({} started in all)",
+        pids.len()
+    );
     // Reused, then idle for idle_process_seconds: they end, and nothing is leaked.
     assert!(wait_until(Duration::from_secs(15), || pids.iter().all(|pid| !alive(*pid))), "processes left: {pids:?}");
 }
