@@ -54,7 +54,8 @@ impl RedisServer {
         (pong == "PONG").then_some(con)
     }
 
-    /// Every key of every database with its value (strings only: the gateway writes nothing else).
+    /// Every key of every database with its value: a string as it is, a hash (the usage counters) as its
+    /// `field=value` lines.
     pub fn dump(&self) -> Vec<(String, String)> {
         let mut con = self.connection().expect("redis connection");
         let mut out = Vec::new();
@@ -65,8 +66,15 @@ impl RedisServer {
                 let (next, keys): (u64, Vec<String>) =
                     redis::cmd("SCAN").arg(cursor).arg("COUNT").arg(100).query(&mut con).unwrap();
                 for key in keys {
-                    let value: Option<Vec<u8>> = redis::cmd("GET").arg(&key).query(&mut con).unwrap();
-                    out.push((key, String::from_utf8_lossy(&value.unwrap_or_default()).into_owned()));
+                    let kind: String = redis::cmd("TYPE").arg(&key).query(&mut con).unwrap();
+                    let value = if kind == "hash" {
+                        let fields: Vec<(String, String)> = redis::cmd("HGETALL").arg(&key).query(&mut con).unwrap();
+                        fields.into_iter().map(|(field, value)| format!("{field}={value}\n")).collect()
+                    } else {
+                        let value: Option<Vec<u8>> = redis::cmd("GET").arg(&key).query(&mut con).unwrap();
+                        String::from_utf8_lossy(&value.unwrap_or_default()).into_owned()
+                    };
+                    out.push((key, value));
                 }
                 if next == 0 {
                     break;
