@@ -465,3 +465,63 @@ fn a_quota_of_n_a_minute_lets_exactly_n_through_across_two_replicas() {
     let keys: Vec<String> = redis::cmd("KEYS").arg("mcpgw:quota:*").query(&mut redis.connection().unwrap()).unwrap();
     assert_eq!(keys.len(), 1, "{keys:?}");
 }
+
+/// A configuration over 4 MiB is stored and read in pieces (issue 36: no 100 MB transfer in one command): the seed and
+/// each write land under `mcpgw:config:document:{version}`, named by the hash, every replica follows them, the replaced
+/// version's key is kept for the replicas still reading it and then expires, and no staging key is left behind.
+#[test]
+fn a_large_configuration_is_stored_and_read_in_pieces() {
+    let redis = RedisServer::start(free_port(), None);
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("gw_mcp_config.json");
+    let settings =
+        json!({"config_store": {"type": "redis"}, "gw_cache_host": "127.0.0.1", "gw_cache_port": redis.port});
+    let mut config = config_with(vec![mock_server("mock")], settings);
+    let padding = "p".repeat(180);
+    for i in 0..25_000u64 {
+        let id = format!("{i:08x}-0000-4000-8000-{i:012x}");
+        config["users"][id] =
+            json!({"email": format!("user{i}.{padding}@example.com"), "created_at": common::CREATED_AT});
+    }
+    write_json(&path, &config);
+    let replicas: Vec<Gateway> = (0..2).map(|_| Gateway::start(&path)).collect();
+    let mut con = redis.connection().unwrap();
+    let layout = |con: &mut redis::Connection| -> (Option<String>, Option<String>, Option<u64>) {
+        redis::cmd("HMGET")
+            .arg("mcpgw:config:current")
+            .arg("document")
+            .arg("document_key")
+            .arg("document_length")
+            .query(con)
+            .unwrap()
+    };
+    let (inline, key, length) = layout(&mut con);
+    assert!(inline.is_none(), "a document over 4 MiB is not kept in the hash");
+    assert_eq!(key.as_deref(), Some("mcpgw:config:document:1"));
+    let stored: u64 = redis::cmd("STRLEN").arg("mcpgw:config:document:1").query(&mut con).unwrap();
+    assert!(stored > 4 << 20 && Some(stored) == length, "{stored} bytes against {length:?}");
+    for gw in &replicas {
+        let health = gw.system_health();
+        assert_eq!(health["config_store"]["version"], json!(1), "{health}");
+        assert_eq!(health["total_users"], json!(25_002), "{health}");
+    }
+
+    // A write on the second replica reaches the first; the first version's key is kept a while, then expires.
+    replicas[1].post("/api/v1/users", &json!({"email": "pieces@example.com"})).ok(201);
+    assert!(common::wait_until(PROPAGATION, || replicas[0].system_health()["config_store"]["version"] == json!(2)));
+    let document: Vec<u8> = redis::cmd("GET").arg("mcpgw:config:document:2").query(&mut con).unwrap();
+    assert!(document.windows(18).any(|w| w == b"pieces@example.com"));
+    assert_eq!(layout(&mut con).1.as_deref(), Some("mcpgw:config:document:2"));
+    let ttl: i64 = redis::cmd("PTTL").arg("mcpgw:config:document:1").query(&mut con).unwrap();
+    assert!(ttl > 0 && ttl <= 60_000, "the replaced version's key expires (PTTL {ttl})");
+    let current_ttl: i64 = redis::cmd("PTTL").arg("mcpgw:config:document:2").query(&mut con).unwrap();
+    assert_eq!(current_ttl, -1, "the serving version's key does not expire");
+    let staging: Vec<String> = redis::cmd("KEYS").arg("mcpgw:config:staging:*").query(&mut con).unwrap();
+    assert!(staging.is_empty(), "{staging:?}");
+
+    // A replica started now reads the pieces too.
+    let late = Gateway::start(&path);
+    let health = late.system_health();
+    assert_eq!(health["config_store"]["version"], json!(2), "{health}");
+    assert_eq!(health["total_users"], json!(25_003), "{health}");
+}

@@ -4,7 +4,15 @@
 //! Redis holds one hash, `mcpgw:config:current`, with the configuration document (`document`, the file's JSON) and its
 //! version (`version`, 1 for the seed, one more for each write). A write is a compare-and-set on the version (a Lua
 //! script: the new document is stored only if the version is still the one the write started from, and the new
-//! version is published on `mcpgw:config:changes`). Writers on different replicas are also serialised by a short lock
+//! version is published on `mcpgw:config:changes`).
+//!
+//! A document over [`IN_HASH_MAX`] (a configuration of some 30,000 keys and more) is not sent in one command nor read
+//! in one answer: it is appended in pieces of [`PIECE`] bytes to a staging key of the writer's own, which the
+//! compare-and-set renames to `mcpgw:config:document:{version}` (the hash then names it in `document_key`, with
+//! `document_length`), and read back in pieces (`GETRANGE`). Every transfer is thus bounded: a 127 MB document moved
+//! in one system call held a CPU of Redis and of the gateway for milliseconds at a time (issue 36), and one answer of it
+//! could take longer than [`TIMEOUT`]. The previous version's key is kept for [`OLD_DOCUMENT_TTL`], so that a replica
+//! still reading it finishes; a read that finds its key gone reads the new version instead. Writers on different replicas are also serialised by a short lock
 //! (`mcpgw:config:lock`, with an expiry, released by its holder only), so that a write's change runs once against the
 //! latest document; the compare-and-set still refuses a write whose lock expired under it.
 //!
@@ -33,11 +41,44 @@ const LOCK_TTL: Duration = Duration::from_secs(3);
 const LOCK_WAIT: Duration = Duration::from_secs(10);
 /// The bound on connecting and on each answer.
 pub const TIMEOUT: Duration = Duration::from_secs(2);
+/// The largest document kept in the hash itself; larger ones are stored and read in pieces.
+pub const IN_HASH_MAX: usize = 4 << 20;
+/// The size of each piece of a larger document, written (`APPEND`) or read (`GETRANGE`) in one command.
+pub const PIECE: usize = 512 << 10;
+/// How long a replaced document's key is kept for the replicas still reading it.
+const OLD_DOCUMENT_TTL: Duration = Duration::from_secs(60);
+/// How long a staging key lives if its writer dies before the compare-and-set.
+const STAGING_TTL: Duration = Duration::from_secs(120);
+/// The most a stored `document_length` may say (a larger one is refused, never allocated).
+const DOCUMENT_MAX: u64 = 4 << 30;
+/// How many times a read starts again when the version it was reading was replaced and expired under it.
+const READ_ATTEMPTS: usize = 3;
 
+/// KEYS: the hash, the channel, the staging key and the document key ('' for a document in the hash); ARGV: the
+/// expected version ('' for an empty store), the new one, the document ('' when staged), its length when staged, and
+/// how long the replaced document's key is kept (ms).
 const CAS_SCRIPT: &str = r"
 local current = redis.call('HGET', KEYS[1], 'version')
-if (current or '') ~= ARGV[1] then return 0 end
-redis.call('HSET', KEYS[1], 'version', ARGV[2], 'document', ARGV[3])
+local staged = KEYS[3] ~= ''
+if (current or '') ~= ARGV[1] then
+  if staged then redis.call('DEL', KEYS[3]) end
+  return 0
+end
+local old = redis.call('HGET', KEYS[1], 'document_key')
+if staged then
+  if redis.call('STRLEN', KEYS[3]) ~= tonumber(ARGV[4]) then
+    redis.call('DEL', KEYS[3])
+    return redis.error_reply('the staged document is incomplete')
+  end
+  redis.call('RENAME', KEYS[3], KEYS[4])
+  redis.call('PERSIST', KEYS[4])
+  redis.call('HSET', KEYS[1], 'version', ARGV[2], 'document_key', KEYS[4], 'document_length', ARGV[4])
+  redis.call('HDEL', KEYS[1], 'document')
+else
+  redis.call('HSET', KEYS[1], 'version', ARGV[2], 'document', ARGV[3])
+  redis.call('HDEL', KEYS[1], 'document_key', 'document_length')
+end
+if old and old ~= KEYS[4] then redis.call('PEXPIRE', old, ARGV[5]) end
 redis.call('PUBLISH', KEYS[2], ARGV[2])
 return 1
 ";
@@ -211,38 +252,102 @@ impl RedisStore {
 
     /// The configuration in Redis (`None`: the store is empty).
     pub fn read(&self) -> Result<Option<Stored>, Unavailable> {
-        let (version, document): (Option<String>, Option<Vec<u8>>) =
-            self.with(|c| redis::cmd("HMGET").arg(CONFIG_KEY).arg("version").arg("document").query(c))?;
-        Ok(match (version.and_then(|v| v.parse().ok()), document) {
-            (Some(version), Some(document)) => Some(Stored { version, document }),
-            _ => None,
-        })
+        for _ in 0..READ_ATTEMPTS {
+            let (version, document, key, length): (Option<String>, Option<Vec<u8>>, Option<String>, Option<String>) =
+                self.with(|c| {
+                    redis::cmd("HMGET")
+                        .arg(CONFIG_KEY)
+                        .arg("version")
+                        .arg("document")
+                        .arg("document_key")
+                        .arg("document_length")
+                        .query(c)
+                })?;
+            let Some(version) = version.and_then(|v| v.parse().ok()) else { return Ok(None) };
+            if let Some(document) = document {
+                return Ok(Some(Stored { version, document }));
+            }
+            let (Some(key), Some(length)) = (key, length.and_then(|l| l.parse::<u64>().ok())) else { return Ok(None) };
+            if length > DOCUMENT_MAX {
+                return Err(self.unavailable(format!("the stored document says it has {length} bytes")));
+            }
+            if let Some(document) = self.read_pieces(&key, length)? {
+                return Ok(Some(Stored { version, document }));
+            }
+            // Replaced and expired while this read went on: read the version that replaced it.
+        }
+        Err(self.unavailable(format!("the document changed under {READ_ATTEMPTS} reads in a row")))
+    }
+
+    /// The `length` bytes of `key`, read [`PIECE`] bytes at a time; `None` when the key is shorter (it expired).
+    fn read_pieces(&self, key: &str, length: u64) -> Result<Option<Vec<u8>>, Unavailable> {
+        let length = usize::try_from(length).map_err(|_| self.unavailable("the stored document is too long".into()))?;
+        let mut document = Vec::with_capacity(length.min(256 << 20));
+        while document.len() < length {
+            let start = document.len();
+            let end = (start + PIECE).min(length) - 1;
+            let piece: Vec<u8> = self.with(|c| redis::cmd("GETRANGE").arg(key).arg(start).arg(end).query(c))?;
+            if piece.len() != end + 1 - start {
+                return Ok(None);
+            }
+            document.extend_from_slice(&piece);
+        }
+        Ok(Some(document))
+    }
+
+    fn unavailable(&self, reason: String) -> Unavailable {
+        Unavailable { target: self.target(), reason }
     }
 
     /// Stores `document` as version `expected + 1` if the version in Redis is still `expected` (0: the store is
-    /// empty); `Ok(None)` when it is not.
+    /// empty); `Ok(None)` when it is not. A document over [`IN_HASH_MAX`] is staged in pieces first.
     pub fn compare_and_set(&self, expected: u64, document: &[u8]) -> Result<Option<u64>, Unavailable> {
         let next = expected + 1;
         let expected = if expected == 0 { String::new() } else { expected.to_string() };
+        let (staging, key) = if document.len() > IN_HASH_MAX {
+            let token = crate::secrets::random_token().map_err(|e| self.unavailable(e.to_string()))?;
+            let staging = format!("mcpgw:config:staging:{token}");
+            self.stage(&staging, document)?;
+            (staging, format!("mcpgw:config:document:{next}"))
+        } else {
+            (String::new(), String::new())
+        };
+        let inline: &[u8] = if staging.is_empty() { document } else { b"" };
         let stored: i64 = self.with(|c| {
             redis::cmd("EVAL")
                 .arg(CAS_SCRIPT)
-                .arg(2)
+                .arg(4)
                 .arg(CONFIG_KEY)
                 .arg(CHANNEL)
+                .arg(&staging)
+                .arg(&key)
                 .arg(expected)
                 .arg(next)
-                .arg(document)
+                .arg(inline)
+                .arg(document.len())
+                .arg(OLD_DOCUMENT_TTL.as_millis() as u64)
                 .query(c)
         })?;
         Ok((stored == 1).then_some(next))
     }
 
+    /// Appends `document` to the new key `staging` in pieces of [`PIECE`] bytes (the key expires if this writer dies).
+    fn stage(&self, staging: &str, document: &[u8]) -> Result<(), Unavailable> {
+        for (n, piece) in document.chunks(PIECE).enumerate() {
+            if n == 0 {
+                let ttl = STAGING_TTL.as_millis() as u64;
+                let () = self.with(|c| redis::cmd("SET").arg(staging).arg(piece).arg("PX").arg(ttl).query(c))?;
+            } else {
+                let _: u64 = self.with(|c| redis::cmd("APPEND").arg(staging).arg(piece).query(c))?;
+            }
+        }
+        Ok(())
+    }
+
     /// Takes the writers' lock (waiting up to [`LOCK_WAIT`] for another replica's write); released when the returned
     /// guard drops.
     pub fn lock(&self) -> Result<WriteLock<'_>, Unavailable> {
-        let token =
-            crate::secrets::random_token().map_err(|e| Unavailable { target: self.target(), reason: e.to_string() })?;
+        let token = crate::secrets::random_token().map_err(|e| self.unavailable(e.to_string()))?;
         let deadline = Instant::now() + LOCK_WAIT;
         let mut pause = Duration::from_millis(2);
         loop {
