@@ -524,4 +524,21 @@ fn a_large_configuration_is_stored_and_read_in_pieces() {
     let health = late.system_health();
     assert_eq!(health["config_store"]["version"], json!(2), "{health}");
     assert_eq!(health["total_users"], json!(25_003), "{health}");
+
+    // Something else writes a version whose length is a lie: nothing is allocated for it, it is not used, and says so.
+    let _: () = redis::cmd("HSET")
+        .arg("mcpgw:config:current")
+        .arg("version")
+        .arg(3)
+        .arg("document_length")
+        .arg(1u64 << 50)
+        .query(&mut con)
+        .unwrap();
+    let _: () = redis::cmd("PUBLISH").arg("mcpgw:config:changes").arg(3).query(&mut con).unwrap();
+    assert!(common::wait_until(PROPAGATION, || late.logs().contains("the stored document says it has")));
+    for gw in replicas.iter().chain([&late]) {
+        let health = gw.system_health();
+        assert_eq!(health["config_store"]["version"], json!(2), "{health}");
+        assert_eq!(health["total_users"], json!(25_003), "{health}");
+    }
 }

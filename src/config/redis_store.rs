@@ -295,7 +295,9 @@ impl RedisStore {
         Ok(Some(document))
     }
 
+    /// A failure of this module's own (not Redis's): logged here, since Redis stays reachable.
     fn unavailable(&self, reason: String) -> Unavailable {
+        tracing::warn!(redis = %self.target(), %reason, "the configuration store could not be used");
         Unavailable { target: self.target(), reason }
     }
 
