@@ -12,9 +12,11 @@
 //! `document_length`), and read back in pieces (`GETRANGE`). Every transfer is thus bounded: a 127 MB document moved
 //! in one system call held a CPU of Redis and of the gateway for milliseconds at a time (issue 36), and one answer of it
 //! could take longer than [`TIMEOUT`]. The previous version's key is kept for [`OLD_DOCUMENT_TTL`], so that a replica
-//! still reading it finishes; a read that finds its key gone reads the new version instead. Writers on different replicas are also serialised by a short lock
-//! (`mcpgw:config:lock`, with an expiry, released by its holder only), so that a write's change runs once against the
-//! latest document; the compare-and-set still refuses a write whose lock expired under it.
+//! still reading it finishes; a read that finds its key gone reads the new version instead.
+//!
+//! Writers on different replicas are also serialised by a short lock (`mcpgw:config:lock`, with an expiry, released by
+//! its holder only), so that a write's change runs once against the latest document; the compare-and-set still refuses
+//! a write whose lock expired under it.
 //!
 //! This module is the synchronous client the [`super::ConfigStore`] uses under its lock (reads, the seed, writes); the
 //! replicas learn of a change from the publication and, as a fallback, by reading the version every 2 seconds (see
