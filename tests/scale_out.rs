@@ -467,8 +467,9 @@ fn a_quota_of_n_a_minute_lets_exactly_n_through_across_two_replicas() {
 }
 
 /// A configuration over 4 MiB is stored and read in pieces (issue 36: no 100 MB transfer in one command): the seed and
-/// each write land under `mcpgw:config:document:{version}`, named by the hash, every replica follows them, the replaced
-/// version's key is kept for the replicas still reading it and then expires, and no staging key is left behind.
+/// each write land under `mcpgw:config:document:{version}:{n}`, named by the hash, every replica follows them, the
+/// replaced version's pieces are kept for the replicas still reading them and then expire, and no staging key is left
+/// behind.
 #[test]
 fn a_large_configuration_is_stored_and_read_in_pieces() {
     let redis = RedisServer::start(free_port(), None);
@@ -486,20 +487,31 @@ fn a_large_configuration_is_stored_and_read_in_pieces() {
     write_json(&path, &config);
     let replicas: Vec<Gateway> = (0..2).map(|_| Gateway::start(&path)).collect();
     let mut con = redis.connection().unwrap();
-    let layout = |con: &mut redis::Connection| -> (Option<String>, Option<String>, Option<u64>) {
+    type Layout = (Option<String>, Option<String>, Option<u64>, Option<u64>);
+    let layout = |con: &mut redis::Connection| -> Layout {
         redis::cmd("HMGET")
             .arg("mcpgw:config:current")
             .arg("document")
             .arg("document_key")
             .arg("document_length")
+            .arg("document_pieces")
             .query(con)
             .unwrap()
     };
-    let (inline, key, length) = layout(&mut con);
+    // The whole document, from its pieces.
+    let document = |con: &mut redis::Connection, prefix: &str, pieces: u64| -> Vec<u8> {
+        (0..pieces)
+            .flat_map(|n| redis::cmd("GET").arg(format!("{prefix}:{n}")).query::<Vec<u8>>(con).unwrap())
+            .collect()
+    };
+    let (inline, key, length, pieces) = layout(&mut con);
     assert!(inline.is_none(), "a document over 4 MiB is not kept in the hash");
     assert_eq!(key.as_deref(), Some("mcpgw:config:document:1"));
-    let stored: u64 = redis::cmd("STRLEN").arg("mcpgw:config:document:1").query(&mut con).unwrap();
-    assert!(stored > 4 << 20 && Some(stored) == length, "{stored} bytes against {length:?}");
+    let pieces = pieces.unwrap();
+    let stored = document(&mut con, "mcpgw:config:document:1", pieces);
+    assert!(stored.len() > 4 << 20 && Some(stored.len() as u64) == length, "{} bytes against {length:?}", stored.len());
+    assert_eq!(pieces as usize, stored.len().div_ceil(512 << 10), "pieces of 512 KiB");
+    serde_json::from_slice::<Value>(&stored).expect("the pieces make the document");
     for gw in &replicas {
         let health = gw.system_health();
         assert_eq!(health["config_store"]["version"], json!(1), "{health}");
@@ -509,13 +521,16 @@ fn a_large_configuration_is_stored_and_read_in_pieces() {
     // A write on the second replica reaches the first; the first version's key is kept a while, then expires.
     replicas[1].post("/api/v1/users", &json!({"email": "pieces@example.com"})).ok(201);
     assert!(common::wait_until(PROPAGATION, || replicas[0].system_health()["config_store"]["version"] == json!(2)));
-    let document: Vec<u8> = redis::cmd("GET").arg("mcpgw:config:document:2").query(&mut con).unwrap();
-    assert!(document.windows(18).any(|w| w == b"pieces@example.com"));
-    assert_eq!(layout(&mut con).1.as_deref(), Some("mcpgw:config:document:2"));
-    let ttl: i64 = redis::cmd("PTTL").arg("mcpgw:config:document:1").query(&mut con).unwrap();
-    assert!(ttl > 0 && ttl <= 60_000, "the replaced version's key expires (PTTL {ttl})");
-    let current_ttl: i64 = redis::cmd("PTTL").arg("mcpgw:config:document:2").query(&mut con).unwrap();
-    assert_eq!(current_ttl, -1, "the serving version's key does not expire");
+    let (_, key, _, pieces_now) = layout(&mut con);
+    assert_eq!(key.as_deref(), Some("mcpgw:config:document:2"));
+    let written = document(&mut con, "mcpgw:config:document:2", pieces_now.unwrap());
+    assert!(written.windows(18).any(|w| w == b"pieces@example.com"));
+    for n in 0..pieces {
+        let ttl: i64 = redis::cmd("PTTL").arg(format!("mcpgw:config:document:1:{n}")).query(&mut con).unwrap();
+        assert!(ttl > 0 && ttl <= 60_000, "the replaced version's piece {n} expires (PTTL {ttl})");
+    }
+    let current_ttl: i64 = redis::cmd("PTTL").arg("mcpgw:config:document:2:0").query(&mut con).unwrap();
+    assert_eq!(current_ttl, -1, "the serving version's pieces do not expire");
     let staging: Vec<String> = redis::cmd("KEYS").arg("mcpgw:config:staging:*").query(&mut con).unwrap();
     assert!(staging.is_empty(), "{staging:?}");
 
@@ -536,6 +551,19 @@ fn a_large_configuration_is_stored_and_read_in_pieces() {
         .unwrap();
     let _: () = redis::cmd("PUBLISH").arg("mcpgw:config:changes").arg(3).query(&mut con).unwrap();
     assert!(common::wait_until(PROPAGATION, || late.logs().contains("the stored document says it has")));
+    // And one that names a piece that is not there: read again, then given up, and the last version keeps serving.
+    let _: () = redis::cmd("HSET")
+        .arg("mcpgw:config:current")
+        .arg("version")
+        .arg(4)
+        .arg("document_length")
+        .arg(written.len() + 10)
+        .arg("document_pieces")
+        .arg(pieces_now.unwrap() + 1)
+        .query(&mut con)
+        .unwrap();
+    let _: () = redis::cmd("PUBLISH").arg("mcpgw:config:changes").arg(4).query(&mut con).unwrap();
+    assert!(common::wait_until(PROPAGATION, || late.logs().contains("the document changed under 3 reads in a row")));
     for gw in replicas.iter().chain([&late]) {
         let health = gw.system_health();
         assert_eq!(health["config_store"]["version"], json!(2), "{health}");

@@ -7,12 +7,14 @@
 //! version is published on `mcpgw:config:changes`).
 //!
 //! A document over [`IN_HASH_MAX`] (a configuration of some 30,000 keys and more) is not sent in one command nor read
-//! in one answer: it is appended in pieces of [`PIECE`] bytes to a staging key of the writer's own, which the
-//! compare-and-set renames to `mcpgw:config:document:{version}` (the hash then names it in `document_key`, with
-//! `document_length`), and read back in pieces (`GETRANGE`). Every transfer is thus bounded: a 127 MB document moved
-//! in one system call held a CPU of Redis and of the gateway for milliseconds at a time (issue 36), and one answer of it
-//! could take longer than [`TIMEOUT`]. The previous version's key is kept for [`OLD_DOCUMENT_TTL`], so that a replica
-//! still reading it finishes; a read that finds its key gone reads the new version instead.
+//! in one answer: it is cut into pieces of [`PIECE`] bytes, each stored under a staging key of the writer's own
+//! (`mcpgw:config:staging:{token}:{n}`), which the compare-and-set renames to `mcpgw:config:document:{version}:{n}`
+//! (the hash then names the prefix in `document_key`, with `document_pieces` and `document_length`); a read gets the
+//! pieces one by one. Every transfer is thus bounded: a 127 MB document moved in one system call held a CPU of Redis
+//! and of the gateway for milliseconds at a time (issue 36), and one answer of it could take longer than [`TIMEOUT`];
+//! and no piece is ever copied or grown inside Redis (appending to one 127 MB string cost Redis 0.7 s of copies). The
+//! previous version's pieces are kept for [`OLD_DOCUMENT_TTL`], so that a replica still reading them finishes; a read
+//! that finds a piece gone reads the new version instead.
 //!
 //! Writers on different replicas are also serialised by a short lock (`mcpgw:config:lock`, with an expiry, released by
 //! its holder only), so that a write's change runs once against the latest document; the compare-and-set still refuses
@@ -45,42 +47,54 @@ const LOCK_WAIT: Duration = Duration::from_secs(10);
 pub const TIMEOUT: Duration = Duration::from_secs(2);
 /// The largest document kept in the hash itself; larger ones are stored and read in pieces.
 pub const IN_HASH_MAX: usize = 4 << 20;
-/// The size of each piece of a larger document, written (`APPEND`) or read (`GETRANGE`) in one command.
+/// The size of each piece of a larger document, each a key of its own, written or read in one command.
 pub const PIECE: usize = 512 << 10;
 /// How long a replaced document's key is kept for the replicas still reading it.
 const OLD_DOCUMENT_TTL: Duration = Duration::from_secs(60);
-/// How long a staging key lives if its writer dies before the compare-and-set.
+/// How long a staged piece lives if its writer dies before the compare-and-set.
 const STAGING_TTL: Duration = Duration::from_secs(120);
 /// The most a stored `document_length` may say (a larger one is refused, never allocated).
 const DOCUMENT_MAX: u64 = 4 << 30;
 /// How many times a read starts again when the version it was reading was replaced and expired under it.
 const READ_ATTEMPTS: usize = 3;
 
-/// KEYS: the hash, the channel, the staging key and the document key ('' for a document in the hash); ARGV: the
-/// expected version ('' for an empty store), the new one, the document ('' when staged), its length when staged, and
-/// how long the replaced document's key is kept (ms).
+/// KEYS: the hash, the channel, the staging prefix and the document prefix ('' for a document in the hash); ARGV: the
+/// expected version ('' for an empty store), the new one, the document ('' when staged), its length and number of
+/// pieces when staged, and how long the replaced document's pieces are kept (ms).
 const CAS_SCRIPT: &str = r"
 local current = redis.call('HGET', KEYS[1], 'version')
 local staged = KEYS[3] ~= ''
+local pieces = tonumber(ARGV[5]) or 0
+local function drop_staged()
+  for n = 0, pieces - 1 do redis.call('DEL', KEYS[3] .. ':' .. n) end
+end
 if (current or '') ~= ARGV[1] then
-  if staged then redis.call('DEL', KEYS[3]) end
+  if staged then drop_staged() end
   return 0
 end
-local old = redis.call('HGET', KEYS[1], 'document_key')
+local old = redis.call('HMGET', KEYS[1], 'document_key', 'document_pieces')
 if staged then
-  if redis.call('STRLEN', KEYS[3]) ~= tonumber(ARGV[4]) then
-    redis.call('DEL', KEYS[3])
-    return redis.error_reply('the staged document is incomplete')
+  for n = 0, pieces - 1 do
+    if redis.call('EXISTS', KEYS[3] .. ':' .. n) == 0 then
+      drop_staged()
+      return redis.error_reply('a staged piece of the document is missing')
+    end
   end
-  redis.call('RENAME', KEYS[3], KEYS[4])
-  redis.call('PERSIST', KEYS[4])
-  redis.call('HSET', KEYS[1], 'version', ARGV[2], 'document_key', KEYS[4], 'document_length', ARGV[4])
+  for n = 0, pieces - 1 do
+    local key = KEYS[4] .. ':' .. n
+    redis.call('RENAME', KEYS[3] .. ':' .. n, key)
+    redis.call('PERSIST', key)
+  end
+  redis.call('HSET', KEYS[1], 'version', ARGV[2], 'document_key', KEYS[4], 'document_length', ARGV[4],
+    'document_pieces', ARGV[5])
   redis.call('HDEL', KEYS[1], 'document')
 else
   redis.call('HSET', KEYS[1], 'version', ARGV[2], 'document', ARGV[3])
-  redis.call('HDEL', KEYS[1], 'document_key', 'document_length')
+  redis.call('HDEL', KEYS[1], 'document_key', 'document_length', 'document_pieces')
 end
-if old and old ~= KEYS[4] then redis.call('PEXPIRE', old, ARGV[5]) end
+if old[1] and old[1] ~= KEYS[4] then
+  for n = 0, (tonumber(old[2]) or 0) - 1 do redis.call('PEXPIRE', old[1] .. ':' .. n, ARGV[6]) end
+end
 redis.call('PUBLISH', KEYS[2], ARGV[2])
 return 1
 ";
@@ -254,26 +268,32 @@ impl RedisStore {
 
     /// The configuration in Redis (`None`: the store is empty).
     pub fn read(&self) -> Result<Option<Stored>, Unavailable> {
+        type Fields = (Option<String>, Option<Vec<u8>>, Option<String>, Option<String>, Option<String>);
         for _ in 0..READ_ATTEMPTS {
-            let (version, document, key, length): (Option<String>, Option<Vec<u8>>, Option<String>, Option<String>) =
-                self.with(|c| {
-                    redis::cmd("HMGET")
-                        .arg(CONFIG_KEY)
-                        .arg("version")
-                        .arg("document")
-                        .arg("document_key")
-                        .arg("document_length")
-                        .query(c)
-                })?;
+            let (version, document, key, length, pieces): Fields = self.with(|c| {
+                redis::cmd("HMGET")
+                    .arg(CONFIG_KEY)
+                    .arg("version")
+                    .arg("document")
+                    .arg("document_key")
+                    .arg("document_length")
+                    .arg("document_pieces")
+                    .query(c)
+            })?;
             let Some(version) = version.and_then(|v| v.parse().ok()) else { return Ok(None) };
             if let Some(document) = document {
                 return Ok(Some(Stored { version, document }));
             }
-            let (Some(key), Some(length)) = (key, length.and_then(|l| l.parse::<u64>().ok())) else { return Ok(None) };
-            if length > DOCUMENT_MAX {
-                return Err(self.unavailable(format!("the stored document says it has {length} bytes")));
+            let number = |field: Option<String>| field.and_then(|v| v.parse::<u64>().ok());
+            let (Some(key), Some(length), Some(pieces)) = (key, number(length), number(pieces)) else {
+                return Ok(None);
+            };
+            if length > DOCUMENT_MAX || pieces > DOCUMENT_MAX / PIECE as u64 + 1 {
+                return Err(
+                    self.unavailable(format!("the stored document says it has {length} bytes in {pieces} pieces"))
+                );
             }
-            if let Some(document) = self.read_pieces(&key, length)? {
+            if let Some(document) = self.read_pieces(&key, length, pieces)? {
                 return Ok(Some(Stored { version, document }));
             }
             // Replaced and expired while this read went on: read the version that replaced it.
@@ -281,18 +301,20 @@ impl RedisStore {
         Err(self.unavailable(format!("the document changed under {READ_ATTEMPTS} reads in a row")))
     }
 
-    /// The `length` bytes of `key`, read [`PIECE`] bytes at a time; `None` when the key is shorter (it expired).
-    fn read_pieces(&self, key: &str, length: u64) -> Result<Option<Vec<u8>>, Unavailable> {
+    /// The `pieces` keys under `prefix`, `length` bytes in all; `None` when one of them is gone (it expired).
+    fn read_pieces(&self, prefix: &str, length: u64, pieces: u64) -> Result<Option<Vec<u8>>, Unavailable> {
         let length = usize::try_from(length).map_err(|_| self.unavailable("the stored document is too long".into()))?;
         let mut document = Vec::with_capacity(length.min(256 << 20));
-        while document.len() < length {
-            let start = document.len();
-            let end = (start + PIECE).min(length) - 1;
-            let piece: Vec<u8> = self.with(|c| redis::cmd("GETRANGE").arg(key).arg(start).arg(end).query(c))?;
-            if piece.len() != end + 1 - start {
-                return Ok(None);
+        for n in 0..pieces {
+            let piece: Option<Vec<u8>> = self.with(|c| redis::cmd("GET").arg(format!("{prefix}:{n}")).query(c))?;
+            let Some(piece) = piece else { return Ok(None) };
+            if piece.len() > PIECE || document.len() + piece.len() > length {
+                return Err(self.unavailable(format!("piece {n} of the stored document is not what its hash says")));
             }
             document.extend_from_slice(&piece);
+        }
+        if document.len() != length {
+            return Err(self.unavailable(format!("the stored document has {} bytes, not {length}", document.len())));
         }
         Ok(Some(document))
     }
@@ -308,13 +330,13 @@ impl RedisStore {
     pub fn compare_and_set(&self, expected: u64, document: &[u8]) -> Result<Option<u64>, Unavailable> {
         let next = expected + 1;
         let expected = if expected == 0 { String::new() } else { expected.to_string() };
-        let (staging, key) = if document.len() > IN_HASH_MAX {
+        let (staging, prefix, pieces) = if document.len() > IN_HASH_MAX {
             let token = crate::secrets::random_token().map_err(|e| self.unavailable(e.to_string()))?;
             let staging = format!("mcpgw:config:staging:{token}");
-            self.stage(&staging, document)?;
-            (staging, format!("mcpgw:config:document:{next}"))
+            let pieces = self.stage(&staging, document)?;
+            (staging, format!("mcpgw:config:document:{next}"), pieces)
         } else {
-            (String::new(), String::new())
+            (String::new(), String::new(), 0)
         };
         let inline: &[u8] = if staging.is_empty() { document } else { b"" };
         let stored: i64 = self.with(|c| {
@@ -324,28 +346,29 @@ impl RedisStore {
                 .arg(CONFIG_KEY)
                 .arg(CHANNEL)
                 .arg(&staging)
-                .arg(&key)
+                .arg(&prefix)
                 .arg(expected)
                 .arg(next)
                 .arg(inline)
                 .arg(document.len())
+                .arg(pieces)
                 .arg(OLD_DOCUMENT_TTL.as_millis() as u64)
                 .query(c)
         })?;
         Ok((stored == 1).then_some(next))
     }
 
-    /// Appends `document` to the new key `staging` in pieces of [`PIECE`] bytes (the key expires if this writer dies).
-    fn stage(&self, staging: &str, document: &[u8]) -> Result<(), Unavailable> {
+    /// Stores `document` in pieces of [`PIECE`] bytes under `staging:0`, `staging:1`... (each expiring if this writer
+    /// dies first); the number of pieces.
+    fn stage(&self, staging: &str, document: &[u8]) -> Result<usize, Unavailable> {
+        let ttl = STAGING_TTL.as_millis() as u64;
+        let mut pieces = 0;
         for (n, piece) in document.chunks(PIECE).enumerate() {
-            if n == 0 {
-                let ttl = STAGING_TTL.as_millis() as u64;
-                let () = self.with(|c| redis::cmd("SET").arg(staging).arg(piece).arg("PX").arg(ttl).query(c))?;
-            } else {
-                let _: u64 = self.with(|c| redis::cmd("APPEND").arg(staging).arg(piece).query(c))?;
-            }
+            let key = format!("{staging}:{n}");
+            let () = self.with(|c| redis::cmd("SET").arg(key).arg(piece).arg("PX").arg(ttl).query(c))?;
+            pieces = n + 1;
         }
-        Ok(())
+        Ok(pieces)
     }
 
     /// Takes the writers' lock (waiting up to [`LOCK_WAIT`] for another replica's write); released when the returned

@@ -131,18 +131,23 @@ pub async fn redis_reload() {
     // The stored version now (the first call's pins were written), and the next one.
     let client = redis::Client::open(format!("redis://127.0.0.1:{}/", redis.port)).expect("a redis client");
     let mut connection = client.get_connection().expect("a redis connection");
-    let (version, inline, stored_at): (u64, Option<Vec<u8>>, Option<String>) = redis::cmd("HMGET")
+    let (version, inline, stored_at, pieces): (u64, Option<Vec<u8>>, Option<String>, Option<u64>) = redis::cmd("HMGET")
         .arg(CONFIG_KEY)
         .arg("version")
         .arg("document")
         .arg("document_key")
+        .arg("document_pieces")
         .query(&mut connection)
         .expect("the store");
-    // A large document is stored in pieces under the key the hash names (config/redis_store.rs).
-    let document: Vec<u8> = match (inline, stored_at) {
-        (Some(document), _) => document,
-        (None, Some(key)) => redis::cmd("GET").arg(key).query(&mut connection).expect("the document"),
-        (None, None) => panic!("no document in the store"),
+    // A large document is stored in pieces, `{prefix}:{n}`, under the prefix the hash names (config/redis_store.rs).
+    let document: Vec<u8> = match (inline, stored_at, pieces) {
+        (Some(document), _, _) => document,
+        (None, Some(prefix), Some(pieces)) => (0..pieces)
+            .flat_map(|n| {
+                redis::cmd("GET").arg(format!("{prefix}:{n}")).query::<Vec<u8>>(&mut connection).expect("a piece")
+            })
+            .collect(),
+        _ => panic!("no document in the store"),
     };
     // Another replica's write: the same document with another e-mail for the base user, as the next version.
     let changed = replace(&document, b"scale@example.com", b"scalf@example.com");
@@ -157,11 +162,12 @@ pub async fn redis_reload() {
     let metrics_port = gateway.metrics;
     let next = version + 1;
     let mut follower = window(&gateway, "another replica's write, followed", &key, move || {
-        // As a replica writes it: the document appended in pieces of 512 KiB, then named by the hash and published.
-        let key = format!("mcpgw:config:document:{next}");
-        let _: () = redis::cmd("DEL").arg(&key).query(&mut connection).expect("the write");
-        for piece in changed.chunks(512 << 10) {
-            let _: u64 = redis::cmd("APPEND").arg(&key).arg(piece).query(&mut connection).expect("the write");
+        // As a replica writes it: the document in pieces of 512 KiB, then named by the hash and published.
+        let prefix = format!("mcpgw:config:document:{next}");
+        let mut pieces = 0;
+        for (n, piece) in changed.chunks(512 << 10).enumerate() {
+            let () = redis::cmd("SET").arg(format!("{prefix}:{n}")).arg(piece).query(&mut connection).expect("a piece");
+            pieces = n + 1;
         }
         let _: () = redis::pipe()
             .cmd("HSET")
@@ -169,9 +175,11 @@ pub async fn redis_reload() {
             .arg("version")
             .arg(next)
             .arg("document_key")
-            .arg(&key)
+            .arg(&prefix)
             .arg("document_length")
             .arg(changed.len())
+            .arg("document_pieces")
+            .arg(pieces)
             .cmd("HDEL")
             .arg(CONFIG_KEY)
             .arg("document")
