@@ -7,7 +7,8 @@
 //! several replicas lose nothing, a key disabled on one is refused on all, Redis going away keeps the replicas serving
 //! (health degraded, writes 503 `CONFIG_STORE_UNAVAILABLE`) and coming back takes writes again, backup, restore
 //! and reset work on the store, a user's credential set on one replica is listed on the other, sealed in the store,
-//! and an OAuth connection started on one replica completes on another (contract 16).
+//! and an OAuth connection started on one replica completes on another (contract 16). A configuration over 4 MiB is
+//! stored and read in pieces of 512 KiB, and a stored length or piece that is not what it says is refused.
 //!
 //! `redis-server` must be installed (`.ci/run` installs it): without it the Redis tests fail and say so.
 
