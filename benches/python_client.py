@@ -5,6 +5,7 @@ exported to stdout).
 
     python3 benches/python_client.py [--gateway target/release/mcpgw[,OTHER,...]] [--seconds 8] [--rate 400]
                                      [--clients 4] [--rounds 2] [--variants secure/py,...] [--profile-seconds N]
+                                     [--floor]
 
 Needs the release build (`cargo build --release --bins`) and the official Python SDK's venv that `.ci/test` installs
 (`target/py-peers`; this script runs itself again under that venv's python). One gateway serves two servers: `py`,
@@ -23,6 +24,12 @@ system, all threads; the clock tick is 10 ms, so a window holds thousands of cal
 `--gateway A,B` compares builds in the same run: each gets its own gateway (and upstreams), all started at once, and
 every variant of every round is measured on each in turn (the order alternating from round to round), so that the
 machine's other load falls on both alike. `--variants` measures only those named.
+
+`--floor` adds the floor of this path to the comparison: `benches/floor` (built here into `target/floor`), the least a
+Rust MCP gateway does for these calls (hyper on one tokio worker, the request's JSON parsed, one line to the SDK's
+server over its stdin, its answer parsed and written back; no logs, spans, checks or sessions kept). It serves the
+`py` variants only. Its CPU per call is what this machine charges any gateway for the wake-ups, system calls and
+parsing of the path: the gateway's figure is read against it.
 """
 
 import json
@@ -198,11 +205,29 @@ def run(agents, variant, seconds, rate, pid):
 VARIANTS = ["secure/py", "transparent/py", "secure/mock", "secure/mock saturated"]
 
 
+FLOOR_VARIANTS = ["secure/py", "transparent/py"]
+
+
+def build_floor():
+    """Builds `benches/floor` (release) into `target/floor`; its binary."""
+    target = os.path.join(ROOT, "target", "floor")
+    subprocess.run(["cargo", "build", "--release", "--quiet", "--manifest-path",
+                    os.path.join(HERE, "floor", "Cargo.toml"), "--target-dir", target], check=True)
+    return os.path.join(target, "release", "mcpgw-floor")
+
+
+def serves(binary, variant):
+    """Whether `binary` serves `variant` (the floor serves the `py` ones only)."""
+    return not binary.endswith("mcpgw-floor") or variant in FLOOR_VARIANTS
+
+
 def main():
     binaries = [os.path.abspath(b) for b in arg("--gateway", os.path.join(ROOT, "target", "release", "mcpgw")).split(",")]
     seconds, rate, clients = arg("--seconds", 8.0), arg("--rate", 400.0), arg("--clients", 4)
     rounds, profile = arg("--rounds", 2), arg("--profile-seconds", 0.0)
     wanted = arg("--variants", ",".join(VARIANTS)).split(",")
+    if "--floor" in sys.argv:
+        binaries.append(build_floor())
     unknown = [v for v in wanted if v not in VARIANTS]
     if unknown:
         sys.exit("unknown variants %s (known: %s)" % (unknown, ", ".join(VARIANTS)))
@@ -229,6 +254,8 @@ def main():
                 for name in wanted:
                     order = gateways if round_ % 2 == 0 else list(reversed(gateways))
                     for binary, proc, drives in order:
+                        if not serves(binary, name):
+                            continue
                         agents, r = drives[name]
                         results[(binary, name)].append(run(agents, name, seconds, r, proc.pid))
         finally:
@@ -244,6 +271,8 @@ def main():
     for name in wanted:
         for binary in binaries:
             runs = results[(binary, name)]
+            if not runs:
+                continue
             med = lambda field: statistics.median(r[field] for r in runs)  # noqa: E731
             build = "%s | " % binary if len(binaries) > 1 else ""
             print("| %s | %s%.0f | %.3f ms | %.1f us | %s |" % (name, build, med("rate"), med("p50_ms"), med("cpu_us"),
