@@ -6,7 +6,7 @@
 //!   loopback origin or in `gw_allowed_origins`. These protect local gateways from DNS rebinding, whoever the caller
 //!   claims to be, so the front door runs them before anything else.
 
-use axum::http::{HeaderMap, header};
+use axum::http::{HeaderMap, HeaderName, header};
 
 use super::identity::{AuthFailure, Credentials};
 use crate::config::client_oauth::ClientOAuth;
@@ -109,8 +109,12 @@ pub fn credentials(headers: &HeaderMap) -> Result<Credentials, AuthFailure> {
         .strip_prefix("Bearer ")
         .or_else(|| value.strip_prefix("bearer "))
         .ok_or_else(|| AuthFailure::new("the Authorization header must be Bearer <gateway key>"))?;
-    let project_id = header_str(headers, "x-gw-project-id").or_else(|| header_str(headers, "project_id"));
-    let user_id = header_str(headers, "x-gw-user-id").or_else(|| header_str(headers, "user_id"));
+    // By `HeaderName`: a lookup by text parses the name again each time (per call, four of them).
+    const PROJECT: [HeaderName; 2] =
+        [HeaderName::from_static("x-gw-project-id"), HeaderName::from_static("project_id")];
+    const USER: [HeaderName; 2] = [HeaderName::from_static("x-gw-user-id"), HeaderName::from_static("user_id")];
+    let first = |names: &[HeaderName; 2]| names.iter().find_map(|name| headers.get(name)?.to_str().ok());
+    let (project_id, user_id) = (first(&PROJECT), first(&USER));
     Ok(Credentials {
         key: key.trim().to_string(),
         project_id: project_id.map(str::to_string),
@@ -120,11 +124,13 @@ pub fn credentials(headers: &HeaderMap) -> Result<Credentials, AuthFailure> {
 
 /// Headers that decide who a request is from or where it may go: sent more than once, two readers could take
 /// different ones, so such a request is refused (400) before any of them is read.
-pub const SINGLE_HEADERS: [&str; 4] = ["authorization", "host", "origin", "mcp-session-id"];
+pub static SINGLE_HEADERS: [HeaderName; 4] =
+    [header::AUTHORIZATION, header::HOST, header::ORIGIN, HeaderName::from_static("mcp-session-id")];
 
-/// The first of [`SINGLE_HEADERS`] that `headers` carries more than once.
+/// The first of [`SINGLE_HEADERS`] that `headers` carries more than once (looked up by `HeaderName`: a lookup by
+/// text parses the name again each time).
 pub fn repeated_header(headers: &HeaderMap) -> Option<&'static str> {
-    SINGLE_HEADERS.into_iter().find(|name| headers.get_all(*name).iter().nth(1).is_some())
+    SINGLE_HEADERS.iter().find(|name| headers.get_all(*name).iter().nth(1).is_some()).map(HeaderName::as_str)
 }
 
 /// The `Host` and `Origin` checks under `settings` (`HOST_NOT_ALLOWED`, `ORIGIN_NOT_ALLOWED`), after refusing a
@@ -133,7 +139,7 @@ pub fn check_host_and_origin(headers: &HeaderMap, settings: &Settings) -> Result
     if let Some(name) = repeated_header(headers) {
         return Err(GatewayError::new(ErrorCode::InvalidRequest, format!("the {name} header is sent more than once")));
     }
-    let host = header_str(headers, header::HOST.as_str());
+    let host = headers.get(header::HOST).and_then(|v| v.to_str().ok());
     if !host_allowed(host, &settings.allowed_hosts) {
         let shown = host.unwrap_or("(none)");
         let message = format!("Host {shown:?} is not in gw_allowed_hosts");

@@ -45,6 +45,7 @@ use super::envelope;
 use super::exposure::EXPOSURE_HEADER;
 use super::middleware::jsonrpc::ParsedMessage;
 use super::middleware::quota_status::RetryAfter;
+use super::middleware::sessions::SESSION_HEADER;
 use super::tools::ToolInvocation;
 use super::transparent::stream::{self, SessionCall};
 use crate::auth::Identity;
@@ -106,61 +107,104 @@ enum Call {
     Upstream { name: String, args: Map<String, Value>, progress_token: Option<Value> },
 }
 
-/// The single value of a header, as text; `None` when absent, repeated or not text.
-fn single<'a>(headers: &'a HeaderMap, name: &str) -> Option<&'a str> {
-    let mut values = headers.get_all(name).iter();
-    let first = values.next()?;
-    if values.next().is_some() {
-        return None;
-    }
-    first.to_str().ok()
+/// A header's single value, as text: `None` while absent, `Some(None)` when repeated or not text.
+type Single<'a> = Option<Option<&'a str>>;
+
+/// Takes `value` as a header's value, once.
+fn take<'a>(single: &mut Single<'a>, value: &'a HeaderValue) {
+    *single = match single {
+        None => Some(value.to_str().ok()),
+        Some(_) => Some(None),
+    };
 }
 
-fn media_types_ok(headers: &HeaderMap) -> bool {
-    let (mut json, mut sse) = (false, false);
-    for value in headers.get_all(header::ACCEPT) {
-        for item in value.to_str().unwrap_or("").split(',') {
-            let essence = item.split(';').next().unwrap_or("").trim();
-            json |= essence.eq_ignore_ascii_case("application/json");
-            sse |= essence.eq_ignore_ascii_case("text/event-stream");
+/// What the fast path reads from a request's headers, found in one pass over them (a lookup by name parses and
+/// hashes the name each time: about 400 instructions, and these checks made some 15 of them a call).
+#[derive(Default)]
+struct Headers<'a> {
+    /// `Accept` names `application/json`, and `text/event-stream`.
+    accepts_json: bool,
+    accepts_sse: bool,
+    content_type: Single<'a>,
+    session: bool,
+    protocol: Single<'a>,
+    method: Single<'a>,
+    name: Single<'a>,
+    /// A SEP-2243 `Mcp-Param-*` header.
+    param: bool,
+}
+
+impl<'a> Headers<'a> {
+    fn read(headers: &'a HeaderMap) -> Headers<'a> {
+        let mut seen = Headers::default();
+        for (name, value) in headers {
+            if name == header::ACCEPT {
+                for item in value.to_str().unwrap_or("").split(',') {
+                    let essence = item.split(';').next().unwrap_or("").trim();
+                    seen.accepts_json |= essence.eq_ignore_ascii_case("application/json");
+                    seen.accepts_sse |= essence.eq_ignore_ascii_case("text/event-stream");
+                }
+                continue;
+            }
+            if name == header::CONTENT_TYPE {
+                take(&mut seen.content_type, value);
+                continue;
+            }
+            // The names below are custom: compared as their (lower-case) text.
+            let Some(rest) = name.as_str().strip_prefix("mcp-") else { continue };
+            match rest {
+                "session-id" => seen.session = true,
+                "protocol-version" => take(&mut seen.protocol, value),
+                "method" => take(&mut seen.method, value),
+                "name" => take(&mut seen.name, value),
+                _ => seen.param |= rest.starts_with("param-"),
+            }
         }
+        seen
     }
-    let content_json = single(headers, header::CONTENT_TYPE.as_str())
-        .map(|v| v.split(';').next().unwrap_or("").trim())
-        .is_some_and(|essence| essence.eq_ignore_ascii_case("application/json"));
-    json && sse && content_json
+
+    /// `Accept` naming both `application/json` and `text/event-stream`, and one `Content-Type: application/json`.
+    fn media_types_ok(&self) -> bool {
+        let content_json = self
+            .content_type
+            .flatten()
+            .map(|v| v.split(';').next().unwrap_or("").trim())
+            .is_some_and(|essence| essence.eq_ignore_ascii_case("application/json"));
+        self.accepts_json && self.accepts_sse && content_json
+    }
+
+    /// See [`plain_in_session`].
+    fn plain_in_session(&self) -> bool {
+        let version_ok = self.protocol.is_none_or(|version| version.is_some_and(session_revision));
+        self.media_types_ok()
+            && self.session
+            && version_ok
+            && self.method.is_none()
+            && self.name.is_none()
+            && !self.param
+    }
 }
 
-/// Whether the headers of a request in a session (`Mcp-Session-Id`) are those of a plain one: the media types of
-/// [`media_types_ok`], a protocol version header absent or a session revision, no SEP-2243 headers. Also the
-/// condition of a transparent `tools/list` answered beside rmcp (`transparent/task_route.rs`).
+/// Whether the headers of a request in a session (`Mcp-Session-Id`) are those of a plain one: `Accept` naming both
+/// `application/json` and `text/event-stream`, one `Content-Type: application/json`, a protocol version header absent
+/// or a session revision, no SEP-2243 headers. Also the condition of a transparent `tools/list` answered beside rmcp
+/// (`transparent/task_route.rs`).
 pub(crate) fn plain_in_session(headers: &HeaderMap) -> bool {
-    let has = |name: &str| headers.contains_key(name);
-    let version_ok =
-        !has("mcp-protocol-version") || single(headers, "mcp-protocol-version").is_some_and(session_revision);
-    media_types_ok(headers)
-        && has("mcp-session-id")
-        && version_ok
-        && !has("mcp-method")
-        && !has("mcp-name")
-        && !headers.keys().any(|k| k.as_str().starts_with("mcp-param-"))
+    Headers::read(headers).plain_in_session()
 }
 
 /// Whether the headers fit a plain call in a session, or a plain stateless call of tool `name`.
 fn headers_ok(headers: &HeaderMap, name: &str, meta: Option<&Value>) -> Option<bool> {
-    if !media_types_ok(headers) {
+    let seen = Headers::read(headers);
+    if !seen.media_types_ok() || seen.param {
         return None;
     }
-    let has = |name: &str| headers.contains_key(name);
-    if headers.keys().any(|k| k.as_str().starts_with("mcp-param-")) {
-        return None;
+    if seen.session {
+        return seen.plain_in_session().then_some(false);
     }
-    if has("mcp-session-id") {
-        return plain_in_session(headers).then_some(false);
-    }
-    let stateless = single(headers, "mcp-protocol-version") == Some(STATELESS_REVISION)
-        && single(headers, "mcp-method") == Some("tools/call")
-        && single(headers, "mcp-name") == Some(name)
+    let stateless = seen.protocol == Some(Some(STATELESS_REVISION))
+        && seen.method == Some(Some("tools/call"))
+        && seen.name == Some(Some(name))
         && meta.and_then(|m| m.get(META_PROTOCOL_VERSION)).and_then(Value::as_str) == Some(STATELESS_REVISION)
         && meta.and_then(|m| m.get(META_CLIENT_CAPABILITIES)).is_some_and(Value::is_object);
     stateless.then_some(true)
@@ -260,7 +304,7 @@ where
             .then(|| req.extensions_mut().remove::<ParsedMessage>())
             .flatten();
         let identity = req.extensions().get::<Arc<Identity>>().cloned();
-        let session = req.headers().get("mcp-session-id").and_then(|v| v.to_str().ok());
+        let session = req.headers().get(SESSION_HEADER).and_then(|v| v.to_str().ok());
         // A client's answer to a question of a relayed call, or its cancellation, is taken by the call.
         if let (Some(ParsedMessage(message)), Some(session)) = (&taken, session)
             && let Some(taken) = self.ctx.relays.take(session, message)
@@ -396,5 +440,30 @@ mod tests {
         assert!(accept(&json_only, call("gw_get_cache_status", json!({}))).is_none(), "406 is rmcp's");
         let param = headers(&[("mcp-session-id", "s1"), ("mcp-param-x", "1")]);
         assert!(accept(&param, call("gw_get_cache_status", json!({}))).is_none(), "SEP-2243 params");
+        let named = headers(&[("mcp-session-id", "s1"), ("mcp-name", "gw_get_cache_status")]);
+        assert!(accept(&named, call("gw_get_cache_status", json!({}))).is_none(), "SEP-2243 in a session");
+    }
+
+    #[test]
+    fn a_header_the_checks_read_once_may_not_come_twice() {
+        let plain = || call("gw_get_cache_status", json!({}));
+        let twice = headers(&[
+            ("mcp-session-id", "s1"),
+            ("mcp-protocol-version", "2025-11-25"),
+            ("mcp-protocol-version", "2025-11-25"),
+        ]);
+        assert!(accept(&twice, plain()).is_none(), "two protocol versions");
+        let mut two_types = headers(&[("mcp-session-id", "s1")]);
+        two_types.append(header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
+        assert!(accept(&two_types, plain()).is_none(), "two content types");
+        let mut binary = headers(&[("mcp-session-id", "s1")]);
+        binary.insert("mcp-protocol-version", HeaderValue::from_bytes(b"2025-11-25\xff").unwrap());
+        assert!(accept(&binary, plain()).is_none(), "a version that is not text");
+        // Accept may come in several headers; case and parameters do not matter.
+        let mut split = headers(&[("mcp-session-id", "s1")]);
+        split.insert(header::ACCEPT, HeaderValue::from_static("Application/JSON;q=0.9"));
+        split.append(header::ACCEPT, HeaderValue::from_static("text/event-stream"));
+        assert_eq!(accept(&split, plain()).map(|a| a.stateless), Some(false));
+        assert!(plain_in_session(&split) && !plain_in_session(&twice));
     }
 }

@@ -16,4 +16,4 @@ pub mod policy;
 
 /// The request header with which a client picks its view of the servers (`gateway`, `transparent`, `both`), where
 /// its configuration's `tool_exposure` is `"both"`.
-pub const EXPOSURE_HEADER: &str = "x-mcpgw-tool-exposure";
+pub const EXPOSURE_HEADER: axum::http::HeaderName = axum::http::HeaderName::from_static("x-mcpgw-tool-exposure");

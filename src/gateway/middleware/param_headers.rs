@@ -46,10 +46,13 @@ impl Step for ParamHeaders {
     }
 }
 
+/// `MCP-Protocol-Version`, looked up by `HeaderName` (a lookup by text parses the name each time).
+const PROTOCOL_VERSION_HEADER: axum::http::HeaderName = axum::http::HeaderName::from_static("mcp-protocol-version");
+
 /// The caller and the tool of a request this step checks: a stateless (2026-07-28 or later) `tools/call` of a tool
 /// that is not one of the gateway's own, from a caller whose configuration exposes upstream tools.
 fn asked(req: &Request<Body>) -> Option<(Arc<Identity>, String)> {
-    let version = req.headers().get("mcp-protocol-version")?.to_str().ok()?;
+    let version = req.headers().get(PROTOCOL_VERSION_HEADER)?.to_str().ok()?;
     if version.trim() < STANDARD_HEADERS {
         return None;
     }

@@ -48,7 +48,7 @@ use crate::gateway::notify::Scope;
 use crate::gateway::session_id::{self, SessionClaims};
 use crate::gateway::sessions::{Entered, Full, SessionCheck};
 
-pub const SESSION_HEADER: &str = "mcp-session-id";
+pub const SESSION_HEADER: axum::http::HeaderName = axum::http::HeaderName::from_static("mcp-session-id");
 
 fn message_id(req: &Request) -> Option<&Value> {
     req.extensions().get::<ParsedMessage>().and_then(|parsed| parsed.0.get("id"))
