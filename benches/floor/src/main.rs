@@ -87,17 +87,19 @@ async fn handle(upstream: Arc<Upstream>, request: Request<Incoming>) -> Result<R
         Some("initialize") => json!({"protocolVersion": message["params"]["protocolVersion"], "capabilities":
             {"tools": {}}, "serverInfo": {"name": "floor", "version": "0"}}),
         Some("tools/call") => {
-            let mut params = message["params"].clone();
+            // Read with `pointer` and `Index`, which give `None`/`null` for a missing field where `IndexMut` panics.
+            let params = &message["params"];
             let name = params["name"].as_str().unwrap_or_default();
-            if name == "gw_secure_call_tools" {
+            let params = if name == "gw_secure_call_tools" {
                 // `secure/py`: the batch's first call, on the one upstream.
-                let call = &mut params["arguments"]["tool_calls"][0];
-                params = json!({"name": call["name"].take(), "arguments": call["args"].take()});
+                let call = params.pointer("/arguments/tool_calls/0").unwrap_or(&Value::Null);
+                json!({"name": call["name"], "arguments": call["args"]})
             } else {
-                params["name"] = Value::from(name.strip_prefix("py__").unwrap_or(name));
-            }
+                json!({"name": name.strip_prefix("py__").unwrap_or(name), "arguments": params["arguments"]})
+            };
             match upstream.call("tools/call", params).await {
-                Some(mut answer) => answer["result"].take(),
+                Some(Value::Object(mut answer)) => answer.remove("result").unwrap_or_default(),
+                Some(_) => Value::Null,
                 None => return Ok(reply(StatusCode::BAD_GATEWAY, Vec::new())),
             }
         }
