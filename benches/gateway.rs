@@ -19,7 +19,8 @@
 //!   p50 at c=1 and throughput at c=16 (`MCPGW_BENCH_REMOTE_ONLY=1` runs that section alone);
 //! - a call authenticated by a JWT (provider `oauth`) against one authenticated by an API key: p50 at c=1 and
 //!   throughput at c=16 in alternating rounds (`MCPGW_BENCH_OAUTH_ONLY=1` runs that section alone, `MCPGW_BENCH_ROUNDS`);
-//! - the audit log on against off at c=16, alternating rounds (`MCPGW_BENCH_AUDIT_ONLY=1` only, `MCPGW_BENCH_ROUNDS`);
+//! - the audit log on against off at c=16, alternating rounds (`MCPGW_BENCH_AUDIT_ONLY=1` only, `MCPGW_BENCH_ROUNDS`,
+//!   `MCPGW_BENCH_AUDIT_PATH`);
 //! - the costs of INFO logs, traces, the audit log and the Redis cache, each against the base gateway measured just
 //!   before it (`MCPGW_BENCH_COSTS_ONLY=1` runs that section alone).
 //!
@@ -701,8 +702,11 @@ async fn audit_ratio(processes: u64, calls_per_process: u64, seconds: u64) {
     let rounds = env_number("MCPGW_BENCH_ROUNDS", 5);
     println!("-- the audit log at c=16 against the base gateway (light clients, alternating, {rounds} rounds) --");
     let base = start_gateway(processes, calls_per_process, |_| {});
+    // `MCPGW_BENCH_AUDIT_PATH`: the file elsewhere (another file system: what the file system's append costs).
+    let path = std::env::var("MCPGW_BENCH_AUDIT_PATH").unwrap_or_else(|_| "audit.jsonl".into());
+    println!("audit log at {path}");
     let audited = start_gateway(processes, calls_per_process, |c: &mut Value| {
-        c["common_mcp_gateway_config"]["audit_log"] = json!({"enabled": true, "path": "audit.jsonl"});
+        c["common_mcp_gateway_config"]["audit_log"] = json!({"enabled": true, "path": path});
     });
     let gateways = [&base, &audited];
     let variants = [("base", base.child.id()), ("audit log on", audited.child.id())];

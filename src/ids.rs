@@ -19,7 +19,7 @@ pub fn timestamp() -> String {
 
 /// `time` in UTC as [`timestamp`] writes it (chrono's `%Y-%m-%dT%H:%M:%S%.6f`), appended to `out`: the digits written
 /// into place, the text up to the seconds worked out once a second per thread (the logs and exported spans write
-/// about ten of these times a call, with a `Z` after: `telemetry/json_text.rs`; an audit write one).
+/// about ten of these times a call, with a `Z` after: `json_text.rs`; an audit write one).
 pub fn push_timestamp(out: &mut String, time: SystemTime) {
     thread_local! {
         /// The last second written on this thread, and its text up to the seconds.

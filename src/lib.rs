@@ -25,6 +25,7 @@ pub mod guardrails;
 pub mod held_body;
 pub mod ids;
 pub mod json_strict;
+pub mod json_text;
 pub mod listener;
 pub mod manage;
 pub mod mcp_headers;

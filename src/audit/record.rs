@@ -10,16 +10,18 @@
 //! `error_code`, `event`, (`hash`), `key_id`, `outcome`, [`policy_rule`], `prev_hash`, [`principal`], `project_id`,
 //! `seq`, `server_name`, [`source_address`], [`suppressed`], [`target`], `timestamp`, `tool_name`, `user_id`.
 
-use serde::Serialize;
+use std::fmt::Write as _;
+
 use sha2::{Digest, Sha256};
 
 use super::Event;
-use crate::secrets::hex;
+use crate::json_text::push_str;
+use crate::secrets::push_hex;
 
 /// A record but for its place in the chain.
 pub(super) struct Prepared {
     /// The record's canonical text with the three chained values left out (their keys are in it).
-    text: Vec<u8>,
+    text: String,
     /// SHA-256 of `text` up to the value of `prev_hash`.
     head: Sha256,
     /// Where, in `text`, `"hash"` goes (in the line only), and the values of `prev_hash`, `seq` and `timestamp`.
@@ -31,53 +33,54 @@ pub(super) struct Prepared {
 
 impl Prepared {
     pub fn new(event: Event<'_>) -> Prepared {
-        let mut text = Vec::with_capacity(512);
-        text.push(b'{');
-        field(&mut text, "args_hmac", &event.args_hmac);
-        field(&mut text, "config_revision", &event.config_revision);
+        let mut text = String::with_capacity(512);
+        text.push('{');
+        string(&mut text, "args_hmac", event.args_hmac.as_deref());
+        string(&mut text, "config_revision", event.config_revision.as_deref());
         if let Some(count) = event.count {
-            field(&mut text, "count", &count);
+            number(&mut text, "count", count);
         }
         if let Some(credential) = event.credential {
-            field(&mut text, "credential", &credential);
+            string(&mut text, "credential", Some(credential));
         }
-        field(&mut text, "error_code", &event.error_code);
-        field(&mut text, "event", &event.event);
+        string(&mut text, "error_code", event.error_code);
+        string(&mut text, "event", Some(event.event));
         let at_hash = text.len();
-        field(&mut text, "key_id", &event.key_id);
-        field(&mut text, "outcome", &event.outcome);
+        string(&mut text, "key_id", event.key_id);
+        string(&mut text, "outcome", event.outcome);
         if let Some(rule) = event.policy_rule {
-            field(&mut text, "policy_rule", &rule);
+            string(&mut text, "policy_rule", Some(rule));
         }
-        text.extend_from_slice(b"\"prev_hash\":");
+        text.push_str("\"prev_hash\":");
         let at_prev = text.len();
-        text.push(b',');
+        text.push(',');
         if let Some(principal) = &event.principal {
             raw_field(&mut text, "principal", principal);
         }
-        field(&mut text, "project_id", &event.project_id);
-        text.extend_from_slice(b"\"seq\":");
+        string(&mut text, "project_id", event.project_id);
+        text.push_str("\"seq\":");
         let at_seq = text.len();
-        text.push(b',');
-        field(&mut text, "server_name", &event.server_name);
+        text.push(',');
+        string(&mut text, "server_name", event.server_name);
         if let Some(source) = event.source_address {
-            field(&mut text, "source_address", &source.to_string());
+            key(&mut text, "source_address");
+            let _ = write!(text, "\"{source}\",");
         }
         if let Some(suppressed) = event.suppressed {
-            field(&mut text, "suppressed", &suppressed);
+            number(&mut text, "suppressed", suppressed);
         }
         if let Some(target) = &event.target {
             raw_field(&mut text, "target", target);
         }
-        text.extend_from_slice(b"\"timestamp\":\"");
+        text.push_str("\"timestamp\":\"");
         let at_timestamp = text.len();
-        text.extend_from_slice(b"\",");
-        field(&mut text, "tool_name", &event.tool_name);
-        field(&mut text, "user_id", &event.user_id);
+        text.push_str("\",");
+        string(&mut text, "tool_name", event.tool_name);
+        string(&mut text, "user_id", event.user_id);
         // The last field's comma closes the object instead.
         text.pop();
-        text.push(b'}');
-        let head = Sha256::new_with_prefix(&text[..at_prev]);
+        text.push('}');
+        let head = Sha256::new_with_prefix(&text.as_bytes()[..at_prev]);
         Prepared { text, head, at_hash, at_prev, at_seq, at_timestamp }
     }
 
@@ -85,7 +88,7 @@ impl Prepared {
     /// string the next record's `prev_hash` holds. `prev` is the previous record's hash as a JSON string, `timestamp`
     /// the time of the write (digits and separators only).
     pub fn chain(&self, seq: u64, prev: &str, timestamp: &str, line: &mut Vec<u8>) -> String {
-        let text = &self.text;
+        let text = self.text.as_bytes();
         let seq = seq.to_string();
         let (before_seq, before_timestamp) = (&text[self.at_prev..self.at_seq], &text[self.at_seq..self.at_timestamp]);
         let mut hasher = self.head.clone();
@@ -93,9 +96,13 @@ impl Prepared {
             hasher.update(part);
         }
         hasher.update(&text[self.at_timestamp..]);
-        let hash = hex(&hasher.finalize());
+        // The hash as a JSON string, quotes included: the next record's `prev_hash`.
+        let mut hash = String::with_capacity(66);
+        hash.push('"');
+        push_hex(&mut hash, &hasher.finalize());
+        hash.push('"');
         line.extend_from_slice(&text[..self.at_hash]);
-        for part in [b"\"hash\":\"", hash.as_bytes(), b"\","] {
+        for part in [b"\"hash\":", hash.as_bytes(), b","] {
             line.extend_from_slice(part);
         }
         line.extend_from_slice(&text[self.at_hash..self.at_prev]);
@@ -104,29 +111,39 @@ impl Prepared {
         }
         line.extend_from_slice(&text[self.at_timestamp..]);
         line.push(b'\n');
-        format!("\"{hash}\"")
+        hash
     }
 }
 
-/// `"key":value,` with the value as serde_json writes it (the escapes `canonical` uses).
-fn field(text: &mut Vec<u8>, key: &str, value: &impl Serialize) {
-    text.push(b'"');
-    text.extend_from_slice(key.as_bytes());
-    text.extend_from_slice(b"\":");
-    // Writing a string, a number or null into a Vec cannot fail; `null` keeps the text JSON if it ever did.
-    if serde_json::to_writer(&mut *text, value).is_err() {
-        text.extend_from_slice(b"null");
+/// `"key":`.
+fn key(text: &mut String, key: &str) {
+    text.push('"');
+    text.push_str(key);
+    text.push_str("\":");
+}
+
+/// `"key":"value",` escaped as serde_json (and the canonical form) escapes strings, or `"key":null,`.
+fn string(text: &mut String, name: &str, value: Option<&str>) {
+    key(text, name);
+    match value {
+        Some(value) => push_str(text, value),
+        None => text.push_str("null"),
     }
-    text.push(b',');
+    text.push(',');
+}
+
+/// `"key":value,` for a count.
+fn number(text: &mut String, name: &str, value: u64) {
+    key(text, name);
+    let _ = write!(text, "{value}");
+    text.push(',');
 }
 
 /// `"key":value,` with `value` already canonical JSON text (its objects' keys sorted: [`super::Event::target`]).
-fn raw_field(text: &mut Vec<u8>, key: &str, value: &str) {
-    text.push(b'"');
-    text.extend_from_slice(key.as_bytes());
-    text.extend_from_slice(b"\":");
-    text.extend_from_slice(value.as_bytes());
-    text.push(b',');
+fn raw_field(text: &mut String, name: &str, value: &str) {
+    key(text, name);
+    text.push_str(value);
+    text.push(',');
 }
 
 #[cfg(test)]

@@ -21,7 +21,8 @@ use tracing_subscriber::registry::LookupSpan;
 use tracing_subscriber::reload;
 use tracing_subscriber::util::SubscriberInitExt;
 
-use super::{json_text, log_output, spans, traces};
+use super::{log_output, spans, traces};
+use crate::json_text;
 
 /// The service name every record carries.
 pub const SERVICE_NAME: &str = "mcpgw";

@@ -1,7 +1,6 @@
 //! Observability: Prometheus metrics, JSON logs (written by `log_output.rs`, and the bound on records of refused
 //! requests), traces (OpenTelemetry), and the probe/metrics listener.
 
-mod json_text;
 pub mod log_output;
 pub mod logging;
 pub mod metrics;

@@ -15,8 +15,8 @@ use opentelemetry::trace::SpanId;
 use opentelemetry_sdk::error::{OTelSdkError, OTelSdkResult};
 use opentelemetry_sdk::trace::{SpanData, SpanExporter};
 
-use super::json_text::{push_f64, push_str, push_time};
 use super::logging::SERVICE_NAME;
+use crate::json_text::{push_f64, push_str, push_time};
 use crate::secrets::push_hex;
 
 /// Writes spans to stderr as JSON lines.

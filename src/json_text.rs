@@ -1,10 +1,12 @@
-//! JSON text written straight into a line: what the log records (`logging.rs`) and the exported spans
-//! (`stderr_spans.rs`) are made of, without building a `serde_json::Value` first.
+//! JSON text written straight into a line: what the log records (`telemetry/logging.rs`), the exported spans
+//! (`telemetry/stderr_spans.rs`) and the audit records (`audit/record.rs`) are made of, without building a
+//! `serde_json::Value` first.
 //!
-//! Both wrote every line as a `Value` object, serialised, and their timestamps through chrono's formatting: at INFO
-//! with the `stdout` provider that was more instructions per call than the rest of the call (BENCHMARKS.md, "A Python
-//! agent's call"). These write the same text: strings escaped as `serde_json` escapes them, numbers as it writes them
-//! (a float that is not finite is `null`), times as `2026-12-02T14:12:44.607950Z`.
+//! The logs and spans wrote every line as a `Value` object, serialised, and their timestamps through chrono's
+//! formatting: at INFO with the `stdout` provider that was more instructions per call than the rest of the call
+//! (BENCHMARKS.md, "A Python agent's call"). These write the same text: strings escaped as `serde_json` escapes them
+//! (which is also the canonical form's escaping, [`crate::json_strict::canonical`]), numbers as it writes them (a
+//! float that is not finite is `null`), times as `2026-12-02T14:12:44.607950Z`.
 
 use std::fmt::Write as _;
 use std::time::SystemTime;
