@@ -7,6 +7,7 @@
 
 use std::collections::{HashMap, HashSet};
 use std::hash::{BuildHasherDefault, Hasher};
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use super::decode::Problems;
 use super::model::ConfigFile;
@@ -50,6 +51,9 @@ pub struct Snapshot {
     pub settings: Settings,
     /// SHA-256 of the bytes this snapshot was loaded from (all zero when built in memory).
     pub source_digest: [u8; 32],
+    /// A number no other snapshot of this process has (from 1): what was once found true of this snapshot's entries
+    /// (which never change) stays true for it (the tool cache's check of its entry, `gateway/tools/discovery.rs`).
+    pub generation: u64,
     /// The authorization rules (contract 17), compiled.
     pub policies: super::policies::PolicyBook,
     keys: DigestMap<KeyEntry>,
@@ -90,10 +94,12 @@ impl Snapshot {
         if !problems.is_empty() {
             return Err(problems);
         }
+        static GENERATIONS: AtomicU64 = AtomicU64::new(1);
         Ok(Snapshot {
             file,
             settings,
             source_digest,
+            generation: GENERATIONS.fetch_add(1, Ordering::Relaxed),
             policies,
             keys: indexes.keys,
             key_ids: indexes.key_ids,

@@ -30,6 +30,7 @@ pub mod user_secrets;
 
 use std::collections::HashMap;
 use std::sync::Arc;
+use std::sync::atomic::AtomicU64;
 
 use serde_json::Value;
 
@@ -44,13 +45,16 @@ use crate::upstream::{PoolKey, PoolSettings, ServerSpec, UpstreamPool};
 use sessions::SessionRegistry;
 
 /// Tools found by live discovery, with what the server said about itself.
-#[derive(Debug, Clone)]
+#[derive(Debug)]
 pub struct CachedTools {
     /// Shared, so a cache hit costs a pointer copy rather than a copy of every tool's schema.
     pub tools: Arc<Vec<Value>>,
     pub server_metadata: Value,
     /// The server entry they were discovered with; a changed entry drops them.
     pub entry: ServerEntry,
+    /// The generation of the last snapshot whose entry was found the same as `entry` (0: none yet): under that
+    /// snapshot a hit is not compared again (`tools/discovery.rs`, `same_entry`).
+    pub same_in: AtomicU64,
     /// The review's findings and the tools it quarantined (left out of `tools`), contract section 11.
     pub findings: Arc<Vec<crate::guardrails::tool_scan::Finding>>,
     pub quarantined: Arc<Vec<String>>,

@@ -8,6 +8,7 @@
 //! live results go to both.
 
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use serde_json::{Value, json};
 
@@ -17,6 +18,7 @@ use crate::auth::Identity;
 use crate::cache::ExternalError;
 use crate::cache::shared::fingerprint;
 use crate::config::model::ServerEntry;
+use crate::config::snapshot::Snapshot;
 use crate::error::{ErrorCode, GatewayError};
 use crate::gateway::boundary::listing;
 use crate::gateway::exposure::filter::Curation;
@@ -265,7 +267,7 @@ async fn discover_untraced(
         .run_classified(
             TimeoutKind::Cache,
             settings.timeouts.cache + crate::gateway::tools::execute::TIMEOUT_MARGIN,
-            cached_tools(ctx, &key, entry, fingerprint.as_deref()),
+            cached_tools(ctx, &identity.snapshot, &key, entry, fingerprint.as_deref()),
             |(_, timed_out)| *timed_out,
         )
         .await;
@@ -331,6 +333,7 @@ async fn discover_live(
         tools: Arc::clone(&tools),
         server_metadata: metadata.clone(),
         entry: cached_entry,
+        same_in: AtomicU64::new(0),
         findings: Arc::clone(&findings),
         quarantined: Arc::clone(&quarantined),
     };
@@ -342,6 +345,7 @@ async fn discover_live(
 /// local cache. Counts one hit or miss; says whether a Redis operation timed out.
 async fn cached_tools(
     ctx: &GatewayContext,
+    snapshot: &Snapshot,
     key: &PoolKey,
     entry: &ServerEntry,
     fingerprint: Option<&str>,
@@ -354,6 +358,7 @@ async fn cached_tools(
                     tools: Arc::new(found.tools),
                     server_metadata: found.server_metadata,
                     entry: entry.clone(),
+                    same_in: AtomicU64::new(0),
                     findings: Arc::default(),
                     quarantined: Arc::default(),
                 });
@@ -371,9 +376,30 @@ async fn cached_tools(
             Err(e) => timed_out = matches!(e, ExternalError::Timeout(_)),
         }
     }
-    let hit = ctx.tool_cache.peek(key).filter(|hit| hit.entry.same_but_offer_pins(entry));
+    let hit = ctx.tool_cache.peek(key).filter(|hit| same_entry(snapshot, key, entry, hit));
     ctx.tool_cache.record_in(&key.mcp_config_id, hit.is_some());
     (hit, timed_out)
+}
+
+/// Whether `hit` was discovered with `entry` (but for its prompt and resource pins). The entries are compared in full
+/// once per snapshot (a cost that grows with the entry: its command, arguments, environment, filters, pins): when
+/// `entry` is the snapshot's own entry for `key`, which never changes, a hit once found the same under that snapshot
+/// is the same for every later call under it.
+fn same_entry(snapshot: &Snapshot, key: &PoolKey, entry: &ServerEntry, hit: &CachedTools) -> bool {
+    let of_snapshot = entry.server_name == key.server_name
+        && snapshot
+            .file
+            .mcp_configs
+            .get(&key.mcp_config_id)
+            .is_some_and(|config| config.mcp_config.as_ptr_range().contains(&std::ptr::from_ref(entry)));
+    if of_snapshot && hit.same_in.load(Ordering::Relaxed) == snapshot.generation {
+        return true;
+    }
+    let same = hit.entry.same_but_offer_pins(entry);
+    if same && of_snapshot {
+        hit.same_in.store(snapshot.generation, Ordering::Relaxed);
+    }
+    same
 }
 
 /// `gw_discover_all_tools`.
@@ -463,4 +489,61 @@ pub async fn server_info(
         }
     }
     json!({"status": "success", "server_name": entry.server_name, "server_info": info})
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn snapshot(args: &[&str]) -> Snapshot {
+        let file = json!({
+            "mcp_configs": {"c1": {"mcp_config_name": "one", "mcp_config": [
+                {"server_name": "s", "config": {"command": "run", "args": args}},
+                {"server_name": "t", "config": {"command": "other"}}
+            ]}},
+            "projects": {}, "users": {}, "apikeys": {}
+        });
+        Snapshot::from_value(file, [0; 32]).expect("a valid configuration")
+    }
+
+    fn cached(entry: &ServerEntry) -> CachedTools {
+        CachedTools {
+            tools: Arc::default(),
+            server_metadata: Value::Null,
+            entry: entry.clone(),
+            same_in: AtomicU64::new(0),
+            findings: Arc::default(),
+            quarantined: Arc::default(),
+        }
+    }
+
+    #[test]
+    fn a_hit_is_compared_once_per_snapshot_and_only_with_the_snapshots_own_entry() {
+        let first = snapshot(&["a"]);
+        let key = PoolKey::new("c1", "s");
+        let entry = &first.file.mcp_configs["c1"].mcp_config[0];
+        let hit = cached(entry);
+        assert!(same_entry(&first, &key, entry, &hit));
+        assert_eq!(hit.same_in.load(Ordering::Relaxed), first.generation, "found the same under this snapshot");
+        assert!(same_entry(&first, &key, entry, &hit));
+
+        // An entry that is not the snapshot's own (a copy, changed) is compared in full, whatever was found before.
+        let mut changed = entry.clone();
+        changed.tool_prefix = Some("x_".into());
+        assert!(!same_entry(&first, &key, &changed, &hit));
+        // Another server's entry of the same snapshot does not pass for this key's.
+        let other = &first.file.mcp_configs["c1"].mcp_config[1];
+        assert!(!same_entry(&first, &key, other, &hit));
+
+        // A new snapshot with the entry changed: compared again, and the hit is not the same.
+        let second = snapshot(&["b"]);
+        assert_ne!(second.generation, first.generation);
+        let changed = &second.file.mcp_configs["c1"].mcp_config[0];
+        assert!(!same_entry(&second, &key, changed, &hit));
+        assert_eq!(hit.same_in.load(Ordering::Relaxed), first.generation);
+        // A new snapshot with the same entry: compared again, and the same.
+        let third = snapshot(&["a"]);
+        assert!(same_entry(&third, &key, &third.file.mcp_configs["c1"].mcp_config[0], &hit));
+        assert_eq!(hit.same_in.load(Ordering::Relaxed), third.generation);
+    }
 }
